@@ -1,0 +1,73 @@
+import { Command } from "commander";
+import { formatMicros, parseUsd } from "../../src/billing/pricing";
+import type { AccountInfo } from "../../src/accounts/types";
+import { usd, withAccounts } from "../context";
+import { emit, table, UsageError, when } from "../output";
+
+function human(a: AccountInfo): string {
+  return [
+    `account ${a.name} (${a.id})${a.role === "admin" ? " [admin]" : ""}`,
+    `  balance:         ${formatMicros(a.balance_micros)}`,
+    `  trial remaining: ${a.trial_tokens_remaining} tokens`,
+    `  active keys:     ${a.active_keys}`,
+  ].join("\n");
+}
+
+export function accountsCommand(): Command {
+  const cmd = new Command("accounts").description("create, list and credit accounts");
+
+  cmd
+    .command("create <name>")
+    .description("create an account")
+    .option("--credit <usd>", "initial prepaid credit in USD", usd)
+    .option("--admin", "give the account the admin role")
+    .option("--json", "print JSON")
+    .action((name: string, opts: { credit?: number; admin?: boolean; json?: boolean }, c: Command) =>
+      withAccounts(c, (accounts) => {
+        const a = accounts.createAccount(name, { creditMicros: opts.credit, role: opts.admin ? "admin" : "user" });
+        emit(opts.json, a, human);
+      }),
+    );
+
+  cmd
+    .command("list")
+    .description("list accounts with balance and trial")
+    .option("--json", "print JSON")
+    .action((opts: { json?: boolean }, c: Command) =>
+      withAccounts(c, (accounts) =>
+        emit(opts.json, accounts.listAccounts(), (list) =>
+          table(
+            list.map((a) => ({
+              name: a.name,
+              id: a.id,
+              role: a.role,
+              balance: formatMicros(a.balance_micros),
+              trial_left: String(a.trial_tokens_remaining),
+              keys: String(a.active_keys),
+              created: when(a.created_at),
+            })),
+            ["name", "id", "role", "balance", "trial_left", "keys", "created"],
+          ),
+        ),
+      ),
+    );
+
+  cmd
+    .command("credit <name> <usd>")
+    .description("add prepaid credit (USD, up to 6 decimals) to an account")
+    .option("--note <text>", "note stored with the credit", "credit")
+    .option("--json", "print JSON")
+    .action((name: string, amount: string, opts: { note: string; json?: boolean }, c: Command) =>
+      withAccounts(c, (accounts) => emit(opts.json, accounts.credit(name, usdArgument(amount), opts.note), human)),
+    );
+
+  return cmd;
+}
+
+function usdArgument(text: string): number {
+  try {
+    return parseUsd(text);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bun
+import { Command } from "commander";
+import { VERSION } from "../src/version";
+import { accountsCommand } from "./commands/accounts";
+import { configCommand } from "./commands/config";
+import { keysCommand } from "./commands/keys";
+import { serveCommand } from "./commands/serve";
+
+const program = new Command("appliance")
+  .description("Self-hosted inference and GPU-rental appliance")
+  .version(VERSION)
+  .option("-c, --config <file>", "config file (TOML); default $APPLIANCE_CONFIG or ~/.config/appliance/config.toml")
+  .option("-d, --data-dir <dir>", "data directory; default $APPLIANCE_DATA_DIR or ~/.local/share/appliance")
+  .showHelpAfterError()
+  .addCommand(serveCommand())
+  .addCommand(accountsCommand())
+  .addCommand(keysCommand())
+  .addCommand(configCommand());
+
+await program.parseAsync(process.argv);

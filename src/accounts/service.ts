@@ -1,0 +1,270 @@
+import type { Database } from "bun:sqlite";
+import { ApiError } from "../api/http/errors";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
+import { newId } from "../ids";
+import { accountsRepo } from "../store/accounts";
+import { keysRepo, type KeyWithAccount } from "../store/keys";
+import { displayKey, generateKey, hashKey, looksLikeKey, sameHash } from "./key-format";
+import { SCOPES, type AccountInfo, type KeyInfo, type KeyKind, type Principal, type Scope } from "./types";
+
+// Accounts and keys: the one service the API, the console and the CLI all use.
+
+const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export interface CreateKeyOptions {
+  account: string;
+  kind?: KeyKind;
+  name?: string;
+  scopes?: Scope[];
+  maxActiveRentals?: number | null;
+  rpm?: number | null;
+  inflight?: number | null;
+}
+
+export interface KeySettings {
+  name?: string;
+  maxActiveRentals?: number | null;
+  rpm?: number | null;
+  inflight?: number | null;
+}
+
+export type AccountService = ReturnType<typeof createAccountService>;
+
+export function createAccountService(db: Database, limits: Config["limits"], clock: Clock) {
+  const accounts = accountsRepo(db);
+  const keys = keysRepo(db);
+  const lastTouched = new Map<string, number>();
+
+  function accountByRef(ref: string) {
+    const row = accounts.byName(ref) ?? accounts.byId(ref);
+    if (!row) throw new ApiError("not_found", `account not found: ${ref}`, { param: "account" });
+    return row;
+  }
+
+  function keyByRef(ref: string): KeyWithAccount {
+    const row = looksLikeKey(ref) ? keys.byHash(hashKey(ref)) : keys.byId(ref);
+    if (!row) throw new ApiError("not_found", `key not found: ${ref}`, { param: "key" });
+    return row;
+  }
+
+  function activeKey(ref: string): KeyWithAccount {
+    const row = keyByRef(ref);
+    if (row.revoked_at !== null) throw new ApiError("conflict", `key ${row.id} is revoked`, { param: "key" });
+    return row;
+  }
+
+  function toKeyInfo(row: KeyWithAccount): KeyInfo {
+    return {
+      id: row.id,
+      account: row.account_name,
+      kind: row.kind,
+      name: row.name,
+      display: displayKey(row.last4),
+      scopes: parseScopes(row.scopes),
+      max_active_rentals: row.max_active_rentals ?? limits.max_active_rentals,
+      rpm_limit: row.kind === "free" ? limits.free_rpm : row.rpm_limit,
+      inflight_limit: row.kind === "free" ? null : row.inflight_limit,
+      created_at: row.created_at,
+      last_used_at: row.last_used_at,
+      revoked_at: row.revoked_at,
+      rotated_from: row.rotated_from,
+    };
+  }
+
+  function toAccountInfo(id: string): AccountInfo {
+    const row = accounts.byId(id)!;
+    return {
+      id: row.id,
+      name: row.name,
+      role: row.role,
+      balance_micros: row.balance_micros,
+      trial_tokens_used: row.trial_tokens_used,
+      trial_tokens_remaining: Math.max(0, limits.free_trial_tokens - row.trial_tokens_used),
+      created_at: row.created_at,
+      active_keys: keys.listByAccount(row.id).filter((k) => k.revoked_at === null).length,
+    };
+  }
+
+  function insertKey(
+    accountId: string,
+    kind: KeyKind,
+    s: { name: string; scopes: string; max_active_rentals: number | null; rpm_limit: number | null; inflight_limit: number | null },
+    rotatedFrom: string | null,
+  ): { key: string; id: string } {
+    const key = generateKey();
+    const id = newId("key_");
+    keys.insert({
+      id,
+      account_id: accountId,
+      kind,
+      name: s.name,
+      scopes: s.scopes,
+      max_active_rentals: s.max_active_rentals,
+      rpm_limit: s.rpm_limit,
+      inflight_limit: s.inflight_limit,
+      secret_hash: hashKey(key),
+      last4: key.slice(-4),
+      created_at: clock.now(),
+      rotated_from: rotatedFrom,
+    });
+    return { key, id };
+  }
+
+  return {
+    createAccount(name: string, opts: { role?: "user" | "admin"; creditMicros?: number; note?: string } = {}): AccountInfo {
+      if (!ACCOUNT_NAME.test(name))
+        throw new ApiError("invalid_request", "account name: 1–64 characters, letters, digits and . _ @ -", { param: "name" });
+      if (accounts.byName(name)) throw new ApiError("conflict", `account already exists: ${name}`, { param: "name" });
+      const id = newId("acct_");
+      db.transaction(() => {
+        accounts.insert({ id, name, role: opts.role ?? "user", created_at: clock.now() });
+        if (opts.creditMicros) {
+          assertCredit(opts.creditMicros);
+          accounts.credit(id, opts.creditMicros, opts.note ?? "initial credit", clock.now());
+        }
+      }).immediate();
+      return toAccountInfo(id);
+    },
+
+    getAccount: (ref: string) => toAccountInfo(accountByRef(ref).id),
+    listAccounts: () => accounts.list().map((a) => toAccountInfo(a.id)),
+    accountCount: () => accounts.count(),
+
+    credit(ref: string, micros: number, note = "credit"): AccountInfo {
+      assertCredit(micros);
+      const account = accountByRef(ref);
+      accounts.credit(account.id, micros, note, clock.now());
+      return toAccountInfo(account.id);
+    },
+
+    createKey(opts: CreateKeyOptions): { key: string; info: KeyInfo } {
+      const account = accountByRef(opts.account);
+      const kind = opts.kind ?? "free";
+      const scopes = normaliseScopes(opts.scopes ?? ["inference"]);
+      if (kind === "free") {
+        if (opts.rpm != null || opts.inflight != null)
+          throw new ApiError("invalid_request", "rpm and in-flight caps are fixed on the free key; set them on premium keys", {
+            param: opts.rpm != null ? "rpm" : "inflight",
+          });
+        if (keys.hadFreeKey(account.id))
+          throw new ApiError(
+            "conflict",
+            `account ${account.name} already has its free key; create a premium key or rotate the free one`,
+            { param: "kind" },
+          );
+      }
+      const s = {
+        name: opts.name ?? "",
+        scopes: scopes.join(","),
+        max_active_rentals: checkCap(opts.maxActiveRentals, "max_active_rentals"),
+        rpm_limit: checkCap(opts.rpm, "rpm"),
+        inflight_limit: checkCap(opts.inflight, "inflight"),
+      };
+      const { key, id } = db.transaction(() => insertKey(account.id, kind, s, null)).immediate();
+      return { key, info: toKeyInfo(keys.byId(id)!) };
+    },
+
+    listKeys(accountRef?: string): KeyInfo[] {
+      const rows = accountRef ? keys.listByAccount(accountByRef(accountRef).id) : keys.listAll();
+      return rows.map(toKeyInfo);
+    },
+
+    getKey: (ref: string) => toKeyInfo(keyByRef(ref)),
+
+    revokeKey(ref: string): KeyInfo {
+      const row = keyByRef(ref);
+      keys.revoke(row.id, clock.now());
+      return toKeyInfo(keys.byId(row.id)!);
+    },
+
+    /** New secret, same settings; the old key is revoked in the same transaction. */
+    rotateKey(ref: string): { key: string; info: KeyInfo; old: KeyInfo } {
+      const { key, id, oldId } = db
+        .transaction(() => {
+          const old = activeKey(ref);
+          keys.revoke(old.id, clock.now());
+          return { ...insertKey(old.account_id, old.kind, old, old.id), oldId: old.id };
+        })
+        .immediate();
+      return { key, info: toKeyInfo(keys.byId(id)!), old: toKeyInfo(keys.byId(oldId)!) };
+    },
+
+    setScope(ref: string, scope: string, enabled: boolean): KeyInfo {
+      const row = activeKey(ref);
+      const [checked] = normaliseScopes([scope]);
+      const current = new Set(parseScopes(row.scopes));
+      if (enabled) current.add(checked!);
+      else current.delete(checked!);
+      keys.update({ ...row, scopes: SCOPES.filter((s) => current.has(s)).join(",") });
+      return toKeyInfo(keys.byId(row.id)!);
+    },
+
+    setKey(ref: string, settings: KeySettings): KeyInfo {
+      const row = activeKey(ref);
+      if (row.kind === "free" && (settings.rpm !== undefined || settings.inflight !== undefined))
+        throw new ApiError("invalid_request", "rpm and in-flight caps are fixed on the free key; set them on premium keys", {
+          param: settings.rpm !== undefined ? "rpm" : "inflight",
+        });
+      keys.update({
+        id: row.id,
+        scopes: row.scopes,
+        name: settings.name ?? row.name,
+        max_active_rentals:
+          settings.maxActiveRentals !== undefined ? checkCap(settings.maxActiveRentals, "max_active_rentals") : row.max_active_rentals,
+        rpm_limit: settings.rpm !== undefined ? checkCap(settings.rpm, "rpm") : row.rpm_limit,
+        inflight_limit: settings.inflight !== undefined ? checkCap(settings.inflight, "inflight") : row.inflight_limit,
+      });
+      return toKeyInfo(keys.byId(row.id)!);
+    },
+
+    /** Key → principal, or null for an unknown, malformed or revoked key. */
+    authenticate(key: string): Principal | null {
+      if (!looksLikeKey(key)) return null;
+      const hash = hashKey(key);
+      const row = keys.byHash(hash);
+      if (!row || row.revoked_at !== null || !sameHash(row.secret_hash, hash)) return null;
+      const now = clock.now();
+      if (now - (lastTouched.get(row.id) ?? 0) >= LAST_USED_RESOLUTION_MS) {
+        lastTouched.set(row.id, now);
+        keys.touch(row.id, now);
+      }
+      const free = row.kind === "free";
+      return {
+        keyId: row.id,
+        accountId: row.account_id,
+        accountName: row.account_name,
+        kind: row.kind,
+        scopes: parseScopes(row.scopes),
+        display: displayKey(row.last4),
+        rpm: free ? limits.free_rpm : (row.rpm_limit ?? limits.premium_rpm),
+        inflight: free ? 0 : (row.inflight_limit ?? limits.premium_inflight),
+        maxActiveRentals: row.max_active_rentals ?? limits.max_active_rentals,
+      };
+    },
+  };
+}
+
+function parseScopes(text: string): Scope[] {
+  return text ? (text.split(",") as Scope[]) : [];
+}
+
+function normaliseScopes(scopes: string[]): Scope[] {
+  for (const s of scopes)
+    if (!(SCOPES as readonly string[]).includes(s))
+      throw new ApiError("invalid_request", `unknown scope "${s}" (scopes: ${SCOPES.join(", ")})`, { param: "scope" });
+  return SCOPES.filter((s) => scopes.includes(s));
+}
+
+function checkCap(v: number | null | undefined, param: string): number | null {
+  if (v === undefined || v === null) return null;
+  if (!Number.isInteger(v) || v < 0 || v > 1_000_000)
+    throw new ApiError("invalid_request", `${param} must be a whole number from 0 to 1000000`, { param });
+  return v;
+}
+
+function assertCredit(micros: number) {
+  if (!Number.isSafeInteger(micros) || micros <= 0)
+    throw new ApiError("invalid_request", "credit must be a positive amount (at least $0.000001)", { param: "amount" });
+}

@@ -1,0 +1,39 @@
+import type { AccountService } from "../../accounts/service";
+import type { Principal, Scope } from "../../accounts/types";
+import { ApiError } from "./errors";
+
+// Spec §5: `Authorization: Bearer <key>` everywhere; `x-api-key` also on the Messages endpoints.
+// Every path under /v1 and /api/v1 authenticates; /api/v1 (rentals) also needs the rental scope.
+
+export function requiredScope(path: string): Scope | null {
+  if (path === "/api/v1" || path.startsWith("/api/v1/")) return "rental";
+  if (path === "/v1" || path.startsWith("/v1/")) return "inference";
+  return null;
+}
+
+export function presentedKey(headers: Headers, path: string): string | null {
+  const auth = headers.get("authorization");
+  if (auth) {
+    const m = /^\s*bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m) return m[1]!;
+  }
+  if (path === "/v1/messages" || path.startsWith("/v1/messages/")) {
+    const k = headers.get("x-api-key");
+    if (k) return k.trim();
+  }
+  return null;
+}
+
+export function authenticateRequest(accounts: AccountService, headers: Headers, path: string): Principal {
+  const key = presentedKey(headers, path);
+  const principal = key ? accounts.authenticate(key) : null;
+  if (!principal) throw new ApiError("invalid_api_key", "Invalid API key");
+  return principal;
+}
+
+export function requireScope(principal: Principal, scope: Scope): void {
+  if (!principal.scopes.includes(scope)) {
+    const how = scope === "rental" ? " (enable the GPU Rentals scope on the key in the console or with `appliance keys scope`)" : "";
+    throw new ApiError("missing_scope", `this key lacks the ${scope} scope${how}`);
+  }
+}

@@ -1,0 +1,76 @@
+// One closed table of API error codes (STYLE "Errors flow to one table").
+// Each row gives the HTTP status, the OpenAI `type`/`code`, and the Anthropic `type`.
+// Code below the edge throws ApiError; one renderer per wire format turns it into a body.
+
+export const ERROR_TABLE = {
+  invalid_request: { status: 400, openaiType: "invalid_request_error", openaiCode: null, anthropicType: "invalid_request_error" },
+  invalid_json: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_json", anthropicType: "invalid_request_error" },
+  invalid_api_key: { status: 401, openaiType: "invalid_request_error", openaiCode: "invalid_api_key", anthropicType: "authentication_error" },
+  free_quota_exhausted: { status: 402, openaiType: "insufficient_quota", openaiCode: "free_quota_exhausted", anthropicType: "billing_error" },
+  insufficient_balance: { status: 402, openaiType: "insufficient_quota", openaiCode: "insufficient_balance", anthropicType: "billing_error" },
+  missing_scope: { status: 403, openaiType: "permission_error", openaiCode: "missing_scope", anthropicType: "permission_error" },
+  not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "not_found", anthropicType: "not_found_error" },
+  model_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "model_not_found", anthropicType: "not_found_error" },
+  conflict: { status: 409, openaiType: "invalid_request_error", openaiCode: "conflict", anthropicType: "invalid_request_error" },
+  payload_too_large: { status: 413, openaiType: "invalid_request_error", openaiCode: "payload_too_large", anthropicType: "request_too_large" },
+  rate_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "rate_limit_exceeded", anthropicType: "rate_limit_error" },
+  daily_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "daily_limit_exceeded", anthropicType: "rate_limit_error" },
+  concurrency_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "concurrency_limit_exceeded", anthropicType: "rate_limit_error" },
+  internal_error: { status: 500, openaiType: "server_error", openaiCode: "internal_error", anthropicType: "api_error" },
+} as const satisfies Record<string, ErrorRow>;
+
+interface ErrorRow {
+  status: number;
+  openaiType: string;
+  openaiCode: string | null;
+  anthropicType: string;
+}
+
+export type ErrorCode = keyof typeof ERROR_TABLE;
+export type WireFormat = "openai" | "anthropic";
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+  constructor(code: ErrorCode, message: string, opts: { param?: string | null; headers?: Record<string, string> } = {}) {
+    super(message);
+    this.name = "ApiError";
+    this.code = code;
+    this.param = opts.param ?? null;
+    this.headers = opts.headers ?? {};
+  }
+  get status(): number {
+    return ERROR_TABLE[this.code].status;
+  }
+}
+
+/** The OpenAI envelope: {error:{message,type,param,code}} — code is a string or null, never a number. */
+export function toOpenAIErrorBody(err: ApiError) {
+  const row = ERROR_TABLE[err.code];
+  return { error: { message: err.message, type: row.openaiType, param: err.param, code: row.openaiCode } };
+}
+
+/** The Anthropic envelope: {type:"error",error:{type,message}} (used only by /v1/messages). */
+export function toAnthropicErrorBody(err: ApiError) {
+  return { type: "error", error: { type: ERROR_TABLE[err.code].anthropicType, message: err.message } };
+}
+
+export function renderError(err: ApiError, format: WireFormat, extraHeaders: Record<string, string> = {}): Response {
+  const body = format === "anthropic" ? toAnthropicErrorBody(err) : toOpenAIErrorBody(err);
+  return new Response(JSON.stringify(body), {
+    status: err.status,
+    headers: { "content-type": "application/json", ...extraHeaders, ...err.headers },
+  });
+}
+
+/** Any thrown value → ApiError; unknown failures become a 500 that names only the request id. */
+export function asApiError(e: unknown, requestId: string): { error: ApiError; unexpected: boolean } {
+  if (e instanceof ApiError) return { error: e, unexpected: false };
+  return { error: new ApiError("internal_error", `internal server error (request id ${requestId})`), unexpected: true };
+}
+
+/** Which wire format a path answers errors in: the Messages endpoints use Anthropic's envelope. */
+export function formatForPath(path: string): WireFormat {
+  return path === "/v1/messages" || path.startsWith("/v1/messages/") ? "anthropic" : "openai";
+}

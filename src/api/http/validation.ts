@@ -1,0 +1,30 @@
+import { pointerToDotted } from "../../config";
+import { ApiError } from "./errors";
+
+// Elysia's validation failures → one 400 invalid_request_error that names the field.
+
+interface ValueErrorLike {
+  path: string;
+  message: string;
+  schema?: { anyOf?: { const?: unknown }[]; const?: unknown };
+}
+
+export function validationToApiError(error: unknown): ApiError {
+  const all: ValueErrorLike[] = (error as { all?: ValueErrorLike[] }).all ?? [];
+  // Prefer the deepest path: "messages[0].role" says more than "messages".
+  const first = [...all].sort((a, b) => b.path.length - a.path.length)[0];
+  if (!first) return new ApiError("invalid_request", "invalid request body");
+  const param = pointerToDotted(first.path) || null;
+  return new ApiError("invalid_request", describe(first, param), { param });
+}
+
+function describe(e: ValueErrorLike, param: string | null): string {
+  const where = param ? `${param}: ` : "request body: ";
+  const options = e.schema?.anyOf?.map((s) => s.const).filter((c) => c !== undefined);
+  if (options && options.length === e.schema!.anyOf!.length)
+    return `${where}must be one of ${options.map((o) => JSON.stringify(o)).join(", ")}`;
+  if (e.message === "Expected required property") return `${where}is required`;
+  if (e.message === "Expected object" && !param) return "request body must be a JSON object";
+  if (e.message.startsWith("Unexpected property")) return `${where}unknown field`;
+  return `${where}${e.message.charAt(0).toLowerCase()}${e.message.slice(1)}`;
+}

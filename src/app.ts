@@ -1,0 +1,109 @@
+import { Elysia } from "elysia";
+import { healthRoutes } from "./api/health";
+import { authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
+import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/context";
+import { ApiError, asApiError, formatForPath, renderError } from "./api/http/errors";
+import { validationToApiError } from "./api/http/validation";
+import { modelsRoutes } from "./api/openai/models";
+import { newId } from "./ids";
+import type { AppDeps } from "./services";
+
+export interface App {
+  /** Serves one request without any socket: main.ts passes it to Bun.serve, tests call it directly. */
+  handle(req: Request): Promise<Response>;
+}
+
+/**
+ * Composes the edge (request id, auth, limits, errors, logs) and the route plugins. Never listens.
+ * Auth runs before Elysia parses anything, so a bad key is a 401 whatever the body holds.
+ */
+export function createApp(deps: AppDeps): App {
+  const { accounts, limits, logger } = deps;
+
+  const routes = new Elysia()
+    .onTransform({ as: "global" }, ({ request, route }) => {
+      contextOf(request).route = route;
+    })
+    .onError({ as: "global" }, ({ code, error, request }) => {
+      const rc = contextOf(request);
+      return errorResponse(rc, toApiError(code, error, request));
+    })
+    .use(healthRoutes(deps))
+    .use(modelsRoutes(deps.registry));
+
+  function toApiError(code: string | number, error: unknown, request: Request): ApiError {
+    if (error instanceof ApiError) return error;
+    if (code === "VALIDATION") return validationToApiError(error);
+    if (code === "PARSE") return new ApiError("invalid_json", "request body is not valid JSON");
+    if (code === "NOT_FOUND") return new ApiError("not_found", `Invalid URL (${request.method} ${pathOf(request.url)})`);
+    return unexpected(contextOf(request), error);
+  }
+
+  function unexpected(rc: RequestContext, error: unknown): ApiError {
+    const { error: apiError } = asApiError(error, rc.id);
+    logger.error("unhandled error", {
+      request_id: rc.id,
+      route: rc.route,
+      error: error instanceof Error ? error.message : String(error),
+      stack: error instanceof Error ? error.stack : undefined,
+    });
+    return apiError;
+  }
+
+  function errorResponse(rc: RequestContext, err: ApiError): Response {
+    return renderError(err, rc.format);
+  }
+
+  return {
+    async handle(req: Request): Promise<Response> {
+      const path = pathOf(req.url);
+      const rc: RequestContext = {
+        id: newId("req_"),
+        start: performance.now(),
+        path,
+        format: formatForPath(path),
+        principal: null,
+        route: "unmatched",
+        headers: {},
+      };
+      bindContext(req, rc);
+      let res: Response;
+      try {
+        const scope = requiredScope(path);
+        if (scope) {
+          rc.principal = authenticateRequest(accounts, req.headers, path);
+          requireScope(rc.principal, scope);
+          rc.headers = limits.request(rc.principal);
+        }
+        res = await routes.handle(req);
+      } catch (e) {
+        res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
+      }
+      res = withHeaders(res, rc);
+      logger.info("request", {
+        request_id: rc.id,
+        method: req.method,
+        route: rc.route,
+        status: res.status,
+        duration_ms: Math.round((performance.now() - rc.start) * 1000) / 1000,
+        key: rc.principal?.display ?? null,
+      });
+      return res;
+    },
+  };
+}
+
+function withHeaders(res: Response, rc: RequestContext): Response {
+  const set = (r: Response) => {
+    r.headers.set("x-request-id", rc.id);
+    if (rc.format === "anthropic") r.headers.set("request-id", rc.id);
+    for (const k in rc.headers) r.headers.set(k, rc.headers[k]!);
+    return r;
+  };
+  try {
+    return set(res);
+  } catch {
+    // Responses with immutable headers (e.g. proxied fetch results) are copied once.
+    return set(new Response(res.body, res));
+  }
+}

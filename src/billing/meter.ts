@@ -1,0 +1,155 @@
+import type { Database } from "bun:sqlite";
+import type { Principal } from "../accounts/types";
+import { ApiError } from "../api/http/errors";
+import type { Clock } from "../clock";
+import type { Config } from "../config";
+import type { ModelManifest } from "../engines/manifest";
+import { usageRepo } from "../store/usage";
+import type { Limits } from "./limits";
+import { batchBasisPoints, costMicros, formatMicros, priceFor } from "./pricing";
+
+// The service every engine calls around a piece of billable work:
+//   const ticket = meter.reserve(principal, estimate)   // before work: limits + credit hold
+//   ticket.settle(actualUsage)                          // on completion: one usage row, charged once
+//   ticket.release()                                    // on failure: nothing charged
+// Holds live in memory (one server per data dir); a crash drops them, which is a release.
+// Admission needs a positive balance (or trial) after existing holds, and each hold covers its
+// request's worst case, so a balance can end below zero by at most one in-flight reservation.
+
+export interface MeterRequest {
+  requestId: string;
+  model: Pick<ModelManifest, "id" | "kind" | "price">;
+  endpoint: string;
+  inputTokens: number;
+  /** Worst-case output tokens (max_tokens, or what the context leaves). */
+  maxOutputTokens: number;
+  images?: number;
+  /** Batch lines: batch price, and no per-minute or in-flight limits (spec §8). */
+  batch?: boolean;
+}
+
+export interface ActualUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens?: number;
+  images?: number;
+}
+
+export interface Settlement {
+  costMicros: number;
+  trialTokens: number;
+  /** False when this request id had already been settled (nothing charged the second time). */
+  charged: boolean;
+}
+
+export interface Ticket {
+  readonly requestId: string;
+  settle(usage: ActualUsage): Settlement;
+  release(): void;
+}
+
+export type Meter = ReturnType<typeof createMeter>;
+
+export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock) {
+  const usage = usageRepo(db);
+  const holds = new Map<string, { micros: number; tokens: number }>();
+  const batchBp = batchBasisPoints(config.prices);
+
+  function held(accountId: string) {
+    return holds.get(accountId) ?? { micros: 0, tokens: 0 };
+  }
+
+  function addHold(accountId: string, micros: number, tokens: number) {
+    const h = held(accountId);
+    const next = { micros: h.micros + micros, tokens: h.tokens + tokens };
+    if (next.micros === 0 && next.tokens === 0) holds.delete(accountId);
+    else holds.set(accountId, next);
+  }
+
+  /** Free keys spend the account's token trial on token-metered work; images have their own quota. */
+  function usesTrial(p: Principal, req: MeterRequest) {
+    return p.kind === "free" && req.model.kind !== "image";
+  }
+
+  function reserve(p: Principal, req: MeterRequest): Ticket {
+    const price = priceFor(req.model, config.prices);
+    const images = req.images ?? 0;
+    const bp = req.batch ? batchBp : null;
+    const holdMicros =
+      p.kind === "premium" ? costMicros(price, { inputTokens: req.inputTokens, outputTokens: req.maxOutputTokens, images }, bp) : 0;
+    const holdTokens = usesTrial(p, req) ? req.inputTokens + req.maxOutputTokens : 0;
+
+    const account = usage.balance(p.accountId);
+    if (!account) throw new ApiError("invalid_api_key", "Invalid API key");
+    const h = held(p.accountId);
+    if (p.kind === "premium" && account.balance_micros - h.micros <= 0)
+      throw new ApiError(
+        "insufficient_balance",
+        `insufficient balance: ${formatMicros(account.balance_micros)} left` +
+          (h.micros ? ` with ${formatMicros(h.micros)} held by requests in flight` : "") +
+          "; add credit to the account to continue",
+      );
+    if (holdTokens && config.limits.free_trial_tokens - account.trial_tokens_used - h.tokens <= 0)
+      throw new ApiError(
+        "free_quota_exhausted",
+        `the free trial of ${config.limits.free_trial_tokens} tokens is used up; use a premium key to continue`,
+      );
+
+    const leaveInflight = req.batch ? () => {} : limits.enter(p);
+    let releaseImages: (refund?: boolean) => void = () => {};
+    if (images > 0 && !req.batch) {
+      try {
+        releaseImages = limits.images(p, images);
+      } catch (e) {
+        leaveInflight();
+        throw e;
+      }
+    }
+    addHold(p.accountId, holdMicros, holdTokens);
+
+    let state: "held" | "settled" | "released" = "held";
+    const drop = () => {
+      addHold(p.accountId, -holdMicros, -holdTokens);
+      leaveInflight();
+      releaseImages();
+    };
+
+    return {
+      requestId: req.requestId,
+      settle(actual: ActualUsage): Settlement {
+        if (state !== "held") throw new Error(`ticket ${req.requestId} is already ${state}`);
+        state = "settled";
+        try {
+          const n = actual.images ?? 0;
+          const cost = p.kind === "premium" ? costMicros(price, { ...actual, images: n }, bp) : 0;
+          const trialTokens = usesTrial(p, req) ? actual.inputTokens + actual.outputTokens : 0;
+          const charged = usage.settle.immediate({
+            request_id: req.requestId,
+            account_id: p.accountId,
+            key_id: p.keyId,
+            model: req.model.id,
+            endpoint: req.endpoint,
+            input_tokens: actual.inputTokens,
+            output_tokens: actual.outputTokens,
+            cached_tokens: actual.cachedTokens ?? 0,
+            images: n,
+            batch: req.batch ? 1 : 0,
+            cost_micros: cost,
+            trial_tokens: trialTokens,
+            created_at: clock.now(),
+          });
+          return { costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged };
+        } finally {
+          drop();
+        }
+      },
+      release() {
+        if (state !== "held") return;
+        state = "released";
+        drop();
+      },
+    };
+  }
+
+  return { reserve, held };
+}

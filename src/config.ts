@@ -1,0 +1,211 @@
+import { Type as T, type Static, type TSchema } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { ModelManifest, RetiredModel } from "./engines/manifest";
+
+// One TypeBox schema for the whole config, validated once at start. Sources, lowest first:
+// built-in defaults < TOML file < environment (APPLIANCE_*) < command-line flags.
+
+const Server = T.Object(
+  {
+    host: T.String({ default: "127.0.0.1", minLength: 1 }),
+    port: T.Integer({ default: 8484, minimum: 0, maximum: 65535 }),
+    data_dir: T.String({ default: "", description: "empty → $XDG_DATA_HOME/appliance or ~/.local/share/appliance" }),
+    log_level: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")], { default: "info" }),
+    max_body_mb: T.Number({ default: 64, exclusiveMinimum: 0 }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+const Limits = T.Object(
+  {
+    free_trial_tokens: T.Integer({ default: 250_000, minimum: 0 }),
+    free_rpm: T.Integer({ default: 20, minimum: 1 }),
+    free_images_per_day: T.Integer({ default: 5, minimum: 0 }),
+    free_images_per_minute: T.Integer({ default: 2, minimum: 0 }),
+    premium_images_per_day: T.Integer({ default: 300, minimum: 0 }),
+    premium_images_per_minute: T.Integer({ default: 0, minimum: 0, description: "0 = no per-minute image cap" }),
+    premium_rpm: T.Integer({ default: 0, minimum: 0, description: "default rpm cap for premium keys; 0 = none" }),
+    premium_inflight: T.Integer({ default: 0, minimum: 0, description: "default in-flight cap for premium keys; 0 = none" }),
+    max_active_rentals: T.Integer({ default: 1, minimum: 0, description: "default per-key cap on active rentals" }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+const Prices = T.Object(
+  {
+    chat_input_per_m: T.Number({ default: 0.12, minimum: 0 }),
+    chat_output_per_m: T.Number({ default: 1.7, minimum: 0 }),
+    classifier_input_per_m: T.Number({ default: 0.05, minimum: 0 }),
+    embedding_input_per_m: T.Number({ default: 0.02, minimum: 0 }),
+    image_per_image: T.Number({ default: 0.003, minimum: 0 }),
+    batch_discount: T.Number({ default: 0.5, minimum: 0, maximum: 1, description: "fraction of the live price batches pay" }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+const RentalNode = T.Object(
+  {
+    gpu_uuid: T.Optional(T.String({ minLength: 1 })),
+    gpu: T.String({ minLength: 1, description: "GPU model name" }),
+    vram_mb: T.Integer({ minimum: 1 }),
+    compute_cap: T.Number({ minimum: 0 }),
+    country: T.String({ minLength: 1 }),
+    country_code: T.String({ minLength: 2, maxLength: 3 }),
+    price_per_hour: T.Number({ minimum: 0 }),
+    launcher: T.String({ minLength: 1, description: "how the node starts a rental" }),
+  },
+  { additionalProperties: false },
+);
+
+const Bootstrap = T.Object(
+  {
+    account: T.String({ default: "admin", minLength: 1 }),
+    credit_usd: T.Number({ default: 10, minimum: 0, description: "credit given to the first account's premium key" }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const Config = T.Object(
+  {
+    server: Server,
+    limits: Limits,
+    prices: Prices,
+    models_dir: T.String({ default: "", description: "base for relative model file paths; empty → the config file's folder" }),
+    models: T.Array(ModelManifest, { default: [] }),
+    retired_models: T.Array(RetiredModel, { default: [] }),
+    rental_nodes: T.Array(RentalNode, { default: [] }),
+    bootstrap: Bootstrap,
+    demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
+  },
+  { additionalProperties: false },
+);
+export type Config = Static<typeof Config>;
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export interface ConfigOverrides {
+  host?: string;
+  port?: number | string;
+  dataDir?: string;
+  demo?: boolean;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** The file read, or null when running on defaults. */
+  file: string | null;
+}
+
+/** Where the config comes from: --config, else $APPLIANCE_CONFIG, else the XDG default if it exists. */
+export function findConfigFile(flag: string | undefined, env: Record<string, string | undefined>): string | null {
+  if (flag) return resolve(flag);
+  if (env.APPLIANCE_CONFIG) return resolve(env.APPLIANCE_CONFIG);
+  const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), ".config");
+  const path = join(base, "appliance", "config.toml");
+  return existsSync(path) ? path : null;
+}
+
+export function loadConfig(
+  opts: { file?: string; flags?: ConfigOverrides; env?: Record<string, string | undefined> } = {},
+): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const file = findConfigFile(opts.file, env);
+  let raw: Record<string, any> = {};
+  if (file) {
+    if (!existsSync(file)) throw new ConfigError(`config file not found: ${file}`);
+    try {
+      raw = Bun.TOML.parse(readFileSync(file, "utf8")) as Record<string, any>;
+    } catch (e) {
+      throw new ConfigError(`${file}: ${(e as Error).message}`);
+    }
+  }
+  const server = (raw.server ??= {});
+  if (typeof server !== "object" || Array.isArray(server)) throw new ConfigError("server: must be a table");
+  applyOverride(server, "data_dir", env.APPLIANCE_DATA_DIR);
+  applyOverride(server, "host", env.APPLIANCE_HOST);
+  applyOverride(server, "port", numeric(env.APPLIANCE_PORT));
+  applyOverride(server, "log_level", env.APPLIANCE_LOG_LEVEL);
+  const flags = opts.flags ?? {};
+  applyOverride(server, "data_dir", flags.dataDir);
+  applyOverride(server, "host", flags.host);
+  applyOverride(server, "port", numeric(flags.port));
+  if (flags.demo) raw.demo = true;
+
+  const config = validateConfig(raw, file ?? "config");
+  config.server.data_dir = resolveDataDir(config.server.data_dir, env);
+  config.models_dir = config.models_dir
+    ? resolve(file ? dirname(file) : process.cwd(), expandHome(config.models_dir, env))
+    : file
+      ? dirname(file)
+      : process.cwd();
+  return { config, file };
+}
+
+/** Fill defaults and validate; every problem is reported with the dotted path of the field. */
+export function validateConfig(raw: unknown, source = "config"): Config {
+  const value = Value.Default(Config, Value.Clone(raw ?? {}));
+  const problems = describeErrors(Config, value);
+  if (problems.length) throw new ConfigError(`${source}: invalid configuration\n  ${problems.join("\n  ")}`);
+  const config = value as Config;
+  const ids = new Set<string>();
+  config.models.forEach((m, i) => {
+    if (ids.has(m.id)) throw new ConfigError(`${source}: models[${i}].id: duplicate model id "${m.id}"`);
+    ids.add(m.id);
+    if (m.kind === "chat" && !m.files.model) throw new ConfigError(`${source}: models[${i}].files.model: a chat model needs a model file`);
+  });
+  config.retired_models.forEach((r, i) => {
+    if (ids.has(r.id)) throw new ConfigError(`${source}: retired_models[${i}].id: "${r.id}" is also a served model`);
+    if (r.replaced_by && !ids.has(r.replaced_by))
+      throw new ConfigError(`${source}: retired_models[${i}].replaced_by: "${r.replaced_by}" is not a served model`);
+  });
+  return config;
+}
+
+export function describeErrors(schema: TSchema, value: unknown): string[] {
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const err of Value.Errors(schema, value)) {
+    const field = pointerToDotted(err.path) || "(root)";
+    if (seen.has(field)) continue;
+    seen.add(field);
+    const unknown = err.message.startsWith("Unexpected property");
+    out.push(unknown ? `${field}: unknown field` : `${field}: ${err.message}`);
+  }
+  return out;
+}
+
+/** JSON pointer "/models/0/files" → "models[0].files". */
+export function pointerToDotted(pointer: string): string {
+  return pointer
+    .split("/")
+    .slice(1)
+    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"))
+    .reduce((acc, part) => (/^\d+$/.test(part) ? `${acc}[${part}]` : acc ? `${acc}.${part}` : part), "");
+}
+
+function applyOverride(target: Record<string, unknown>, key: string, value: unknown) {
+  if (value !== undefined && value !== "") target[key] = value;
+}
+
+function numeric(v: string | number | undefined): number | string | undefined {
+  if (v === undefined || typeof v === "number") return v;
+  return /^\d+$/.test(v) ? Number(v) : v;
+}
+
+function expandHome(p: string, env: Record<string, string | undefined>): string {
+  return p === "~" || p.startsWith("~/") ? join(env.HOME || homedir(), p.slice(1)) : p;
+}
+
+function resolveDataDir(dir: string, env: Record<string, string | undefined>): string {
+  if (dir) return isAbsolute(expandHome(dir, env)) ? expandHome(dir, env) : resolve(expandHome(dir, env));
+  const base = env.XDG_DATA_HOME || join(env.HOME || homedir(), ".local", "share");
+  return join(base, "appliance");
+}

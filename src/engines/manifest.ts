@@ -1,0 +1,37 @@
+import { Type as T, type Static } from "@sinclair/typebox";
+
+// A model manifest: what the registry needs to list a model, price it and hand it to an engine.
+// Engines read `files` (paths relative to the manifest's base dir) and their own options.
+
+export const ModelKind = T.Union([T.Literal("chat"), T.Literal("embedding"), T.Literal("classifier"), T.Literal("image")]);
+export type ModelKind = Static<typeof ModelKind>;
+
+export const ModelPrice = T.Object(
+  {
+    input_per_m: T.Optional(T.Number({ minimum: 0, description: "USD per million input tokens" })),
+    output_per_m: T.Optional(T.Number({ minimum: 0, description: "USD per million output tokens" })),
+    per_image: T.Optional(T.Number({ minimum: 0, description: "USD per generated image" })),
+  },
+  { additionalProperties: false },
+);
+
+export const ModelManifest = T.Object(
+  {
+    id: T.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9][A-Za-z0-9._:/-]*$" }),
+    name: T.String({ minLength: 1 }),
+    kind: ModelKind,
+    files: T.Record(T.String(), T.String({ minLength: 1 }), { description: "role → path, e.g. model, mmproj" }),
+    max_context: T.Integer({ minimum: 1 }),
+    vision: T.Boolean({ default: false }),
+    slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
+    price: T.Optional(ModelPrice),
+  },
+  { additionalProperties: false },
+);
+export type ModelManifest = Static<typeof ModelManifest>;
+
+export const RetiredModel = T.Object(
+  { id: T.String({ minLength: 1 }), replaced_by: T.Optional(T.String({ minLength: 1 })) },
+  { additionalProperties: false },
+);
+export type RetiredModel = Static<typeof RetiredModel>;

@@ -1,0 +1,102 @@
+import type { Server } from "bun";
+import { mkdirSync } from "node:fs";
+import { createApp } from "./app";
+import { formatMicros, usdToMicros } from "./billing/pricing";
+import type { Config } from "./config";
+import { ensureDemoModels } from "./demo";
+import { checkModelFiles } from "./engines/registry";
+import { createLogger, type Logger } from "./log";
+import { createServices, type AppDeps } from "./services";
+import { openStore } from "./store/db";
+import { lockDataDir } from "./store/lock";
+import { VERSION } from "./version";
+
+export interface RunningServer {
+  url: string;
+  deps: AppDeps;
+  server: Server<undefined>;
+  stop(): Promise<void>;
+}
+
+/** Reads nothing itself: takes a validated config, opens the store, builds services, listens. */
+export async function startServer(
+  config: Config,
+  opts: { logger?: Logger; banner?: (line: string) => void } = {},
+): Promise<RunningServer> {
+  const logger = opts.logger ?? createLogger({ level: config.server.log_level });
+  const banner = opts.banner ?? ((line: string) => process.stderr.write(line + "\n"));
+  const dataDir = config.server.data_dir;
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const unlock = lockDataDir(dataDir);
+  let db: ReturnType<typeof openStore> | undefined;
+  try {
+    db = openStore(dataDir);
+    if (config.demo) {
+      const demo = await ensureDemoModels(dataDir);
+      const known = new Set(config.models.map((m) => m.id));
+      config.models.push(...demo.filter((m) => !known.has(m.id)));
+      logger.info("demo models", { served: demo.map((m) => m.id) });
+    }
+    checkModelFiles(config.models, config.models_dir);
+    const deps = createServices(config, db, { logger });
+    bootstrapFirstAccount(deps, banner);
+    const app = createApp(deps);
+    const server = Bun.serve({
+      hostname: config.server.host,
+      port: config.server.port,
+      maxRequestBodySize: Math.floor(config.server.max_body_mb * 1024 * 1024),
+      fetch: (req) => app.handle(req),
+    });
+    const url = `http://${server.hostname}:${server.port}`;
+    logger.info("listening", { url, version: VERSION, data_dir: dataDir, models: deps.registry.list().map((m) => m.id) });
+    banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir})`);
+    let stopped = false;
+    return {
+      url,
+      deps,
+      server,
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        await server.stop();
+        logger.info("stopped");
+        logger.flush();
+        db!.close();
+        unlock();
+      },
+    };
+  } catch (e) {
+    db?.close();
+    unlock();
+    throw e;
+  }
+}
+
+/**
+ * On an empty store, create the first (admin) account with a premium key and print the key:
+ * it is shown this once and never stored in clear.
+ */
+function bootstrapFirstAccount(deps: AppDeps, banner: (line: string) => void) {
+  if (deps.accounts.accountCount() > 0) return;
+  const { account, credit_usd } = deps.config.bootstrap;
+  const created = deps.accounts.createAccount(account, {
+    role: "admin",
+    creditMicros: usdToMicros(credit_usd),
+    note: "bootstrap credit",
+  });
+  const { key, info } = deps.accounts.createKey({ account, kind: "premium", name: "bootstrap" });
+  deps.logger.info("bootstrap account created", { account, key: info.display });
+  banner(
+    [
+      "",
+      `First start: created account "${account}" (admin) with ${formatMicros(created.balance_micros)} credit and a premium key:`,
+      "",
+      `    ${key}`,
+      "",
+      "This key is shown once; only its hash is stored. Use it as a Bearer token, e.g.",
+      `    curl -H "Authorization: Bearer ${key}" http://${deps.config.server.host}:${deps.config.server.port}/v1/models`,
+      "More keys: appliance keys create --account NAME [--premium]",
+      "",
+    ].join("\n"),
+  );
+}

@@ -1,0 +1,54 @@
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import m001 from "./migrations/001-initial.sql" with { type: "text" };
+
+// Ordered migrations; PRAGMA user_version holds how many have been applied.
+// Imported as text so they are embedded in the compiled executable.
+export const MIGRATIONS: { name: string; sql: string }[] = [{ name: "001-initial", sql: m001 }];
+
+export const DB_FILE = "appliance.sqlite";
+
+export class StoreError extends Error {}
+
+export interface StoreOptions {
+  /** "full" survives power loss; "normal" survives a killed process. */
+  synchronous?: "full" | "normal";
+  busyTimeoutMs?: number;
+}
+
+export function openStore(dataDir: string, opts: StoreOptions = {}): Database {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  return openDatabase(join(dataDir, DB_FILE), opts);
+}
+
+export function openDatabase(path: string, opts: StoreOptions = {}): Database {
+  const db = new Database(path, { create: true, strict: true });
+  db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec(`PRAGMA synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
+  db.exec("PRAGMA foreign_keys = ON");
+  migrate(db);
+  return db;
+}
+
+export function schemaVersion(db: Database): number {
+  return (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+}
+
+export function migrate(db: Database, migrations = MIGRATIONS): number {
+  // BEGIN IMMEDIATE: two processes opening a new file at once must not both migrate.
+  const run = db.transaction(() => {
+    const current = schemaVersion(db);
+    if (current > migrations.length)
+      throw new StoreError(
+        `the data dir was written by a newer version (schema ${current}; this build knows ${migrations.length})`,
+      );
+    for (let v = current; v < migrations.length; v++) {
+      db.exec(migrations[v]!.sql);
+      db.exec(`PRAGMA user_version = ${v + 1}`);
+    }
+    return migrations.length - current;
+  });
+  return run.immediate();
+}
