@@ -11,8 +11,8 @@ interface ValueErrorLike {
 
 export function validationToApiError(error: unknown): ApiError {
   const all: ValueErrorLike[] = (error as { all?: ValueErrorLike[] }).all ?? [];
-  // Prefer the deepest path: "messages[0].role" says more than "messages".
-  const first = [...all].sort((a, b) => b.path.length - a.path.length)[0];
+  // A body of the wrong type first; otherwise the deepest path ("messages[0].role" says more than "messages").
+  const first = all.find((e) => e.path === "") ?? [...all].sort((a, b) => b.path.length - a.path.length)[0];
   if (!first) return new ApiError("invalid_request", "invalid request body");
   const param = pointerToDotted(first.path) || null;
   return new ApiError("invalid_request", describe(first, param), { param });

@@ -1,0 +1,41 @@
+import { afterAll, expect, test } from "bun:test";
+import { authSuite } from "../http/auth-suite";
+import { testApp } from "../../helpers/app";
+import { manifestConfig } from "../../helpers/models";
+
+authSuite({
+  name: "models",
+  scope: "inference",
+  format: "openai",
+  routes: [
+    { method: "GET", path: "/v1/models" },
+    { method: "GET", path: "/v1/models/some-id" },
+  ],
+});
+
+const t = testApp({ config: manifestConfig() });
+afterAll(() => t.close());
+
+test("x-api-key is not accepted outside /v1/messages", async () => {
+  const key = t.key();
+  const res = await t.request("GET", "/v1/models", { headers: { "x-api-key": key } });
+  expect(res.status).toBe(401);
+});
+
+test("an unknown /v1 path without a key is 401, not a route probe", async () => {
+  const res = await t.request("GET", "/v1/secret-route");
+  expect(res.status).toBe(401);
+});
+
+test("a bad key is refused before the body is read", async () => {
+  const res = await t.request("POST", "/v1/models", { body: "{not json", headers: { authorization: "Bearer nope" } });
+  expect(res.status).toBe(401);
+});
+
+test("the bearer scheme is case-insensitive and surrounding spaces are tolerated", async () => {
+  const key = t.key();
+  for (const auth of [`bearer ${key}`, `BEARER  ${key} `]) {
+    const res = await t.request("GET", "/v1/models", { headers: { authorization: auth } });
+    expect(res.status).toBe(200);
+  }
+});

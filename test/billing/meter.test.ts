@@ -1,0 +1,182 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { ApiError } from "../../src/api/http/errors";
+import type { MeterRequest } from "../../src/billing/meter";
+import { costMicros, priceFor } from "../../src/billing/pricing";
+import { testApp } from "../helpers/app";
+
+const t = testApp();
+afterAll(() => t.close());
+const { meter, accounts, db } = t.deps;
+const chat = { id: "chat", kind: "chat" as const };
+const prices = t.deps.config.prices;
+
+function request(id: string, inputTokens = 100, maxOutputTokens = 50, extra: Partial<MeterRequest> = {}): MeterRequest {
+  return { requestId: id, model: chat, endpoint: "/v1/chat/completions", inputTokens, maxOutputTokens, ...extra };
+}
+
+function ledger(accountName: string) {
+  return db
+    .query<{ balance: number; trial_used: number; credits: number; cost: number; trial: number; rows: number }, [string]>(
+      `SELECT a.balance_micros AS balance, a.trial_tokens_used AS trial_used,
+         (SELECT COALESCE(SUM(amount_micros), 0) FROM credits c WHERE c.account_id = a.id) AS credits,
+         (SELECT COALESCE(SUM(cost_micros), 0) FROM usage u WHERE u.account_id = a.id) AS cost,
+         (SELECT COALESCE(SUM(trial_tokens), 0) FROM usage u WHERE u.account_id = a.id) AS trial,
+         (SELECT COUNT(*) FROM usage u WHERE u.account_id = a.id) AS rows
+       FROM accounts a WHERE a.name = ?`,
+    )
+    .get(accountName)!;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("reserve, settle, release", () => {
+  test("a settled premium request is charged its actual cost once", () => {
+    const p = accounts.authenticate(t.key({ account: "p1", kind: "premium", creditUsd: 1 }))!;
+    const ticket = meter.reserve(p, request("r1", 1000, 4000));
+    expect(meter.held(p.accountId).micros).toBe(costMicros(priceFor(chat, prices), { inputTokens: 1000, outputTokens: 4000, images: 0 }));
+    const s = ticket.settle({ inputTokens: 1000, outputTokens: 10, cachedTokens: 200 });
+    expect(s).toEqual({ costMicros: 137, trialTokens: 0, charged: true });
+    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(ledger("p1")).toMatchObject({ balance: 1_000_000 - 137, cost: 137, rows: 1 });
+    expect(db.query("SELECT cached_tokens, endpoint, model FROM usage WHERE request_id = 'r1'").get()).toEqual({
+      cached_tokens: 200,
+      endpoint: "/v1/chat/completions",
+      model: "chat",
+    });
+    expect(() => ticket.settle({ inputTokens: 1, outputTokens: 1 })).toThrow(/already settled/);
+  });
+
+  test("the same request id is charged once even if settled by two tickets", () => {
+    const p = accounts.authenticate(t.key({ account: "p2", kind: "premium", creditUsd: 1 }))!;
+    expect(meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 }).charged).toBe(true);
+    expect(meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
+    expect(ledger("p2").rows).toBe(1);
+  });
+
+  test("a released request is charged nothing and frees its hold", () => {
+    const p = accounts.authenticate(t.key({ account: "p3", kind: "premium", creditUsd: 1 }))!;
+    const ticket = meter.reserve(p, request("gone"));
+    ticket.release();
+    ticket.release();
+    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(ledger("p3")).toMatchObject({ balance: 1_000_000, rows: 0 });
+  });
+
+  test("batch requests pay the batch share of the live price", () => {
+    const p = accounts.authenticate(t.key({ account: "p4", kind: "premium", creditUsd: 1 }))!;
+    const s = meter.reserve(p, request("b1", 0, 0, { batch: true })).settle({ inputTokens: 1_000_000, outputTokens: 0 });
+    expect(s.costMicros).toBe(60_000);
+  });
+
+  test("a free key spends the account's trial tokens, not its balance", () => {
+    const p = accounts.authenticate(t.key({ account: "f1", kind: "free" }))!;
+    const s = meter.reserve(p, request("f1r")).settle({ inputTokens: 120, outputTokens: 30 });
+    expect(s).toEqual({ costMicros: 0, trialTokens: 150, charged: true });
+    expect(accounts.getAccount("f1").trial_tokens_remaining).toBe(250_000 - 150);
+  });
+});
+
+describe("refusals", () => {
+  const code = (f: () => unknown) => {
+    try {
+      f();
+    } catch (e) {
+      return e instanceof ApiError ? { code: e.code, status: e.status, message: e.message } : e;
+    }
+    return null;
+  };
+
+  test("an empty premium balance is 402 insufficient_balance", () => {
+    const p = accounts.authenticate(t.key({ account: "broke", kind: "premium" }))!;
+    expect(code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "insufficient_balance", status: 402 });
+  });
+
+  test("a used-up free trial is 402 free_quota_exhausted", () => {
+    const p = accounts.authenticate(t.key({ account: "f2", kind: "free" }))!;
+    db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'f2'");
+    expect(code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "free_quota_exhausted", status: 402 });
+  });
+
+  test("holds of requests in flight count against what is left", () => {
+    const p = accounts.authenticate(t.key({ account: "tight", kind: "premium", creditUsd: 0.001 }))!;
+    const big = meter.reserve(p, request("big", 0, 1000)); // holds $0.0017 > $0.001
+    const refused = code(() => meter.reserve(p, request("next")));
+    expect(refused).toMatchObject({ code: "insufficient_balance" });
+    expect((refused as { message: string }).message).toContain("held by requests in flight");
+    big.release();
+    meter.reserve(p, request("next")).release();
+  });
+});
+
+describe("concurrent requests leave the ledger exactly consistent", () => {
+  test("300 interleaved premium requests across two keys of one account", async () => {
+    const name = "busy";
+    const k1 = accounts.authenticate(t.key({ account: name, kind: "premium", creditUsd: 0.05 }))!;
+    const k2 = accounts.authenticate(t.key({ account: name, kind: "premium" }))!;
+    const start = ledger(name).balance;
+    let maxHold = 0;
+    const outcomes = { settled: 0, released: 0, refused: 0 };
+    await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        await sleep(i % 7);
+        const maxOut = 200 + ((i * 37) % 400);
+        const req = request(`busy-${i}`, 50 + (i % 90), maxOut);
+        maxHold = Math.max(maxHold, costMicros(priceFor(chat, prices), { inputTokens: req.inputTokens, outputTokens: maxOut, images: 0 }));
+        let ticket;
+        try {
+          ticket = meter.reserve(i % 2 ? k1 : k2, req);
+        } catch (e) {
+          expect((e as ApiError).code).toBe("insufficient_balance");
+          outcomes.refused++;
+          return;
+        }
+        await sleep((i * 13) % 11);
+        if (i % 10 === 3) {
+          ticket.release();
+          outcomes.released++;
+        } else {
+          ticket.settle({ inputTokens: req.inputTokens, outputTokens: (i * 17) % maxOut });
+          outcomes.settled++;
+        }
+      }),
+    );
+    const l = ledger(name);
+    expect(outcomes.settled + outcomes.released + outcomes.refused).toBe(300);
+    expect(outcomes.refused).toBeGreaterThan(0); // the balance ran out part-way
+    expect(outcomes.settled).toBeGreaterThan(20);
+    expect(l.rows).toBe(outcomes.settled);
+    expect(start - l.balance).toBe(l.cost); // sum of usage rows = decrease of balance
+    expect(l.balance).toBe(l.credits - l.cost);
+    expect(l.balance).toBeGreaterThan(-maxHold); // never below zero by more than one reservation
+    expect(meter.held(k1.accountId)).toEqual({ micros: 0, tokens: 0 });
+  });
+
+  test("250 interleaved free-key requests spend the trial exactly", async () => {
+    const p = accounts.authenticate(t.key({ account: "trial", kind: "free" }))!;
+    const maxHold = 3000;
+    let settled = 0;
+    let refused = 0;
+    await Promise.all(
+      Array.from({ length: 250 }, async (_, i) => {
+        await sleep(i % 5);
+        let ticket;
+        try {
+          ticket = meter.reserve(p, request(`trial-${i}`, 1000, 2000));
+        } catch (e) {
+          expect((e as ApiError).code).toBe("free_quota_exhausted");
+          refused++;
+          return;
+        }
+        await sleep((i * 7) % 9);
+        ticket.settle({ inputTokens: 1000, outputTokens: (i * 31) % 2000 });
+        settled++;
+      }),
+    );
+    const l = ledger("trial");
+    expect(refused).toBeGreaterThan(0);
+    expect(l.rows).toBe(settled);
+    expect(l.trial_used).toBe(l.trial);
+    expect(l.trial_used - 250_000).toBeLessThan(maxHold);
+    expect(l.balance).toBe(0);
+  });
+});

@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Scope } from "../../src/accounts/types";
+import { createApp, type App } from "../../src/app";
+import type { Clock } from "../../src/clock";
+import { validateConfig } from "../../src/config";
+import { memoryLogger } from "../../src/log";
+import { createServices, type AppDeps } from "../../src/services";
+import { openStore } from "../../src/store/db";
+
+export const BASE = "http://localhost";
+
+export function tempDir(prefix = "appliance-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface TestApp {
+  app: App;
+  deps: AppDeps;
+  dir: string;
+  logs: Record<string, any>[];
+  /** A new account with one key; returns the full key. */
+  key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number }): string;
+  request(method: string, path: string, opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
+  close(): void;
+}
+
+let counter = 0;
+
+/** A real app on a real SQLite file in a temp dir, served through app.handle (no socket). */
+export function testApp(
+  opts: { config?: Record<string, unknown>; clock?: Clock; override?: (deps: AppDeps) => Partial<AppDeps> } = {},
+): TestApp {
+  const dir = tempDir();
+  const config = validateConfig({ ...opts.config, server: { ...(opts.config?.server as object), data_dir: dir } });
+  config.models_dir = dir;
+  const db = openStore(dir, { synchronous: "normal" });
+  const logger = memoryLogger();
+  let deps = createServices(config, db, { clock: opts.clock, logger });
+  if (opts.override) deps = { ...deps, ...opts.override(deps) };
+  const app = createApp(deps);
+  return {
+    app,
+    deps,
+    dir,
+    logs: logger.lines,
+    key(k = {}) {
+      const account = k.account ?? `acct${++counter}`;
+      if (!deps.db.query("SELECT 1 FROM accounts WHERE name = ?").get(account))
+        deps.accounts.createAccount(account, { creditMicros: k.creditUsd ? Math.round(k.creditUsd * 1e6) : undefined });
+      return deps.accounts.createKey({
+        account,
+        kind: k.kind ?? "premium",
+        scopes: k.scopes,
+        rpm: k.rpm,
+        inflight: k.inflight,
+      }).key;
+    },
+    request(method, path, r = {}) {
+      const headers: Record<string, string> = { ...r.headers };
+      if (r.key) headers.authorization = `Bearer ${r.key}`;
+      let body: string | undefined;
+      if (r.body !== undefined) {
+        body = typeof r.body === "string" ? r.body : JSON.stringify(r.body);
+        headers["content-type"] ??= "application/json";
+      }
+      return app.handle(new Request(BASE + path, { method, headers, body }));
+    },
+    close() {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
