@@ -6,7 +6,7 @@ import { memoryLogger } from "../src/log";
 import { startServer } from "../src/main";
 import { DataDirBusyError } from "../src/store/lock";
 import { tempDir } from "./helpers/app";
-import { CLI } from "./helpers/cli";
+import { CLI, cli } from "./helpers/cli";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -37,6 +37,23 @@ test("the first start creates an admin account and prints its key once; the key 
   expect(again.join("\n")).not.toContain("sk-apl-");
   expect(s2.deps.accounts.listAccounts()).toHaveLength(1);
   await s2.stop();
+});
+
+test("a key revoked with the CLI while the server runs stops working within 0.1 s", async () => {
+  const cfg = config();
+  const banner: string[] = [];
+  const s = await startServer(cfg, { logger: memoryLogger(), banner: (l) => banner.push(l) });
+  try {
+    const key = /sk-apl-[0-9A-Za-z]{44}/.exec(banner.join("\n"))![0];
+    const get = () => fetch(`${s.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect((await get()).status).toBe(200);
+    const r = cli(cfg.server.data_dir, ["keys", "revoke", key]);
+    expect(r.code).toBe(0);
+    await Bun.sleep(150);
+    expect((await get()).status).toBe(401);
+  } finally {
+    await s.stop();
+  }
 });
 
 test("a second server on the same data dir is refused while the first runs", async () => {

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import { randomBase62 } from "../ids";
 
 // A key is the fixed service prefix plus 44 base62 characters (≈ 262 bits of secret).
@@ -12,7 +12,12 @@ export function generateKey(): string {
 }
 
 export function hashKey(key: string): Uint8Array {
-  return createHash("sha256").update(key).digest();
+  return Bun.SHA256.hash(key) as Uint8Array;
+}
+
+/** The same digest as text, for in-memory lookups. */
+export function hashKeyBase64(key: string): string {
+  return Bun.SHA256.hash(key, "base64");
 }
 
 export function looksLikeKey(key: string): boolean {

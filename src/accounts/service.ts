@@ -5,7 +5,7 @@ import type { Config } from "../config";
 import { newId } from "../ids";
 import { accountsRepo } from "../store/accounts";
 import { keysRepo, type KeyWithAccount } from "../store/keys";
-import { displayKey, generateKey, hashKey, looksLikeKey, sameHash } from "./key-format";
+import { displayKey, generateKey, hashKey, hashKeyBase64, looksLikeKey, sameHash } from "./key-format";
 import { SCOPES, type AccountInfo, type KeyInfo, type KeyKind, type Principal, type Scope } from "./types";
 
 // Accounts and keys: the one service the API, the console and the CLI all use.
@@ -36,6 +36,7 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
   const accounts = accountsRepo(db);
   const keys = keysRepo(db);
   const lastTouched = new Map<string, number>();
+  const cache = createPrincipalCache(db);
 
   function accountByRef(ref: string) {
     const row = accounts.byName(ref) ?? accounts.byId(ref);
@@ -112,6 +113,26 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
     return { key, id };
   }
 
+  function lookup(digest: string): Principal | null {
+    const hash = Buffer.from(digest, "base64");
+    const row = keys.byHash(hash);
+    if (!row || row.revoked_at !== null || !sameHash(row.secret_hash, hash)) return null;
+    const free = row.kind === "free";
+    const principal: Principal = {
+      keyId: row.id,
+      accountId: row.account_id,
+      accountName: row.account_name,
+      kind: row.kind,
+      scopes: parseScopes(row.scopes),
+      display: displayKey(row.last4),
+      rpm: free ? limits.free_rpm : (row.rpm_limit ?? limits.premium_rpm),
+      inflight: free ? 0 : (row.inflight_limit ?? limits.premium_inflight),
+      maxActiveRentals: row.max_active_rentals ?? limits.max_active_rentals,
+    };
+    cache.set(digest, principal);
+    return principal;
+  }
+
   return {
     createAccount(name: string, opts: { role?: "user" | "admin"; creditMicros?: number; note?: string } = {}): AccountInfo {
       if (!ACCOUNT_NAME.test(name))
@@ -176,6 +197,7 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
     revokeKey(ref: string): KeyInfo {
       const row = keyByRef(ref);
       keys.revoke(row.id, clock.now());
+      cache.clear();
       return toKeyInfo(keys.byId(row.id)!);
     },
 
@@ -188,6 +210,7 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
           return { ...insertKey(old.account_id, old.kind, old, old.id), oldId: old.id };
         })
         .immediate();
+      cache.clear();
       return { key, info: toKeyInfo(keys.byId(id)!), old: toKeyInfo(keys.byId(oldId)!) };
     },
 
@@ -198,6 +221,7 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
       if (enabled) current.add(checked!);
       else current.delete(checked!);
       keys.update({ ...row, scopes: SCOPES.filter((s) => current.has(s)).join(",") });
+      cache.clear();
       return toKeyInfo(keys.byId(row.id)!);
     },
 
@@ -216,33 +240,56 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
         rpm_limit: settings.rpm !== undefined ? checkCap(settings.rpm, "rpm") : row.rpm_limit,
         inflight_limit: settings.inflight !== undefined ? checkCap(settings.inflight, "inflight") : row.inflight_limit,
       });
+      cache.clear();
       return toKeyInfo(keys.byId(row.id)!);
     },
 
     /** Key → principal, or null for an unknown, malformed or revoked key. */
     authenticate(key: string): Principal | null {
       if (!looksLikeKey(key)) return null;
-      const hash = hashKey(key);
-      const row = keys.byHash(hash);
-      if (!row || row.revoked_at !== null || !sameHash(row.secret_hash, hash)) return null;
+      const digest = hashKeyBase64(key);
+      const principal = cache.get(digest) ?? lookup(digest);
+      if (!principal) return null;
       const now = clock.now();
-      if (now - (lastTouched.get(row.id) ?? 0) >= LAST_USED_RESOLUTION_MS) {
-        lastTouched.set(row.id, now);
-        keys.touch(row.id, now);
+      if (now - (lastTouched.get(principal.keyId) ?? 0) >= LAST_USED_RESOLUTION_MS) {
+        lastTouched.set(principal.keyId, now);
+        keys.touch(principal.keyId, now);
       }
-      const free = row.kind === "free";
-      return {
-        keyId: row.id,
-        accountId: row.account_id,
-        accountName: row.account_name,
-        kind: row.kind,
-        scopes: parseScopes(row.scopes),
-        display: displayKey(row.last4),
-        rpm: free ? limits.free_rpm : (row.rpm_limit ?? limits.premium_rpm),
-        inflight: free ? 0 : (row.inflight_limit ?? limits.premium_inflight),
-        maxActiveRentals: row.max_active_rentals ?? limits.max_active_rentals,
-      };
+      return principal;
     },
+  };
+}
+
+/**
+ * Valid keys seen recently, by hash. Dropped whenever this process changes a key, and whenever
+ * SQLite's data_version shows a commit by another connection (the CLI revoking a key while the
+ * server runs). That check costs a few microseconds, so it runs at most every `recheckMs`: a
+ * change made by another process takes effect within that time, one made here at once.
+ */
+function createPrincipalCache(db: Database, recheckMs = 100, max = 10_000) {
+  const entries = new Map<string, Principal>(); // base64 SHA-256 of the key → principal
+  const dataVersion = db.query<{ data_version: number }, []>("PRAGMA data_version");
+  let seen = -1;
+  let checkedAt = -Infinity;
+  return {
+    get(digest: string): Principal | undefined {
+      const now = performance.now();
+      if (now - checkedAt >= recheckMs) {
+        checkedAt = now;
+        const v = dataVersion.get()!.data_version;
+        if (v !== seen) {
+          entries.clear();
+          seen = v;
+          return undefined;
+        }
+      }
+      return entries.get(digest);
+    },
+    set(digest: string, p: Principal) {
+      if (entries.size >= max) entries.clear();
+      entries.set(digest, p);
+    },
+    clear: () => entries.clear(),
   };
 }
 

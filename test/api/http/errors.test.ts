@@ -64,13 +64,13 @@ describe("validation failures name the field", () => {
 describe("failures inside the app", () => {
   const t = testApp({
     override: (deps) => ({
-      registry: { ...deps.registry, list: () => { throw new Error("disk on fire at /secret/path"); } },
+      registry: { ...deps.registry, entry: () => { throw new Error("disk on fire at /secret/path"); } },
     }),
   });
   afterAll(() => t.close());
 
   test("an unexpected failure is a 500 naming the request id, logged, with no internals leaked", async () => {
-    const res = await t.request("GET", "/v1/models", { key: t.key() });
+    const res = await t.request("GET", "/v1/models/any", { key: t.key() });
     expect(res.status).toBe(500);
     const id = res.headers.get("x-request-id")!;
     const body = await res.json();

@@ -1,0 +1,29 @@
+// Child process for the /v1/models benchmark: `bare` serves the same JSON from a bare Bun.serve
+// handler; `app` runs the real server (auth, limits, logging) on a fresh data dir.
+// Prints "READY <url> <key>" on stderr once listening.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { validateConfig } from "../../src/config";
+import { startServer } from "../../src/main";
+import { tempDir } from "../helpers/app";
+import { manifestConfig } from "../helpers/models";
+
+const mode = process.argv[2];
+const dir = tempDir("appliance-bench-");
+const m = manifestConfig();
+for (const model of m.models) for (const f of Object.values(model.files)) writeFileSync(join(dir, f), "");
+const config = validateConfig({ ...m, server: { data_dir: dir, port: 0 } });
+config.models_dir = dir;
+
+if (mode === "app") {
+  let key = "";
+  const s = await startServer(config, { banner: (l) => (key ||= /sk-apl-[0-9A-Za-z]{44}/.exec(l)?.[0] ?? "") });
+  process.stderr.write(`READY ${s.url} ${key}\n`);
+} else {
+  // The same body the app answers, built once.
+  const { createRegistry } = await import("../../src/engines/registry");
+  const body = JSON.stringify({ object: "list", data: createRegistry(config.models, config.retired_models, { baseDir: dir }).list() });
+  const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(body, { headers: { "content-type": "application/json" } }) });
+  process.stderr.write(`READY http://127.0.0.1:${s.port} none\n`);
+}
+process.on("SIGINT", () => process.exit(0));

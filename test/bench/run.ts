@@ -1,0 +1,19 @@
+// `bun run bench [name…]`: runs the benchmarks (not part of `bun test`) and prints their ratios.
+import { benchModels } from "./models";
+
+const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
+  models: () => benchModels(),
+};
+
+const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+let failed = false;
+for (const name of names) {
+  const bench = BENCHES[name];
+  if (!bench) {
+    console.error(`unknown benchmark "${name}" (have: ${Object.keys(BENCHES).join(", ")})`);
+    process.exit(2);
+  }
+  console.log(`\n== ${name}`);
+  failed = !(await bench()).pass || failed;
+}
+process.exit(failed ? 1 : 0);
