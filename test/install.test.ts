@@ -1,16 +1,21 @@
 import { afterAll, expect, test } from "bun:test";
-import { lstatSync, readlinkSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { lstatSync, mkdirSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
 import { tempDir } from "./helpers/app";
 
 const ROOT = join(import.meta.dir, "..");
 const prefix = tempDir("appliance-prefix-");
 afterAll(() => rmSync(prefix, { recursive: true, force: true }));
 
+// The bun running these tests goes first on PATH under its own name, so nothing is downloaded
+// (installed from npm, its binary is called bun.exe).
+const binDir = join(prefix, "test-bin");
+mkdirSync(binDir);
+symlinkSync(process.execPath, join(binDir, "bun"));
+
 function install(...args: string[]) {
-  // bun on PATH (the one running these tests), so nothing is downloaded.
   const r = Bun.spawnSync(["bash", join(ROOT, "install.sh"), ...args], {
-    env: { PATH: `${dirname(process.execPath)}:${process.env.PATH}`, HOME: prefix },
+    env: { ...process.env, PATH: `${binDir}:${process.env.PATH}`, HOME: prefix },
     stdout: "pipe",
     stderr: "pipe",
   });
