@@ -19,6 +19,7 @@ export interface App {
  */
 export function createApp(deps: AppDeps): App {
   const { accounts, limits, logger } = deps;
+  const maxBodyBytes = maxBodyBytesOf(deps.config);
 
   const routes = new Elysia()
     .onTransform({ as: "global" }, ({ request, route }) => {
@@ -75,6 +76,12 @@ export function createApp(deps: AppDeps): App {
           requireScope(rc.principal, scope);
           rc.headers = limits.request(rc.principal);
         }
+        const length = Number(req.headers.get("content-length") ?? 0);
+        if (length > maxBodyBytes)
+          throw new ApiError(
+            "payload_too_large",
+            `request body is ${length} bytes; the limit is ${maxBodyBytes} bytes (server.max_body_mb)`,
+          );
         res = await routes.handle(req);
       } catch (e) {
         res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
@@ -91,6 +98,11 @@ export function createApp(deps: AppDeps): App {
       return res;
     },
   };
+}
+
+/** The body limit this app enforces with a readable error; Bun.serve's own limit sits just above it. */
+export function maxBodyBytesOf(config: AppDeps["config"]): number {
+  return Math.floor(config.server.max_body_mb * 1024 * 1024);
 }
 
 function withHeaders(res: Response, rc: RequestContext): Response {

@@ -50,3 +50,19 @@ test("an unknown path outside /v1 is 404 without needing a key", async () => {
   expect(res.status).toBe(404);
   expect((await res.json()).error.code).toBe("not_found");
 });
+
+test("a body larger than server.max_body_mb is 413 in the wire format's envelope", async () => {
+  const small = testApp({ config: { server: { max_body_mb: 0.001 } } });
+  try {
+    const k = small.key();
+    const big = { key: k, body: "x".repeat(2000), headers: { "content-length": "2000" } };
+    const res = await small.request("POST", "/v1/chat/completions", big);
+    expect(res.status).toBe(413);
+    expect((await res.json()).error).toMatchObject({ code: "payload_too_large", message: expect.stringContaining("1048 bytes") });
+    const msg = await small.request("POST", "/v1/messages", big);
+    expect(msg.status).toBe(413);
+    expect((await msg.json()).error.type).toBe("request_too_large");
+  } finally {
+    small.close();
+  }
+});
