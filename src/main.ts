@@ -36,10 +36,11 @@ export async function startServer(
       const known = new Set(config.models.map((m) => m.id));
       config.models.push(...demo.filter((m) => !known.has(m.id)));
       logger.info("demo models", { served: demo.map((m) => m.id) });
+      if (demo.length === 0) banner("--demo: this build has no demo model generators yet; serving the configured models only");
     }
     checkModelFiles(config.models, config.models_dir);
     const deps = createServices(config, db, { logger });
-    bootstrapFirstAccount(deps, banner);
+    const firstKey = bootstrapFirstAccount(deps);
     const app = createApp(deps);
     const server = Bun.serve({
       hostname: config.server.host,
@@ -51,6 +52,7 @@ export async function startServer(
     });
     const url = `http://${server.hostname}:${server.port}`;
     logger.info("listening", { url, version: VERSION, data_dir: dataDir, models: deps.registry.list().map((m) => m.id) });
+    if (firstKey) banner(firstStartBanner(firstKey, deps, url));
     banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir})`);
     let stopped = false;
     return {
@@ -75,30 +77,30 @@ export async function startServer(
 }
 
 /**
- * On an empty store, create the first (admin) account with a premium key and print the key:
- * it is shown this once and never stored in clear.
+ * On an empty store, create the first (admin) account with a premium key. The key is returned to
+ * be printed this once: it is never stored in clear.
  */
-function bootstrapFirstAccount(deps: AppDeps, banner: (line: string) => void) {
-  if (deps.accounts.accountCount() > 0) return;
+function bootstrapFirstAccount(deps: AppDeps): string | null {
+  if (deps.accounts.accountCount() > 0) return null;
   const { account, credit_usd } = deps.config.bootstrap;
-  const created = deps.accounts.createAccount(account, {
-    role: "admin",
-    creditMicros: usdToMicros(credit_usd),
-    note: "bootstrap credit",
-  });
+  deps.accounts.createAccount(account, { role: "admin", creditMicros: usdToMicros(credit_usd), note: "bootstrap credit" });
   const { key, info } = deps.accounts.createKey({ account, kind: "premium", name: "bootstrap" });
   deps.logger.info("bootstrap account created", { account, key: info.display });
-  banner(
-    [
-      "",
-      `First start: created account "${account}" (admin) with ${formatMicros(created.balance_micros)} credit and a premium key:`,
-      "",
-      `    ${key}`,
-      "",
-      "This key is shown once; only its hash is stored. Use it as a Bearer token, e.g.",
-      `    curl -H "Authorization: Bearer ${key}" http://${deps.config.server.host}:${deps.config.server.port}/v1/models`,
-      "More keys: appliance keys create --account NAME [--premium]",
-      "",
-    ].join("\n"),
-  );
+  return key;
+}
+
+function firstStartBanner(key: string, deps: AppDeps, url: string): string {
+  const { account } = deps.config.bootstrap;
+  const balance = formatMicros(deps.accounts.getAccount(account).balance_micros);
+  return [
+    "",
+    `First start: created account "${account}" (admin) with ${balance} credit and a premium key:`,
+    "",
+    `    ${key}`,
+    "",
+    "This key is shown once; only its hash is stored. Use it as a Bearer token, e.g.",
+    `    curl -H "Authorization: Bearer ${key}" ${url}/v1/models`,
+    "More keys: appliance keys create --account NAME [--premium]",
+    "",
+  ].join("\n");
 }

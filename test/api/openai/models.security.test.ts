@@ -22,6 +22,13 @@ test("x-api-key is not accepted outside /v1/messages", async () => {
   expect(res.status).toBe(401);
 });
 
+test("x-api-key is accepted on /v1/messages paths", async () => {
+  const key = t.key();
+  const res = await t.request("POST", "/v1/messages/count_tokens", { headers: { "x-api-key": key }, body: {} });
+  expect(res.status).toBe(404); // authenticated; the route does not exist
+  expect((await res.json()).error.type).toBe("not_found_error");
+});
+
 test("an unknown /v1 path without a key is 401, not a route probe", async () => {
   const res = await t.request("GET", "/v1/secret-route");
   expect(res.status).toBe(401);
