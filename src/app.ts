@@ -4,6 +4,7 @@ import { authenticateRequest, requiredScope, requireScope } from "./api/http/aut
 import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/context";
 import { ApiError, asApiError, formatForPath, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
+import { chatRoutes } from "./api/openai/chat";
 import { modelsRoutes } from "./api/openai/models";
 import { newId } from "./ids";
 import type { AppDeps } from "./services";
@@ -30,7 +31,8 @@ export function createApp(deps: AppDeps): App {
       return errorResponse(rc, toApiError(code, error, request));
     })
     .use(healthRoutes(deps))
-    .use(modelsRoutes(deps.registry));
+    .use(modelsRoutes(deps.registry))
+    .use(chatRoutes(deps.chat, logger));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

@@ -60,6 +60,17 @@ const RentalNode = T.Object(
   { additionalProperties: false },
 );
 
+const Engines = T.Object(
+  {
+    device: T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda")], {
+      default: "auto",
+      description: "auto: CUDA when an NVIDIA device is present and usable, else CPU",
+    }),
+    threads: T.Integer({ default: 0, minimum: 0, description: "compute threads per model; 0 = one per CPU core" }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -73,6 +84,7 @@ export const Config = T.Object(
     server: Server,
     limits: Limits,
     prices: Prices,
+    engines: Engines,
     models_dir: T.String({ default: "", description: "base for relative model file paths; empty → the config file's folder" }),
     models: T.Array(ModelManifest, { default: [] }),
     retired_models: T.Array(RetiredModel, { default: [] }),

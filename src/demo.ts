@@ -1,8 +1,9 @@
+import { ensureChatModel } from "../models/cache";
 import type { ModelManifest } from "./engines/manifest";
 
 // `--demo`: tiny generated models, written into <data_dir>/demo-models when missing, so the
 // server is useful with no downloaded weights. Each engine contributes the generator of its
-// kind here; a kind without a generator is simply not served in demo mode.
+// kind here. The weights are random: answers are noise, but every API path is real.
 
 export interface DemoGenerator {
   kind: ModelManifest["kind"];
@@ -10,7 +11,32 @@ export interface DemoGenerator {
   ensure(dir: string): Promise<ModelManifest>;
 }
 
-export const DEMO_GENERATORS: DemoGenerator[] = [];
+const chatDefaults = { kind: "chat" as const, vision: false, load: "start" as const, queue_wait_s: 30 };
+
+export const DEMO_GENERATORS: DemoGenerator[] = [
+  {
+    kind: "chat",
+    ensure: async (dir) => ({
+      ...chatDefaults,
+      id: "demo-chat",
+      name: "Demo chat (tiny random qwen3: thinking, tools)",
+      files: { model: await ensureChatModel("chat", dir) },
+      max_context: 8192,
+      slots: 2,
+    }),
+  },
+  {
+    kind: "chat",
+    ensure: async (dir) => ({
+      ...chatDefaults,
+      id: "demo-small-chat",
+      name: "Demo small chat (tiny random qwen3, 16k context)",
+      files: { model: await ensureChatModel("small-chat", dir) },
+      max_context: 16384,
+      slots: 1,
+    }),
+  },
+];
 
 export async function ensureDemoModels(dataDir: string, generators = DEMO_GENERATORS): Promise<ModelManifest[]> {
   const dir = `${dataDir}/demo-models`;

@@ -36,11 +36,12 @@ export async function startServer(
       const known = new Set(config.models.map((m) => m.id));
       config.models.push(...demo.filter((m) => !known.has(m.id)));
       logger.info("demo models", { served: demo.map((m) => m.id) });
-      if (demo.length === 0) banner("--demo: this build has no demo model generators yet; serving the configured models only");
+      banner(`--demo: serving the generated demo models ${demo.map((m) => m.id).join(", ")} (random weights: answers are noise)`);
     }
     checkModelFiles(config.models, config.models_dir);
     const deps = createServices(config, db, { logger });
     const firstKey = bootstrapFirstAccount(deps);
+    await deps.registry.loadAtStart();
     const app = createApp(deps);
     const server = Bun.serve({
       hostname: config.server.host,
@@ -63,6 +64,7 @@ export async function startServer(
         if (stopped) return;
         stopped = true;
         await server.stop();
+        await deps.registry.unloadAll();
         logger.info("stopped");
         logger.flush();
         db!.close();

@@ -4,7 +4,9 @@ import { createLimits, type Limits } from "./billing/limits";
 import { createMeter, type Meter } from "./billing/meter";
 import { systemClock, type Clock } from "./clock";
 import type { Config } from "./config";
-import { createRegistry, type Registry } from "./engines/registry";
+import { createChatService, type ChatService } from "./chat/service";
+import { llamaChatFactory } from "./engines/llama/factory";
+import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
@@ -17,17 +19,24 @@ export interface AppDeps {
   limits: Limits;
   meter: Meter;
   registry: Registry;
+  chat: ChatService;
   startedAt: number;
 }
 
 export function createServices(
   config: Config,
   db: Database,
-  opts: { clock?: Clock; logger?: Logger } = {},
+  opts: { clock?: Clock; logger?: Logger; engines?: EngineFactories } = {},
 ): AppDeps {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const limits = createLimits(db, config.limits, clock);
+  const meter = createMeter(db, config, limits, clock);
+  const registry = createRegistry(config.models, config.retired_models, {
+    baseDir: config.models_dir,
+    created: clock.now(),
+    engines: opts.engines ?? { chat: llamaChatFactory(config, logger) },
+  });
   return {
     config,
     db,
@@ -35,8 +44,9 @@ export function createServices(
     logger,
     accounts: createAccountService(db, config.limits, clock),
     limits,
-    meter: createMeter(db, config, limits, clock),
-    registry: createRegistry(config.models, config.retired_models, { baseDir: config.models_dir, created: clock.now() }),
+    meter,
+    registry,
+    chat: createChatService({ registry, meter, clock, logger }),
     startedAt: clock.now(),
   };
 }

@@ -25,6 +25,13 @@ export const ModelManifest = T.Object(
     vision: T.Boolean({ default: false }),
     slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
     price: T.Optional(ModelPrice),
+    load: T.Union([T.Literal("start"), T.Literal("first_use")], { default: "start", description: "when the engine loads the model" }),
+    // Chat engine (llama.cpp) settings.
+    gpu_layers: T.Optional(T.Union([T.Literal("auto"), T.Integer({ minimum: 0 })], { description: "layers offloaded to CUDA; auto by default" })),
+    threads: T.Optional(T.Integer({ minimum: 1, description: "compute threads; default engines.threads" })),
+    batch_size: T.Optional(T.Integer({ minimum: 1 })),
+    queue: T.Optional(T.Integer({ minimum: 0, description: "requests that may wait for a busy slot; default = slots" })),
+    queue_wait_s: T.Number({ default: 30, exclusiveMinimum: 0, description: "longest wait for a slot before 429" }),
   },
   { additionalProperties: false },
 );

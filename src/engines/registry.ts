@@ -3,9 +3,11 @@ import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
 import type { ModelKind, ModelManifest, RetiredModel } from "./manifest";
+import type { ChatEngine } from "./types";
 
-// Model id → manifest (and, as engines arrive, → engine). The one place a model id is resolved:
-// an unknown or retired id is a 404 "model not found" in every wire format (spec §7, §9).
+// Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
+// is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories
+// (one per kind), created on first use and loaded at start or on first use per the manifest.
 
 export interface ModelEntry {
   id: string;
@@ -18,11 +20,20 @@ export interface ModelEntry {
   supports_vision?: true;
 }
 
+export interface EngineFactories {
+  chat?: (manifest: ModelManifest, file: (role: string) => string) => ChatEngine;
+}
+
 export type Registry = ReturnType<typeof createRegistry>;
 
-export function createRegistry(models: ModelManifest[], retired: RetiredModel[], opts: { baseDir: string; created?: number }) {
+export function createRegistry(
+  models: ModelManifest[],
+  retired: RetiredModel[],
+  opts: { baseDir: string; created?: number; engines?: EngineFactories },
+) {
   const byId = new Map(models.map((m) => [m.id, m]));
   const retiredById = new Map(retired.map((r) => [r.id, r]));
+  const chatEngines = new Map<string, ChatEngine>();
   const created = Math.floor((opts.created ?? Date.now()) / 1000);
   const entries: ModelEntry[] = models.map((m) => ({
     id: m.id,
@@ -35,10 +46,16 @@ export function createRegistry(models: ModelManifest[], retired: RetiredModel[],
     ...(m.vision ? { supports_vision: true as const } : {}),
   }));
 
-  return {
+  const file = (m: ModelManifest, role: string): string => {
+    const p = m.files[role];
+    if (!p) throw new Error(`model ${m.id} has no "${role}" file`);
+    return isAbsolute(p) ? p : resolve(opts.baseDir, p);
+  };
+
+  const registry = {
     list: (): readonly ModelEntry[] => entries,
     entry(id: string): ModelEntry {
-      this.resolve(id);
+      registry.resolve(id);
       return entries.find((e) => e.id === id)!;
     },
     /** The manifest for `id`, or a 404 naming the id (and its replacement when retired). */
@@ -60,12 +77,30 @@ export function createRegistry(models: ModelManifest[], retired: RetiredModel[],
       return m;
     },
     /** Absolute path of one of a model's files. */
-    file(m: ModelManifest, role: string): string {
-      const p = m.files[role];
-      if (!p) throw new Error(`model ${m.id} has no "${role}" file`);
-      return isAbsolute(p) ? p : resolve(opts.baseDir, p);
+    file,
+    chatEngine(id: string): ChatEngine {
+      const m = registry.resolve(id, "chat");
+      let engine = chatEngines.get(id);
+      if (!engine) {
+        if (!opts.engines?.chat) throw new ApiError("model_unavailable", `no chat engine is available for "${id}"`);
+        engine = opts.engines.chat(m, (role) => file(m, role));
+        chatEngines.set(id, engine);
+      }
+      return engine;
     },
+    /** Loads every model whose manifest says `load = "start"`. */
+    async loadAtStart(): Promise<void> {
+      for (const m of models) if (m.load === "start" && m.kind === "chat" && opts.engines?.chat) await registry.chatEngine(m.id).load();
+    },
+    async unload(id: string): Promise<void> {
+      await chatEngines.get(id)?.unload();
+    },
+    async unloadAll(): Promise<void> {
+      for (const e of chatEngines.values()) await e.unload();
+    },
+    engines: () => [...chatEngines.values()],
   };
+  return registry;
 }
 
 /** Start-up check: every file a manifest names must exist. */

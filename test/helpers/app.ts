@@ -4,8 +4,9 @@ import { join } from "node:path";
 import type { Scope } from "../../src/accounts/types";
 import { createApp, type App } from "../../src/app";
 import type { Clock } from "../../src/clock";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
+import { validateConfig, type Config } from "../../src/config";
+import type { EngineFactories } from "../../src/engines/registry";
+import { memoryLogger, type Logger } from "../../src/log";
 import { createServices, type AppDeps } from "../../src/services";
 import { openStore } from "../../src/store/db";
 
@@ -30,14 +31,19 @@ let counter = 0;
 
 /** A real app on a real SQLite file in a temp dir, served through app.handle (no socket). */
 export function testApp(
-  opts: { config?: Record<string, unknown>; clock?: Clock; override?: (deps: AppDeps) => Partial<AppDeps> } = {},
+  opts: {
+    config?: Record<string, unknown>;
+    clock?: Clock;
+    engines?: (config: Config, logger: Logger) => EngineFactories;
+    override?: (deps: AppDeps) => Partial<AppDeps>;
+  } = {},
 ): TestApp {
   const dir = tempDir();
   const config = validateConfig({ ...opts.config, server: { ...(opts.config?.server as object), data_dir: dir } });
   config.models_dir = dir;
   const db = openStore(dir, { synchronous: "normal" });
   const logger = memoryLogger();
-  let deps = createServices(config, db, { clock: opts.clock, logger });
+  let deps = createServices(config, db, { clock: opts.clock, logger, engines: opts.engines?.(config, logger) });
   if (opts.override) deps = { ...deps, ...opts.override(deps) };
   const app = createApp(deps);
   return {
@@ -68,6 +74,7 @@ export function testApp(
       return app.handle(new Request(BASE + path, { method, headers, body }));
     },
     close() {
+      void deps.registry.unloadAll();
       db.close();
       rmSync(dir, { recursive: true, force: true });
     },

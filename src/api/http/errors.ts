@@ -4,6 +4,8 @@
 
 export const ERROR_TABLE = {
   invalid_request: { status: 400, openaiType: "invalid_request_error", openaiCode: null, anthropicType: "invalid_request_error" },
+  context_length_exceeded: { status: 400, openaiType: "invalid_request_error", openaiCode: "context_length_exceeded", anthropicType: "invalid_request_error" },
+  unsupported_schema: { status: 400, openaiType: "invalid_request_error", openaiCode: "unsupported_schema", anthropicType: "invalid_request_error" },
   invalid_json: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_json", anthropicType: "invalid_request_error" },
   invalid_api_key: { status: 401, openaiType: "invalid_request_error", openaiCode: "invalid_api_key", anthropicType: "authentication_error" },
   free_quota_exhausted: { status: 402, openaiType: "insufficient_quota", openaiCode: "free_quota_exhausted", anthropicType: "billing_error" },
@@ -15,7 +17,9 @@ export const ERROR_TABLE = {
   payload_too_large: { status: 413, openaiType: "invalid_request_error", openaiCode: "payload_too_large", anthropicType: "request_too_large" },
   rate_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "rate_limit_exceeded", anthropicType: "rate_limit_error" },
   daily_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "daily_limit_exceeded", anthropicType: "rate_limit_error" },
+  workers_busy: { status: 429, openaiType: "rate_limit_error", openaiCode: "workers_busy", anthropicType: "rate_limit_error" },
   concurrency_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "concurrency_limit_exceeded", anthropicType: "rate_limit_error" },
+  model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
   internal_error: { status: 500, openaiType: "server_error", openaiCode: "internal_error", anthropicType: "api_error" },
 } as const satisfies Record<string, ErrorRow>;
 

@@ -1,0 +1,56 @@
+// The one place server-sent events are encoded (STYLE "Translation is pure": translators yield
+// typed objects; this turns them into bytes).
+
+const encoder = new TextEncoder();
+
+export interface SseEvent {
+  event?: string;
+  id?: string;
+  /** Serialised as JSON unless it is already a string (e.g. "[DONE]"). */
+  data: unknown;
+}
+
+export function encodeSse(e: SseEvent): string {
+  let out = "";
+  if (e.event !== undefined) out += `event: ${singleLine(e.event, "event")}\n`;
+  if (e.id !== undefined) out += `id: ${singleLine(e.id, "id")}\n`;
+  const data = typeof e.data === "string" ? e.data : JSON.stringify(e.data);
+  // JSON.stringify never emits a raw newline; a plain string is split into data lines.
+  for (const line of data.split("\n")) out += `data: ${line}\n`;
+  return out + "\n";
+}
+
+function singleLine(value: string, field: string): string {
+  if (/[\r\n]/.test(value)) throw new Error(`SSE ${field} must not contain a newline`);
+  return value;
+}
+
+export const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  connection: "keep-alive",
+  "x-accel-buffering": "no",
+} as const;
+
+/**
+ * A streaming response from an async iterator of events. `onCancel` runs when the client goes away
+ * before the end (the generator's `return` is also called, so its `finally` blocks run).
+ */
+export function sseResponse(events: AsyncGenerator<SseEvent, void, void>, onCancel?: () => void): Response {
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done } = await events.next();
+        if (done) controller.close();
+        else controller.enqueue(encoder.encode(encodeSse(value)));
+      } catch (e) {
+        controller.error(e);
+      }
+    },
+    async cancel() {
+      onCancel?.();
+      await events.return(undefined);
+    },
+  });
+  return new Response(body, { status: 200, headers: SSE_HEADERS });
+}

@@ -1,0 +1,147 @@
+import type { Principal } from "../accounts/types";
+import type { ChatRequest } from "../api/openai/chat-schema";
+import { ApiError } from "../api/http/errors";
+import type { Meter, Ticket } from "../billing/meter";
+import type { Clock } from "../clock";
+import type { Registry } from "../engines/registry";
+import type { ChatLease } from "../engines/types";
+import { newId } from "../ids";
+import type { Logger } from "../log";
+import { AsyncQueue } from "./async-queue";
+import { aggregate, chunk, eventDelta, toUsage, usageChunk, type ChatCompletion, type ChatCompletionChunk, type CompletionIds } from "./completion";
+import { toChatJob } from "./from-request";
+import type { ChatJob, EngineEvent, EngineResult } from "./job";
+
+// THE chat-completions service: all three wire formats end here (STYLE). It checks the request,
+// has the engine render and count the prompt, reserves credit, takes a worker slot, runs the
+// generation and settles the usage — and releases the slot and the reservation whatever happens.
+
+export interface ChatCallOptions {
+  requestId: string;
+  /** Recorded on the usage row: "/v1/chat/completions", "/v1/responses", "/v1/messages". */
+  endpoint: string;
+  batch?: boolean;
+  /** Client gone: stop generating. */
+  signal?: AbortSignal;
+  /** Pass reasoning text through as `reasoning_content` deltas (Messages `thinking` blocks). */
+  includeReasoning?: boolean;
+}
+
+export interface ChatRun {
+  job: ChatJob;
+  ids: CompletionIds;
+  /** Typed chunks; the last one carries usage. Must be consumed or returned. */
+  chunks: AsyncGenerator<ChatCompletionChunk, void, void>;
+}
+
+export type ChatService = ReturnType<typeof createChatService>;
+
+export function createChatService(deps: { registry: Registry; meter: Meter; clock: Clock; logger: Logger }) {
+  const { registry, meter, clock, logger } = deps;
+
+  async function start(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatRun> {
+    const job = toChatJob(req);
+    const manifest = registry.resolve(job.model, "chat");
+    checkImages(job, manifest.id, manifest.vision);
+    const engine = registry.chatEngine(manifest.id);
+    const prepared = await engine.prepare(job);
+    const ticket = meter.reserve(principal, {
+      requestId: opts.requestId,
+      model: manifest,
+      endpoint: opts.endpoint,
+      inputTokens: prepared.promptTokens,
+      maxOutputTokens: prepared.maxTokens,
+      batch: opts.batch,
+    });
+    let lease;
+    try {
+      lease = await prepared.acquire(opts.signal);
+    } catch (e) {
+      ticket.release();
+      throw e;
+    }
+    const toolIds: string[] = [];
+    const ids: CompletionIds = {
+      id: `chatcmpl-${newId("", 24)}`,
+      created: Math.floor(clock.now() / 1000),
+      model: manifest.id,
+      toolCallId: (i) => (toolIds[i] ??= `call_${newId("", 24)}`),
+    };
+    return { job, ids, chunks: run(lease, ticket, ids, opts) };
+  }
+
+  async function* run(
+    lease: ChatLease,
+    ticket: Ticket,
+    ids: CompletionIds,
+    opts: ChatCallOptions,
+  ): AsyncGenerator<ChatCompletionChunk, void, void> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(opts.signal?.reason);
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const events = new AsyncQueue<EngineEvent>();
+    let result: EngineResult | null = null;
+    const generation = lease.run((e) => events.push(e), controller.signal).then(
+      (r) => {
+        result = r;
+        events.close();
+        return r;
+      },
+      (e) => {
+        events.fail(e);
+        throw e;
+      },
+    );
+    generation.catch(() => {}); // observed through the queue
+    let settled = false;
+    try {
+      yield chunk(ids, { role: "assistant", content: "" });
+      for await (const e of events) {
+        const delta = eventDelta(ids, e, opts.includeReasoning === true);
+        if (delta) yield chunk(ids, delta);
+      }
+      const r = result!;
+      ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
+      settled = true;
+      yield chunk(ids, {}, r.finishReason);
+      yield usageChunk(ids, toUsage(r));
+    } finally {
+      opts.signal?.removeEventListener("abort", onAbort);
+      if (!result) controller.abort(new Error("stream closed"));
+      const finished = await generation.catch((e) => {
+        logger.warn("chat generation failed", { request_id: opts.requestId, error: (e as Error).message });
+        return null;
+      });
+      lease.release();
+      if (!settled) {
+        // The consumer went away mid-stream: what was generated was still computed, so it is billed.
+        if (finished) ticket.settle({ inputTokens: finished.promptTokens, outputTokens: finished.completionTokens, cachedTokens: finished.cachedTokens });
+        else ticket.release();
+      }
+    }
+  }
+
+  return {
+    start,
+    /** The non-streamed answer: the same chunks, folded. */
+    async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatCompletion> {
+      const r = await start(principal, req, opts);
+      const all: ChatCompletionChunk[] = [];
+      for await (const c of r.chunks) all.push(c);
+      return aggregate(r.ids, all);
+    },
+  };
+}
+
+function checkImages(job: ChatJob, modelId: string, vision: boolean) {
+  for (const t of job.turns) {
+    if (t.role !== "user") continue;
+    for (const img of t.images) {
+      if (!vision)
+        throw new ApiError("invalid_request", `${img.param}: model "${modelId}" does not accept images (supports_vision is false)`, {
+          param: img.param,
+        });
+      throw new ApiError("invalid_request", `${img.param}: image input is not available on this server yet`, { param: img.param });
+    }
+  }
+}

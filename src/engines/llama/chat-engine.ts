@@ -1,0 +1,258 @@
+import {
+  QwenChatWrapper,
+  resolveChatWrapper,
+  TokenBias,
+  type ChatModelFunctions,
+  type ChatWrapper,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import { ApiError } from "../../api/http/errors";
+import type { ChatJob } from "../../chat/job";
+import type { Logger } from "../../log";
+import { SlotPool } from "../slots";
+import type { ChatEngine, ChatLease, PreparedChat } from "../types";
+import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
+import { generate } from "./generate";
+import { toGrammarSchema } from "./json-schema";
+import type { LlamaRuntime } from "./runtime";
+
+export interface LlamaChatEngineOptions {
+  modelId: string;
+  modelPath: string;
+  runtime: () => Promise<LlamaRuntime>;
+  /** Tokens per slot. */
+  contextSize: number;
+  slots: number;
+  threads: number;
+  gpuLayers: "auto" | number;
+  batchSize?: number;
+  maxQueue: number;
+  maxWaitMs: number;
+  logger: Logger;
+  /**
+   * Test setup only (issue "chat engine": tests force tool calls and thinking deterministically):
+   * a per-request token bias. No configuration field reaches it.
+   */
+  testTokenBias?: (model: LlamaModel, job: ChatJob) => (() => TokenBias) | undefined;
+}
+
+interface Loaded {
+  model: LlamaModel;
+  context: LlamaContext;
+  pool: SlotPool<Slot>;
+  /** thinking on / off; the same wrapper twice for models that do not think. */
+  wrappers: { on: ChatWrapper; off: ChatWrapper };
+  thinks: boolean;
+  /** Rows of token_embd.weight: token ids at or above it do not exist. */
+  vocabularySize: number;
+}
+
+class Slot {
+  constructor(readonly sequence: LlamaContextSequence) {}
+  sharedPrefix(tokens: readonly number[]): number {
+    return this.sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
+  }
+}
+
+export class LlamaChatEngine implements ChatEngine {
+  private state: Loaded | null = null;
+  private loading: Promise<Loaded> | null = null;
+
+  constructor(private readonly opts: LlamaChatEngineOptions) {}
+
+  get modelId() {
+    return this.opts.modelId;
+  }
+  get contextSize() {
+    return this.state?.context.contextSize ?? this.opts.contextSize;
+  }
+  get thinks() {
+    return this.state?.thinks ?? false;
+  }
+  get loaded() {
+    return this.state !== null;
+  }
+
+  stats() {
+    const s = this.state?.pool.stats();
+    return { slots: this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0 };
+  }
+
+  async load(): Promise<void> {
+    await this.ensure();
+  }
+
+  private ensure(): Promise<Loaded> {
+    if (this.state) return Promise.resolve(this.state);
+    this.loading ??= this.doLoad().then(
+      (s) => {
+        this.state = s;
+        this.loading = null;
+        return s;
+      },
+      (e) => {
+        this.loading = null;
+        throw e;
+      },
+    );
+    return this.loading;
+  }
+
+  private async doLoad(): Promise<Loaded> {
+    const o = this.opts;
+    const started = performance.now();
+    const { llama } = await o.runtime();
+    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
+    try {
+      const context = await model.createContext({
+        contextSize: o.contextSize,
+        sequences: o.slots,
+        threads: o.threads,
+        ...(o.batchSize ? { batchSize: o.batchSize } : {}),
+      });
+      const slots = Array.from({ length: o.slots }, () => new Slot(context.getSequence()));
+      const resolved = resolveChatWrapper(model);
+      const thinks = resolved instanceof QwenChatWrapper;
+      const wrappers = thinks
+        ? { on: new QwenChatWrapper({ thoughts: "auto" }), off: new QwenChatWrapper({ thoughts: "discourage" }) }
+        : { on: resolved, off: resolved };
+      o.logger.info("chat model loaded", {
+        model: o.modelId,
+        context_per_slot: context.contextSize,
+        slots: o.slots,
+        gpu_layers: model.gpuLayers,
+        template: resolved.wrapperName,
+        load_ms: Math.round(performance.now() - started),
+      });
+      const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId });
+      const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
+      const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
+      return { model, context, pool, wrappers, thinks, vocabularySize };
+    } catch (e) {
+      await model.dispose();
+      throw e;
+    }
+  }
+
+  async unload(): Promise<void> {
+    const s = this.state;
+    this.state = null;
+    if (!s) return;
+    await s.context.dispose();
+    await s.model.dispose();
+    this.opts.logger.info("chat model unloaded", { model: this.opts.modelId });
+  }
+
+  async prepare(job: ChatJob): Promise<PreparedChat> {
+    const s = await this.ensure();
+    const { model } = s;
+    const forcedTool = job.toolChoice === "required" || typeof job.toolChoice === "object";
+    // A forced tool call is made at once, without a reasoning pass first (README "API").
+    const thinking = s.thinks && !forcedTool && (job.thinking ?? true);
+    const wrapper = thinking ? s.wrappers.on : s.wrappers.off;
+    const functions: ChatModelFunctions | undefined =
+      job.toolChoice !== "none" && job.tools.length ? toLlamaFunctions(job.tools) : undefined;
+    if (functions && job.format)
+      throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
+        param: "response_format",
+      });
+    const grammar = job.format ? await this.grammarFor(job) : undefined;
+    const history = toLlamaHistory(job.turns);
+    const rendered = wrapper.generateContextState({
+      chatHistory: withOpenModelResponse(history),
+      availableFunctions: functions,
+      documentFunctionParams: true,
+    });
+    const promptTokens = rendered.contextText.tokenize(model.tokenizer);
+    const contextSize = s.context.contextSize;
+    const room = contextSize - promptTokens.length;
+    if (room <= 0 || (job.maxTokens !== null && job.maxTokens > room))
+      throw new ApiError(
+        "context_length_exceeded",
+        `this model's context window is ${contextSize} tokens; the messages take ${promptTokens.length}` +
+          (job.maxTokens !== null ? ` and max_tokens asks for ${job.maxTokens} more` : ", leaving no room for an answer"),
+        { param: "messages" },
+      );
+    const maxTokens = job.maxTokens ?? room;
+    const bias = this.tokenBias(s, job, forcedTool, functions);
+
+    return {
+      promptTokens: promptTokens.length,
+      maxTokens,
+      acquire: async (signal?: AbortSignal): Promise<ChatLease> => {
+        const lease = await s.pool.acquire(promptTokens, signal);
+        const cachedTokens = Math.min(lease.reusable, promptTokens.length - 1);
+        return {
+          cachedTokens: Math.max(0, cachedTokens),
+          release: lease.release,
+          run: (onEvent, runSignal) =>
+            generate({
+              sequence: lease.slot.sequence,
+              wrapper,
+              history,
+              functions,
+              grammar,
+              thinking,
+              job,
+              maxTokens,
+              promptTokens: promptTokens.length,
+              cachedTokens: Math.max(0, cachedTokens),
+              tokenBias: bias,
+              thinkOpen: model.tokenize("<think>", true),
+              onEvent,
+              signal: runSignal,
+            }),
+        };
+      },
+    };
+  }
+
+  private async grammarFor(job: ChatJob): Promise<LlamaGrammar> {
+    const { llama } = await this.opts.runtime();
+    const f = job.format!;
+    const schema = f.type === "json_schema" ? toGrammarSchema(f.schema, "response_format.json_schema.schema") : null;
+    try {
+      return schema ? await llama.createGrammarForJsonSchema(schema as any) : await llama.getGrammarFor("json");
+    } catch (e) {
+      throw new ApiError("unsupported_schema", `response_format.json_schema.schema: the schema could not be compiled into a grammar (${(e as Error).message})`, {
+        param: "response_format.json_schema.schema",
+      });
+    }
+  }
+
+  /**
+   * The token bias of a request: the caller's logit_bias, plus, for a forced tool call, the
+   * opening of a call (`<tool_call>` and `{"name": "` — or the full name for a named function)
+   * forced token by token; node-llama-cpp's function grammar takes over from there.
+   */
+  private tokenBias(s: Loaded, job: ChatJob, forcedTool: boolean, functions: ChatModelFunctions | undefined) {
+    const { model } = s;
+    const testBias = this.opts.testTokenBias?.(model, job);
+    if (testBias) return testBias;
+    const userBias = job.sampling.logitBias;
+    if (userBias)
+      for (const id of userBias.keys())
+        if (id >= s.vocabularySize)
+          throw new ApiError("invalid_request", `logit_bias: token id ${id} is outside this model's vocabulary`, { param: `logit_bias.${id}` });
+    const prefix = forcedTool && functions ? this.forcedCallPrefix(model, job) : [];
+    if (!userBias && prefix.length === 0) return undefined;
+    let step = 0;
+    return () => {
+      const bias = new TokenBias(model.tokenizer);
+      if (userBias) for (const [id, v] of userBias) bias.set(id as Token, v <= -100 ? "never" : { logit: v });
+      if (step < prefix.length) bias.set(prefix[step]!, { logit: 1000 });
+      step++;
+      return bias;
+    };
+  }
+
+  private forcedCallPrefix(model: LlamaModel, job: ChatJob): Token[] {
+    const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
+    const text = named ? `<tool_call>\n{"name": "${named}", "arguments": ` : `<tool_call>\n{"name": "`;
+    return model.tokenize(text, true);
+  }
+}

@@ -1,0 +1,31 @@
+import { availableParallelism } from "node:os";
+import type { Config } from "../../config";
+import type { Logger } from "../../log";
+import type { EngineFactories } from "../registry";
+import { LlamaChatEngine, type LlamaChatEngineOptions } from "./chat-engine";
+import { llamaRuntime } from "./runtime";
+
+/** Chat engines on llama.cpp, configured from the manifest and `[engines]`. */
+export function llamaChatFactory(
+  config: Pick<Config, "engines">,
+  logger: Logger,
+  extra: Pick<LlamaChatEngineOptions, "testTokenBias"> = {},
+): NonNullable<EngineFactories["chat"]> {
+  const threads = config.engines.threads || availableParallelism();
+  const runtime = () => llamaRuntime({ device: config.engines.device, threads, logger });
+  return (m, file) =>
+    new LlamaChatEngine({
+      modelId: m.id,
+      modelPath: file("model"),
+      runtime,
+      contextSize: m.max_context,
+      slots: m.slots,
+      threads: m.threads ?? threads,
+      gpuLayers: m.gpu_layers ?? "auto",
+      batchSize: m.batch_size,
+      maxQueue: m.queue ?? m.slots,
+      maxWaitMs: m.queue_wait_s * 1000,
+      logger,
+      ...extra,
+    });
+}

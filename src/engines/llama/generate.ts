@@ -1,0 +1,178 @@
+import {
+  LlamaChat,
+  TokenBias,
+  TokenMeter,
+  type ChatHistoryItem,
+  type ChatModelFunctions,
+  type ChatModelSegment,
+  type ChatWrapper,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  type Token,
+} from "node-llama-cpp";
+import type { ChatJob, EngineEvent, EngineResult, FinishReason } from "../../chat/job";
+
+// One generation on one slot, driven through node-llama-cpp's LlamaChat with the model's own
+// chat wrapper. Thinking with a response_format runs in two passes (issue "chat engine": the
+// schema applies to the answer after the thinking): first the reasoning, unconstrained, stopped
+// at the end of the thought; then the answer under the grammar, continuing the same response.
+
+export interface GenerateRequest {
+  sequence: LlamaContextSequence;
+  wrapper: ChatWrapper;
+  history: ChatHistoryItem[];
+  functions?: ChatModelFunctions;
+  grammar?: LlamaGrammar;
+  thinking: boolean;
+  job: ChatJob;
+  maxTokens: number;
+  promptTokens: number;
+  cachedTokens: number;
+  tokenBias?: () => TokenBias;
+  /** Tokens of `<think>`, forced first in a reasoning pass. */
+  thinkOpen: Token[];
+  onEvent: (e: EngineEvent) => void;
+  signal: AbortSignal;
+}
+
+type Chunk = { type: "segment" | undefined; segmentType?: string; text: string; tokens: Token[]; segmentEndTime?: Date };
+
+export async function generate(r: GenerateRequest): Promise<EngineResult> {
+  const chat = new LlamaChat({ contextSequence: r.sequence, chatWrapper: r.wrapper });
+  const before = r.sequence.tokenMeter.getState();
+  const used = () => TokenMeter.diff(r.sequence.tokenMeter, before).usedOutputTokens;
+  let reasoningTokens = 0;
+  const onReasoning = (c: Chunk) => {
+    if (c.segmentType === "thought") reasoningTokens += c.tokens.length;
+    if (c.text) r.onEvent({ type: "reasoning", text: c.text });
+  };
+  try {
+    let history = r.history;
+    let stop: string;
+    let toolCalls: EngineResult["toolCalls"] = [];
+    if (r.grammar && r.thinking) {
+      const thought = await reasoningPass(chat, r, onReasoning);
+      if (!thought.ended) return result(r, thought.stop === "maxTokens" ? "length" : "stop", used(), reasoningTokens, []);
+      history = continuing(history, thought.segment);
+    }
+    const remaining = r.maxTokens - used();
+    if (remaining <= 0) return result(r, "length", used(), reasoningTokens, []);
+    const options = sampling(r, remaining, r.tokenBias, (c) => (c.type === "segment" ? onReasoning(c) : c.text && r.onEvent({ type: "text", text: c.text })));
+    if (r.functions) {
+      const args = toolArgsStream(r.onEvent);
+      const res = await chat.generateResponse(history, {
+        ...options,
+        functions: r.functions,
+        documentFunctionParams: true,
+        maxParallelFunctionCalls: r.job.parallelToolCalls ? undefined : 1,
+        onFunctionCallParamsChunk: args.push,
+      });
+      stop = res.metadata.stopReason;
+      toolCalls = (res.functionCalls ?? []).map((c, i) => ({ name: c.functionName, arguments: args.text(i) ?? JSON.stringify(c.params ?? {}) }));
+    } else {
+      const res = await chat.generateResponse(history, { ...options, grammar: r.grammar });
+      stop = res.metadata.stopReason;
+    }
+    return result(r, finishReason(stop, toolCalls.length), used(), reasoningTokens, toolCalls);
+  } finally {
+    chat.dispose({ disposeSequence: false });
+  }
+}
+
+/** The thinking pass: `<think>` forced open, stopped as soon as the thought segment ends. */
+async function reasoningPass(chat: LlamaChat, r: GenerateRequest, onReasoning: (c: Chunk) => void) {
+  const atEnd = new AbortController();
+  const stopBoth = () => atEnd.abort();
+  r.signal.addEventListener("abort", stopBoth, { once: true });
+  let step = 0;
+  const open = r.thinkOpen;
+  const bias =
+    r.tokenBias ??
+    (() => {
+      const b = new TokenBias(chat.model.tokenizer);
+      if (step < open.length) b.set(open[step]!, { logit: 1000 });
+      step++;
+      return b;
+    });
+  try {
+    const res = await chat.generateResponse(
+      r.history,
+      sampling(r, r.maxTokens, bias, (c) => {
+        if (c.type !== "segment") return; // nothing but the thought is kept from this pass
+        onReasoning(c);
+        if (c.segmentEndTime) atEnd.abort();
+      }, atEnd.signal),
+    );
+    const found = res.fullResponse.find((x) => typeof x !== "string" && x.segmentType === "thought");
+    const segment = found && typeof found !== "string" ? (found as ChatModelSegment) : null;
+    return { ended: segment?.ended === true && !r.signal.aborted, segment: segment!, stop: res.metadata.stopReason };
+  } finally {
+    r.signal.removeEventListener("abort", stopBoth);
+  }
+}
+
+/** History whose last model response is the finished thought, to be continued by the answer. */
+function continuing(history: ChatHistoryItem[], thought: ChatModelSegment): ChatHistoryItem[] {
+  const last = history.at(-1);
+  if (last?.type === "model") return [...history.slice(0, -1), { type: "model", response: [...last.response, thought] }];
+  return [...history, { type: "model", response: [thought] }];
+}
+
+function sampling(r: GenerateRequest, maxTokens: number, tokenBias: (() => TokenBias) | undefined, onResponseChunk: (c: Chunk) => void, signal = r.signal) {
+  const s = r.job.sampling;
+  return {
+    maxTokens,
+    temperature: s.temperature ?? 1,
+    topP: s.topP,
+    seed: s.seed,
+    customStopTriggers: r.job.stop.length ? r.job.stop : undefined,
+    tokenBias,
+    repeatPenalty: s.frequencyPenalty || s.presencePenalty ? { frequencyPenalty: s.frequencyPenalty, presencePenalty: s.presencePenalty } : (false as const),
+    signal,
+    stopOnAbortSignal: true,
+    // Prompts are counted and refused up front and maxTokens never passes the context, so
+    // nothing may be dropped silently: a context shift is an error, not a truncation.
+    contextShift: {
+      strategy: (): never => {
+        throw new Error("context shift is disabled");
+      },
+    },
+    onResponseChunk,
+  };
+}
+
+/**
+ * Tool-call arguments as deltas. The grammar lets whitespace trail the arguments; it is held back
+ * until more JSON follows, so arguments end at their closing brace in streams and answers alike.
+ */
+function toolArgsStream(onEvent: (e: EngineEvent) => void) {
+  const raw: string[] = [];
+  const held: string[] = [];
+  return {
+    push: (c: { callIndex: number; functionName: string; paramsChunk: string; done: boolean }) => {
+      if (raw[c.callIndex] === undefined) {
+        raw[c.callIndex] = "";
+        held[c.callIndex] = "";
+        onEvent({ type: "tool_call", index: c.callIndex, name: c.functionName });
+      }
+      const text = held[c.callIndex] + c.paramsChunk;
+      const body = c.done ? text.trimEnd() : text.replace(/\s+$/, "");
+      held[c.callIndex] = c.done ? "" : text.slice(body.length);
+      if (body) {
+        raw[c.callIndex] += body;
+        onEvent({ type: "tool_args", index: c.callIndex, text: body });
+      }
+    },
+    text: (i: number): string | undefined => raw[i],
+  };
+}
+
+function result(r: GenerateRequest, finishReason: FinishReason, completionTokens: number, reasoningTokens: number, toolCalls: EngineResult["toolCalls"]): EngineResult {
+  return { finishReason, promptTokens: r.promptTokens, completionTokens, reasoningTokens, cachedTokens: r.cachedTokens, toolCalls };
+}
+
+/** A cut by max_tokens is "length" even inside a tool call (its arguments are then incomplete JSON). */
+function finishReason(stop: string, toolCalls: number): FinishReason {
+  if (stop === "maxTokens") return "length";
+  return toolCalls > 0 ? "tool_calls" : "stop";
+}

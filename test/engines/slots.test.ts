@@ -1,0 +1,83 @@
+import { expect, test } from "bun:test";
+import { ApiError } from "../../src/api/http/errors";
+import { SlotPool } from "../../src/engines/slots";
+
+// A fake slot: scheduling only (the real sequences are exercised by the chat tests).
+class FakeSlot {
+  constructor(
+    readonly name: string,
+    public cached: number[] = [],
+  ) {}
+  sharedPrefix(tokens: readonly number[]) {
+    let i = 0;
+    while (i < tokens.length && i < this.cached.length && tokens[i] === this.cached[i]) i++;
+    return i;
+  }
+}
+
+const pool = (slots: FakeSlot[], maxQueue = 1, maxWaitMs = 1000) => new SlotPool(slots, { maxQueue, maxWaitMs, modelId: "m" });
+
+test("a request takes the free slot sharing the longest prefix with its prompt", async () => {
+  const p = pool([new FakeSlot("a", [1, 2]), new FakeSlot("b", [1, 2, 3, 4]), new FakeSlot("c", [9])]);
+  const lease = await p.acquire([1, 2, 3, 5]);
+  expect(lease.slot.name).toBe("b");
+  expect(lease.reusable).toBe(3);
+});
+
+test("with no shared prefix the least recently used slot is taken, keeping fresh caches", async () => {
+  const a = new FakeSlot("a");
+  const b = new FakeSlot("b");
+  const p = pool([a, b]);
+  (await p.acquire([7])).release(); // a used
+  const next = await p.acquire([8]);
+  expect(next.slot.name).toBe("b");
+});
+
+test("when all slots are busy a request waits, then gets the slot released first", async () => {
+  const p = pool([new FakeSlot("a")]);
+  const first = await p.acquire([1]);
+  const waiting = p.acquire([2]);
+  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 1 });
+  first.release();
+  expect((await waiting).slot.name).toBe("a");
+});
+
+test("past the queue a request is refused at once with 429 and Retry-After", async () => {
+  const p = pool([new FakeSlot("a")], 1);
+  await p.acquire([1]);
+  void p.acquire([2]).catch(() => {});
+  const err = await p.acquire([3]).catch((e) => e);
+  expect(err).toBeInstanceOf(ApiError);
+  expect(err.code).toBe("workers_busy");
+  expect(err.status).toBe(429);
+  expect(err.message).toContain("every worker for this model is busy");
+  expect(err.headers["retry-after"]).toBe("1");
+});
+
+test("a waiter that waits too long is refused and leaves the queue", async () => {
+  const p = pool([new FakeSlot("a")], 2, 20);
+  await p.acquire([1]);
+  const err = await p.acquire([2]).catch((e) => e);
+  expect(err.code).toBe("workers_busy");
+  expect(p.stats().queued).toBe(0);
+});
+
+test("an aborted waiter leaves the queue and its abort reason is thrown", async () => {
+  const p = pool([new FakeSlot("a")], 2);
+  const held = await p.acquire([1]);
+  const controller = new AbortController();
+  const waiting = p.acquire([2], controller.signal);
+  controller.abort(new Error("client gone"));
+  expect((await waiting.catch((e) => e)).message).toBe("client gone");
+  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 0 });
+  held.release();
+  expect(p.stats().busy).toBe(0);
+});
+
+test("releasing twice frees the slot once", async () => {
+  const p = pool([new FakeSlot("a"), new FakeSlot("b")]);
+  const l = await p.acquire([1]);
+  l.release();
+  l.release();
+  expect(p.stats()).toEqual({ total: 2, busy: 0, queued: 0 });
+});

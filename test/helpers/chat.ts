@@ -1,0 +1,54 @@
+import OpenAI from "openai";
+import type { LlamaModel } from "node-llama-cpp";
+import { ensureChatModel } from "../../models/cache";
+import type { ChatJob } from "../../src/chat/job";
+import { llamaChatFactory } from "../../src/engines/llama/factory";
+import { forceText } from "../models/force";
+import { BASE, testApp, type TestApp } from "./app";
+
+// A real app serving the generated tiny chat models through the real llama.cpp engine.
+// Test setup only: a user message containing «force:TEXT» makes the model emit TEXT first
+// (a per-token bias), so tests can produce tool calls and thinking deterministically.
+
+const MARK = /«force:([\s\S]*?)»/;
+
+export function forced(text: string): string {
+  return `«force:${text}»`;
+}
+
+function testBias(model: LlamaModel, job: ChatJob) {
+  for (const t of [...job.turns].reverse()) {
+    if (t.role !== "user") continue;
+    const m = MARK.exec(t.text);
+    return m ? forceText(model, m[1]!) : undefined;
+  }
+  return undefined;
+}
+
+export interface ChatTestOptions {
+  slots?: number;
+  queue?: number;
+  queueWaitS?: number;
+  config?: Record<string, unknown>;
+}
+
+export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {
+  const chat = await ensureChatModel("chat");
+  const small = await ensureChatModel("small-chat");
+  const t = testApp({
+    config: {
+      ...o.config,
+      engines: { device: "cpu", threads: 2 },
+      models: [
+        { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 4096, slots: o.slots ?? 2, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
+        { id: "small-chat", name: "Tiny small chat", kind: "chat", files: { model: small }, max_context: 16384, slots: 1, load: "first_use" },
+        { id: "tight", name: "Tiny context", kind: "chat", files: { model: chat }, max_context: 256, slots: 1, load: "first_use" },
+      ],
+    },
+    engines: (config, logger) => ({ chat: llamaChatFactory(config, logger, { testTokenBias: testBias }) }),
+  });
+  return Object.assign(t, {
+    openai: (key: string) =>
+      new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (url, init) => t.app.handle(new Request(url, init)) }),
+  });
+}
