@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type OpenAI from "openai";
+import type { TestApp } from "../../helpers/app";
+import { chatTestApp, forced } from "../../helpers/chat";
+
+let t: TestApp & { openai: (key: string) => OpenAI };
+let client: OpenAI;
+beforeAll(async () => {
+  t = await chatTestApp();
+  client = t.openai(t.key({ creditUsd: 5 }));
+});
+afterAll(() => t.close());
+
+const noThink = { chat_template_kwargs: { enable_thinking: false } } as Record<string, unknown>;
+
+test("a stop sequence ends the answer before it, with finish_reason stop", async () => {
+  const r = await client.chat.completions.create({ model: "chat", max_tokens: 30, temperature: 0, stop: ["STOP"], messages: [{ role: "user", content: `Go. ${forced("one two STOP three")}` }], ...noThink } as any);
+  expect(r.choices[0]!.finish_reason).toBe("stop");
+  expect(r.choices[0]!.message.content).toBe("one two ");
+});
+
+test("the same seed at a non-zero temperature gives the same answer; top_p is accepted", async () => {
+  const params = { model: "chat", max_tokens: 12, temperature: 1.3, top_p: 0.95, seed: 1234, messages: [{ role: "user" as const, content: "Surprise me." }], ...noThink };
+  const a = await client.chat.completions.create(params as any);
+  const b = await client.chat.completions.create(params as any);
+  expect(a.choices[0]!.message.content).toBe(b.choices[0]!.message.content);
+});
+
+test("the small chat model takes a prompt larger than the chat model's window", async () => {
+  const long = "The quick brown fox jumps over the lazy dog. ".repeat(450); // ≈ 6,000 tokens
+  const small = await client.chat.completions.create({ model: "small-chat", max_tokens: 2, messages: [{ role: "user", content: long }], ...noThink } as any);
+  expect(small.usage!.prompt_tokens).toBeGreaterThan(4096);
+  const err = await client.chat.completions.create({ model: "chat", max_tokens: 2, messages: [{ role: "user", content: long }], ...noThink } as any).catch((e) => e);
+  expect(err.code).toBe("context_length_exceeded");
+}, 60_000);
+
+test("a model can be unloaded and is loaded again on the next request", async () => {
+  await client.chat.completions.create({ model: "chat", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
+  const engine = t.deps.registry.chatEngine("chat");
+  expect(engine.loaded).toBe(true);
+  await t.deps.registry.unload("chat");
+  expect(engine.loaded).toBe(false);
+  const r = await client.chat.completions.create({ model: "chat", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
+  expect(r.choices).toHaveLength(1);
+  expect(engine.loaded).toBe(true);
+});
+
+test("/v1/models lists the chat models with their context windows", async () => {
+  const list = await client.models.list();
+  expect(list.data.map((m: any) => [m.id, m.kind, m.max_context])).toEqual([
+    ["chat", "chat", 4096],
+    ["small-chat", "chat", 16384],
+    ["tight", "chat", 256],
+  ]);
+});
