@@ -10,7 +10,7 @@ import type { Logger } from "../log";
 import { AsyncQueue } from "./async-queue";
 import { aggregate, chunk, eventDelta, toUsage, usageChunk, type ChatCompletion, type ChatCompletionChunk, type CompletionIds } from "./completion";
 import { toChatJob } from "./from-request";
-import type { ChatJob, EngineEvent, EngineResult } from "./job";
+import type { ChatJob } from "./job";
 
 // THE chat-completions service: all three wire formats end here (STYLE). It checks the request,
 // has the engine render and count the prompt, reserves credit, takes a worker slot, runs the
@@ -30,7 +30,7 @@ export interface ChatCallOptions {
 export interface ChatRun {
   job: ChatJob;
   ids: CompletionIds;
-  /** Typed chunks; the last one carries usage. Must be consumed or returned. */
+  /** Typed chunks; the last one carries usage. Returning it early stops the generation. */
   chunks: AsyncGenerator<ChatCompletionChunk, void, void>;
 }
 
@@ -67,58 +67,50 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       model: manifest.id,
       toolCallId: (i) => (toolIds[i] ??= `call_${newId("", 24)}`),
     };
-    return { job, ids, chunks: run(lease, ticket, ids, opts) };
+    return { job, ids, chunks: begin(lease, ticket, ids, opts) };
   }
 
-  async function* run(
-    lease: ChatLease,
-    ticket: Ticket,
-    ids: CompletionIds,
-    opts: ChatCallOptions,
-  ): AsyncGenerator<ChatCompletionChunk, void, void> {
+  /**
+   * Runs the generation as its own task, which alone owns the slot and the reservation: they are
+   * released when it ends, whether or not anyone reads the chunks (a client that never reads, or
+   * leaves, stops the generation through the signal).
+   */
+  function begin(lease: ChatLease, ticket: Ticket, ids: CompletionIds, opts: ChatCallOptions): AsyncGenerator<ChatCompletionChunk, void, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(opts.signal?.reason);
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
-    const events = new AsyncQueue<EngineEvent>();
-    let result: EngineResult | null = null;
-    const generation = lease.run((e) => events.push(e), controller.signal).then(
-      (r) => {
-        result = r;
-        events.close();
-        return r;
-      },
-      (e) => {
-        events.fail(e);
-        throw e;
-      },
-    );
-    generation.catch(() => {}); // observed through the queue
-    let settled = false;
-    try {
-      yield chunk(ids, { role: "assistant", content: "" });
-      for await (const e of events) {
-        const delta = eventDelta(ids, e, opts.includeReasoning === true);
-        if (delta) yield chunk(ids, delta);
-      }
-      const r = result!;
-      ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
-      settled = true;
-      yield chunk(ids, {}, r.finishReason);
-      yield usageChunk(ids, toUsage(r));
-    } finally {
-      opts.signal?.removeEventListener("abort", onAbort);
-      if (!result) controller.abort(new Error("stream closed"));
-      const finished = await generation.catch((e) => {
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const out = new AsyncQueue<ChatCompletionChunk>();
+    out.push(chunk(ids, { role: "assistant", content: "" }));
+    let done = false;
+    void (async () => {
+      try {
+        const r = await lease.run((e) => {
+          const delta = eventDelta(ids, e, opts.includeReasoning === true);
+          if (delta) out.push(chunk(ids, delta));
+        }, controller.signal);
+        // Settled even when the client left mid-way: what was generated was computed.
+        ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
+        out.push(chunk(ids, {}, r.finishReason));
+        out.push(usageChunk(ids, toUsage(r)));
+        out.close();
+      } catch (e) {
+        ticket.release();
         logger.warn("chat generation failed", { request_id: opts.requestId, error: (e as Error).message });
-        return null;
-      });
-      lease.release();
-      if (!settled) {
-        // The consumer went away mid-stream: what was generated was still computed, so it is billed.
-        if (finished) ticket.settle({ inputTokens: finished.promptTokens, outputTokens: finished.completionTokens, cachedTokens: finished.cachedTokens });
-        else ticket.release();
+        out.fail(e);
+      } finally {
+        done = true;
+        lease.release();
+        opts.signal?.removeEventListener("abort", onAbort);
       }
-    }
+    })();
+    return (async function* () {
+      try {
+        yield* out;
+      } finally {
+        if (!done) controller.abort(new Error("stream closed"));
+      }
+    })();
   }
 
   return {

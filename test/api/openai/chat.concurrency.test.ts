@@ -99,3 +99,10 @@ test("a waiter whose client leaves gives its queue place back", async () => {
   expect((await first).status).toBe(200);
   expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
 }, 60_000);
+
+test("a stream cancelled before its first chunk is read still frees the slot", async () => {
+  const res = await t.request("POST", "/v1/chat/completions", { key, body: body({ max_tokens: 3000, stream: true }) });
+  await res.body!.cancel();
+  for (let i = 0; i < 100 && stats().busy > 0; i++) await Bun.sleep(20);
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+}, 60_000);
