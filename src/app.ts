@@ -4,7 +4,9 @@ import { authenticateRequest, requiredScope, requireScope } from "./api/http/aut
 import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/context";
 import { ApiError, asApiError, formatForPath, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
+import { messagesRoutes } from "./api/anthropic/routes";
 import { chatRoutes } from "./api/openai/chat";
+import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
 import { newId } from "./ids";
 import type { AppDeps } from "./services";
@@ -32,7 +34,9 @@ export function createApp(deps: AppDeps): App {
     })
     .use(healthRoutes(deps))
     .use(modelsRoutes(deps.registry))
-    .use(chatRoutes(deps.chat, logger));
+    .use(chatRoutes(deps.chat, logger))
+    .use(responsesRoutes(deps.chat, logger))
+    .use(messagesRoutes(deps.chat, logger));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

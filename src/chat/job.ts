@@ -70,6 +70,8 @@ export type FinishReason = "stop" | "length" | "tool_calls";
 
 export interface EngineResult {
   finishReason: FinishReason;
+  /** The stop sequence that ended the answer, when one did. */
+  stopSequence: string | null;
   promptTokens: number;
   completionTokens: number;
   reasoningTokens: number;

@@ -30,6 +30,11 @@ export interface ChatCallOptions {
 export interface ChatRun {
   job: ChatJob;
   ids: CompletionIds;
+  /** Known before the first token: for formats that announce usage up front (Messages). */
+  promptTokens: number;
+  cachedTokens: number;
+  /** After the chunks end: the stop sequence that ended the answer, if one did. */
+  stopSequence(): string | null;
   /** Typed chunks; the last one carries usage. Returning it early stops the generation. */
   chunks: AsyncGenerator<ChatCompletionChunk, void, void>;
 }
@@ -67,7 +72,15 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       model: manifest.id,
       toolCallId: (i) => (toolIds[i] ??= `call_${newId("", 24)}`),
     };
-    return { job, ids, chunks: begin(lease, ticket, ids, opts) };
+    const end = { stopSequence: null as string | null };
+    return {
+      job,
+      ids,
+      promptTokens: prepared.promptTokens,
+      cachedTokens: lease.cachedTokens,
+      stopSequence: () => end.stopSequence,
+      chunks: begin(lease, ticket, ids, opts, end),
+    };
   }
 
   /**
@@ -75,7 +88,13 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
    * released when it ends, whether or not anyone reads the chunks (a client that never reads, or
    * leaves, stops the generation through the signal).
    */
-  function begin(lease: ChatLease, ticket: Ticket, ids: CompletionIds, opts: ChatCallOptions): AsyncGenerator<ChatCompletionChunk, void, void> {
+  function begin(
+    lease: ChatLease,
+    ticket: Ticket,
+    ids: CompletionIds,
+    opts: ChatCallOptions,
+    end: { stopSequence: string | null },
+  ): AsyncGenerator<ChatCompletionChunk, void, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(opts.signal?.reason);
     if (opts.signal?.aborted) onAbort();
@@ -91,6 +110,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
         }, controller.signal);
         // Settled even when the client left mid-way: what was generated was computed.
         ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
+        end.stopSequence = r.stopSequence;
         out.push(chunk(ids, {}, r.finishReason));
         out.push(usageChunk(ids, toUsage(r)));
         out.close();
@@ -115,6 +135,13 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
 
   return {
     start,
+    /** Prompt tokens of a request with the model's real template and tokenizer (count_tokens). */
+    async countTokens(req: ChatRequest): Promise<number> {
+      const job = toChatJob(req);
+      const manifest = registry.resolve(job.model, "chat");
+      checkImages(job, manifest.id, manifest.vision);
+      return registry.chatEngine(manifest.id).countTokens(job);
+    },
     /** The non-streamed answer: the same chunks, folded. */
     async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatCompletion> {
       const r = await start(principal, req, opts);

@@ -18,6 +18,8 @@ export interface ChatEngine {
   readonly loaded: boolean;
   load(): Promise<void>;
   unload(): Promise<void>;
+  /** Prompt tokens of `job` with the model's template and tokenizer (no context check). */
+  countTokens(job: ChatJob): Promise<number>;
   /** Renders the prompt with the model's template and counts it; refuses what cannot run. */
   prepare(job: ChatJob): Promise<PreparedChat>;
   stats(): EngineStats;

@@ -147,27 +147,36 @@ export class LlamaChatEngine implements ChatEngine {
     this.opts.logger.info("chat model unloaded", { model: this.opts.modelId });
   }
 
-  async prepare(job: ChatJob): Promise<PreparedChat> {
+  /** The prompt exactly as it will be evaluated: the model's template over the history and tools. */
+  private async render(job: ChatJob) {
     const s = await this.ensure();
-    const { model } = s;
     const forcedTool = job.toolChoice === "required" || typeof job.toolChoice === "object";
     // A forced tool call is made at once, without a reasoning pass first (README "API").
     const thinking = s.thinks && !forcedTool && (job.thinking ?? true);
     const wrapper = thinking ? s.wrappers.on : s.wrappers.off;
     const functions: ChatModelFunctions | undefined =
       job.toolChoice !== "none" && job.tools.length ? toLlamaFunctions(job.tools) : undefined;
-    if (functions && job.format)
-      throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
-        param: "response_format",
-      });
-    const grammar = job.format ? await this.grammarFor(job) : undefined;
     const history = toLlamaHistory(job.turns);
     const rendered = wrapper.generateContextState({
       chatHistory: withOpenModelResponse(history),
       availableFunctions: functions,
       documentFunctionParams: true,
     });
-    const promptTokens = rendered.contextText.tokenize(model.tokenizer);
+    return { s, forcedTool, thinking, wrapper, functions, history, promptTokens: rendered.contextText.tokenize(s.model.tokenizer) };
+  }
+
+  async countTokens(job: ChatJob): Promise<number> {
+    return (await this.render(job)).promptTokens.length;
+  }
+
+  async prepare(job: ChatJob): Promise<PreparedChat> {
+    const { s, forcedTool, thinking, wrapper, functions, history, promptTokens } = await this.render(job);
+    const { model } = s;
+    if (functions && job.format)
+      throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
+        param: "response_format",
+      });
+    const grammar = job.format ? await this.grammarFor(job) : undefined;
     const contextSize = s.context.contextSize;
     const room = contextSize - promptTokens.length;
     if (room <= 0 || (job.maxTokens !== null && job.maxTokens > room))

@@ -49,6 +49,7 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
   try {
     let history = r.history;
     let stop: string;
+    let stopSequence: string | null = null;
     let toolCalls: EngineResult["toolCalls"] = [];
     if (r.grammar && r.thinking) {
       const thought = await reasoningPass(chat, r, onReasoning);
@@ -68,12 +69,14 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
         onFunctionCallParamsChunk: args.push,
       });
       stop = res.metadata.stopReason;
+      if (res.metadata.stopReason === "customStopTrigger") stopSequence = triggerText(res.metadata.customStopTrigger, r.job.stop);
       toolCalls = (res.functionCalls ?? []).map((c, i) => ({ name: c.functionName, arguments: args.text(i) ?? JSON.stringify(c.params ?? {}) }));
     } else {
       const res = await chat.generateResponse(history, { ...options, grammar: r.grammar });
       stop = res.metadata.stopReason;
+      if (res.metadata.stopReason === "customStopTrigger") stopSequence = triggerText(res.metadata.customStopTrigger, r.job.stop);
     }
-    return result(r, finishReason(stop, toolCalls.length), used(), reasoningTokens, toolCalls);
+    return result(r, finishReason(stop, toolCalls.length), used(), reasoningTokens, toolCalls, stopSequence);
   } finally {
     chat.dispose({ disposeSequence: false });
   }
@@ -167,8 +170,21 @@ function toolArgsStream(onEvent: (e: EngineEvent) => void) {
   };
 }
 
-function result(r: GenerateRequest, finishReason: FinishReason, completionTokens: number, reasoningTokens: number, toolCalls: EngineResult["toolCalls"]): EngineResult {
-  return { finishReason, promptTokens: r.promptTokens, completionTokens, reasoningTokens, cachedTokens: r.cachedTokens, toolCalls };
+function result(
+  r: GenerateRequest,
+  finishReason: FinishReason,
+  completionTokens: number,
+  reasoningTokens: number,
+  toolCalls: EngineResult["toolCalls"],
+  stopSequence: string | null = null,
+): EngineResult {
+  return { finishReason, stopSequence, promptTokens: r.promptTokens, completionTokens, reasoningTokens, cachedTokens: r.cachedTokens, toolCalls };
+}
+
+/** node-llama-cpp reports the trigger as text pieces and tokens; map it back to the caller's string. */
+function triggerText(trigger: readonly (string | Token)[], stops: string[]): string | null {
+  const text = trigger.filter((x): x is string => typeof x === "string").join("");
+  return stops.find((s) => s === text) ?? stops.find((s) => text.includes(s) || s.includes(text)) ?? (text || null);
 }
 
 /** A cut by max_tokens is "length" even inside a tool call (its arguments are then incomplete JSON). */
