@@ -27,6 +27,7 @@ export function toChatJob(req: ChatRequest): ChatJob {
     sampling: {
       temperature: req.temperature ?? undefined,
       topP: req.top_p ?? undefined,
+      topK: req.top_k ?? undefined,
       seed: req.seed ?? undefined,
       frequencyPenalty: req.frequency_penalty ?? undefined,
       presencePenalty: req.presence_penalty ?? undefined,

@@ -35,6 +35,7 @@ export type OutputFormat = null | { type: "json_object" } | { type: "json_schema
 export interface Sampling {
   temperature?: number;
   topP?: number;
+  topK?: number;
   seed?: number;
   frequencyPenalty?: number;
   presencePenalty?: number;

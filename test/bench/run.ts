@@ -1,10 +1,12 @@
 // `bun run bench [name…]`: runs the benchmarks (not part of `bun test`) and prints their ratios.
 import { benchChat } from "./chat";
+import { benchFormats } from "./formats";
 import { benchModels } from "./models";
 
 const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   models: () => benchModels(),
   chat: () => benchChat(),
+  formats: () => benchFormats(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

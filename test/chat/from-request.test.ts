@@ -50,6 +50,7 @@ describe("translation", () => {
     },
     { name: "max_completion_tokens wins over max_tokens", input: base({ max_tokens: 10, max_completion_tokens: 20 }), expected: { maxTokens: 20 } },
     { name: "a single stop string", input: base({ stop: "END" }), expected: { stop: ["END"] } },
+    { name: "top_k (an extension, as llama.cpp's server)", input: base({ top_k: 40, top_p: 0.5 }), expected: { sampling: expect.objectContaining({ topK: 40, topP: 0.5 }) } },
     { name: "thinking off by template kwargs", input: base({ chat_template_kwargs: { enable_thinking: false } }), expected: { thinking: false } },
     { name: "streams carry usage by default", input: base({ stream: true }), expected: { stream: true, includeUsage: true } },
     { name: "include_usage false is respected", input: base({ stream: true, stream_options: { include_usage: false } }), expected: { includeUsage: false } },

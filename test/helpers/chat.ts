@@ -38,7 +38,7 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
   const t = testApp({
     config: {
       ...o.config,
-      engines: { device: "cpu", threads: 2 },
+      engines: { device: "cpu", threads: 1 },
       models: [
         { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 4096, slots: o.slots ?? 2, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "small-chat", name: "Tiny small chat", kind: "chat", files: { model: small }, max_context: 16384, slots: 1, load: "first_use" },

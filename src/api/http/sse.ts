@@ -33,16 +33,21 @@ export const SSE_HEADERS = {
 } as const;
 
 /**
- * A streaming response from an async iterator of events. `onCancel` runs when the client goes away
+ * A streaming response from an async iterator of events. A yielded array (the events one chunk of
+ * generation produced) is written at once, in one piece: on a socket, separate small writes of
+ * one moment cost the client a millisecond or more. `onCancel` runs when the client goes away
  * before the end (the generator's `return` is also called, so its `finally` blocks run).
  */
-export function sseResponse(events: AsyncGenerator<SseEvent, void, void>, onCancel?: () => void): Response {
+export function sseResponse(events: AsyncGenerator<SseEvent | SseEvent[], void, void>, onCancel?: () => void): Response {
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
-        const { value, done } = await events.next();
+        let next = await events.next();
+        // Skip empty batches (a chunk that produced no event) rather than writing nothing.
+        while (!next.done && Array.isArray(next.value) && next.value.length === 0) next = await events.next();
+        const { value, done } = next;
         if (done) controller.close();
-        else controller.enqueue(encoder.encode(encodeSse(value)));
+        else controller.enqueue(encoder.encode(Array.isArray(value) ? value.map(encodeSse).join("") : encodeSse(value)));
       } catch (e) {
         controller.error(e);
       }

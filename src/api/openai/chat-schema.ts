@@ -70,6 +70,8 @@ export const ChatRequest = T.Object({
   messages: T.Array(ChatMessage, { minItems: 1 }),
   temperature: Nullable(T.Number({ minimum: 0, maximum: 2 })),
   top_p: Nullable(T.Number({ minimum: 0, maximum: 1 })),
+  /** Extension (as llama.cpp's server): sample from the k most likely tokens; 0 = off. */
+  top_k: Nullable(T.Integer({ minimum: 0 })),
   seed: Nullable(T.Integer()),
   stop: Nullable(T.Union([T.String(), T.Array(T.String(), { maxItems: 16 })])),
   max_tokens: T.Optional(Tokens),

@@ -1,8 +1,104 @@
 import { Elysia } from "elysia";
-import type { ChatService } from "../../chat/service";
+import type { ChatRun, ChatService } from "../../chat/service";
+import { newId } from "../../ids";
 import type { Logger } from "../../log";
+import { contextOf, principalOf } from "../http/context";
+import { ApiError, asApiError, toOpenAIErrorBody } from "../http/errors";
+import { sseResponse, type SseEvent } from "../http/sse";
+import { validationToApiError } from "../http/validation";
+import type { ResponseContext, ResponseObject } from "./from-chat";
+import { requestErrors, ResponsesRequest } from "./schema";
+import { createResponsesStream, type ResponseEvent, type ResponsesStream } from "./stream";
+import { toChatRequest, toResponsesError, type ChatTranslation } from "./to-chat";
 
-// Placeholder while the Responses translation is being written (issue 4); replaced in full.
-export function responsesRoutes(_chat: ChatService, _logger: Logger) {
-  return new Elysia({ name: "responses" });
+// POST /v1/responses (spec §2.5): translated onto the chat-completions service, answered as one
+// response object or as typed SSE events from response.created to the terminal event. Nothing is
+// stored (spec §4), so the routes that would read a stored response answer 404.
+
+const ENDPOINT = "/v1/responses";
+
+export function responsesRoutes(chat: ChatService, logger: Logger) {
+  return new Elysia({ name: "responses" })
+    .post(
+      ENDPOINT,
+      async ({ body, request }) => {
+        const rc = contextOf(request);
+        const principal = principalOf(request);
+        const t = toChatRequest(body);
+        const controller = new AbortController();
+        request.signal.addEventListener("abort", () => controller.abort(), { once: true });
+        let run: ChatRun;
+        try {
+          run = await chat.start(principal, t.chat, { requestId: rc.id, endpoint: ENDPOINT, signal: controller.signal });
+        } catch (e) {
+          throw toResponsesError(e, t.params);
+        }
+        const stream = createResponsesStream(responseContext(run, t));
+        if (body.stream !== true) return Response.json(await fold(run, stream, t));
+        return sseResponse(toSse(run, stream, t, rc.id, logger), () => controller.abort());
+      },
+      {
+        body: ResponsesRequest,
+        // Runs before Elysia validates the body, to name the field inside a union (schema.ts).
+        transform({ body }) {
+          const errors = requestErrors(body);
+          if (errors.length) throw validationToApiError({ all: errors });
+        },
+      },
+    )
+    .get(`${ENDPOINT}/:id`, ({ params }) => notStored(params.id))
+    .delete(`${ENDPOINT}/:id`, ({ params }) => notStored(params.id))
+    .post(`${ENDPOINT}/:id/cancel`, ({ params }) => notStored(params.id))
+    .get(`${ENDPOINT}/:id/input_items`, ({ params }) => notStored(params.id));
+}
+
+function notStored(id: string): never {
+  throw new ApiError(
+    "not_found",
+    `No response found with id '${id}': this server does not store responses (stateless), so none can be retrieved, deleted, cancelled or listed`,
+  );
+}
+
+/** Ids and created_at fixed once for the whole request (STYLE): item ids are minted once each. */
+function responseContext(run: ChatRun, t: ChatTranslation): ResponseContext {
+  const items = new Map<string, string>();
+  return {
+    id: newId("resp_"),
+    createdAt: run.ids.created,
+    model: run.ids.model,
+    echo: t.echo,
+    itemId(kind, index) {
+      const key = `${kind}${index}`;
+      let id = items.get(key);
+      if (!id) items.set(key, (id = newId(`${kind}_`)));
+      return id;
+    },
+  };
+}
+
+/** The non-streamed answer: the very same fold of the chunks, keeping only the final object. */
+async function fold(run: ChatRun, stream: ResponsesStream, t: ChatTranslation): Promise<ResponseObject> {
+  stream.start();
+  try {
+    for await (const c of run.chunks) stream.push(c);
+  } catch (e) {
+    throw toResponsesError(e, t.params);
+  }
+  stream.finish();
+  return stream.result();
+}
+
+async function* toSse(run: ChatRun, stream: ResponsesStream, t: ChatTranslation, requestId: string, logger: Logger): AsyncGenerator<SseEvent[], void, void> {
+  const sse = (events: ResponseEvent[]): SseEvent[] => events.map((e) => ({ event: e.type, data: e }));
+  try {
+    yield sse(stream.start());
+    for await (const c of run.chunks) yield sse(stream.push(c));
+    yield sse(stream.finish());
+  } catch (e) {
+    const { error, unexpected } = asApiError(toResponsesError(e, t.params), requestId);
+    if (unexpected) logger.error("responses stream failed", { request_id: requestId, error: (e as Error).message, stack: (e as Error).stack });
+    yield sse(stream.fail(toOpenAIErrorBody(error).error));
+  } finally {
+    await run.chunks.return(undefined);
+  }
 }

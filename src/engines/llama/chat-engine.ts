@@ -211,7 +211,7 @@ export class LlamaChatEngine implements ChatEngine {
               promptTokens: promptTokens.length,
               cachedTokens: Math.max(0, cachedTokens),
               tokenBias: bias,
-              thinkOpen: model.tokenize("<think>", true),
+              thinkOpen: model.tokenize("<think>\n", true),
               onEvent,
               signal: runSignal,
             }),

@@ -29,7 +29,7 @@ export interface GenerateRequest {
   promptTokens: number;
   cachedTokens: number;
   tokenBias?: () => TokenBias;
-  /** Tokens of `<think>`, forced first in a reasoning pass. */
+  /** Tokens of `<think>\\n` (the wrapper only opens a thought on the newline), forced first in a reasoning pass. */
   thinkOpen: Token[];
   onEvent: (e: EngineEvent) => void;
   signal: AbortSignal;
@@ -127,6 +127,7 @@ function sampling(r: GenerateRequest, maxTokens: number, tokenBias: (() => Token
     maxTokens,
     temperature: s.temperature ?? 1,
     topP: s.topP,
+    topK: s.topK,
     seed: s.seed,
     customStopTriggers: r.job.stop.length ? r.job.stop : undefined,
     tokenBias,

@@ -235,6 +235,14 @@ describe("structured output", () => {
     expect(r.usage!.completion_tokens).toBeGreaterThan(r.usage!.completion_tokens_details!.reasoning_tokens!);
   });
 
+  test("a reasoning pass cut by max_tokens counts its tokens as reasoning and returns no JSON", async () => {
+    const r = await client.chat.completions.create({ model: "chat", max_tokens: 40, temperature: 0, response_format: { type: "json_schema", json_schema: { name: "mood", schema } }, messages: user("How do you feel?") } as any);
+    expect(r.choices[0]!.finish_reason).toBe("length");
+    expect(r.choices[0]!.message.content).toBe("");
+    expect(r.usage!.completion_tokens).toBe(40);
+    expect(r.usage!.completion_tokens_details!.reasoning_tokens).toBeGreaterThan(30);
+  });
+
   test("json_object output is JSON", async () => {
     const r = await client.chat.completions.create({ model: "chat", max_tokens: 40, temperature: 0, response_format: { type: "json_object" }, chat_template_kwargs: { enable_thinking: false }, messages: user("JSON please") } as any);
     if (r.choices[0]!.finish_reason === "stop") expect(() => JSON.parse(r.choices[0]!.message.content!)).not.toThrow();

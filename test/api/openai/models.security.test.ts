@@ -24,7 +24,7 @@ test("x-api-key is not accepted outside /v1/messages", async () => {
 
 test("x-api-key is accepted on /v1/messages paths", async () => {
   const key = t.key();
-  const res = await t.request("POST", "/v1/messages/count_tokens", { headers: { "x-api-key": key }, body: {} });
+  const res = await t.request("POST", "/v1/messages/not-a-route", { headers: { "x-api-key": key }, body: {} });
   expect(res.status).toBe(404); // authenticated; the route does not exist
   expect((await res.json()).error.type).toBe("not_found_error");
 });

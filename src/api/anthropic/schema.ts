@@ -1,0 +1,116 @@
+import { Type as T, type Static, type TSchema } from "@sinclair/typebox";
+
+// POST /v1/messages and /v1/messages/count_tokens request bodies (spec §2.6), declared once.
+// Lenient like the Messages format itself: unknown fields are accepted. Objects are kept flat
+// (one object per content block, per tool) so a validation error names the field; the rules
+// that depend on a block's `type` are checked by to-chat.ts with 400s that name the block.
+
+const Nullable = <S extends TSchema>(s: S) => T.Optional(T.Union([s, T.Null()]));
+
+/** Spec §2.6: `cache_control` is accepted anywhere and ignored. */
+const CacheControl = T.Optional(T.Unknown());
+
+export const ImageSource = T.Object({
+  type: T.String({ minLength: 1 }),
+  media_type: T.Optional(T.String()),
+  data: T.Optional(T.String()),
+  url: T.Optional(T.String()),
+});
+
+/** A block inside a tool_result's content: text (images are refused by the translator). */
+export const ToolResultBlock = T.Object({
+  type: T.String({ minLength: 1 }),
+  text: T.Optional(T.String()),
+  source: T.Optional(ImageSource),
+  cache_control: CacheControl,
+});
+export type ToolResultBlock = Static<typeof ToolResultBlock>;
+
+/** Every block kind in one flat object: text, image, thinking, redacted_thinking, tool_use, tool_result. */
+export const ContentBlock = T.Object({
+  type: T.String({ minLength: 1 }),
+  text: T.Optional(T.String()),
+  source: T.Optional(ImageSource),
+  thinking: T.Optional(T.String()),
+  signature: T.Optional(T.String()),
+  data: T.Optional(T.String()),
+  id: T.Optional(T.String()),
+  name: T.Optional(T.String()),
+  input: T.Optional(T.Unknown()),
+  tool_use_id: T.Optional(T.String()),
+  content: T.Optional(T.Union([T.String(), T.Array(ToolResultBlock)])),
+  is_error: T.Optional(T.Boolean()),
+  cache_control: CacheControl,
+});
+export type ContentBlock = Static<typeof ContentBlock>;
+
+export const InputMessage = T.Object({
+  role: T.Union([T.Literal("user"), T.Literal("assistant"), T.Literal("system")]),
+  content: T.Union([T.String(), T.Array(ContentBlock)]),
+});
+export type InputMessage = Static<typeof InputMessage>;
+
+export const SystemBlock = T.Object({
+  type: T.String({ minLength: 1 }),
+  text: T.Optional(T.String()),
+  cache_control: CacheControl,
+});
+
+/** A custom tool (no `type`, or `custom`); any other `type` is a server tool, refused by name. */
+export const Tool = T.Object({
+  type: Nullable(T.String()),
+  name: T.Optional(T.String()),
+  description: T.Optional(T.String()),
+  input_schema: T.Optional(T.Record(T.String(), T.Unknown())),
+  cache_control: CacheControl,
+});
+export type Tool = Static<typeof Tool>;
+
+/** auto | any | tool {name} | none — checked by the translator. */
+export const ToolChoice = T.Object({
+  type: T.String({ minLength: 1 }),
+  name: T.Optional(T.String()),
+  disable_parallel_tool_use: T.Optional(T.Boolean()),
+});
+export type ToolChoice = Static<typeof ToolChoice>;
+
+/** enabled {budget_tokens} | adaptive | disabled — checked by the translator. */
+export const ThinkingConfig = T.Object({
+  type: T.String({ minLength: 1 }),
+  budget_tokens: T.Optional(T.Integer({ minimum: 1 })),
+  display: Nullable(T.String()),
+});
+export type ThinkingConfig = Static<typeof ThinkingConfig>;
+
+const common = {
+  model: T.String({ minLength: 1 }),
+  messages: T.Array(InputMessage, { minItems: 1 }),
+  system: T.Optional(T.Union([T.String(), T.Array(SystemBlock)])),
+  tools: T.Optional(T.Array(Tool, { maxItems: 128 })),
+  tool_choice: T.Optional(ToolChoice),
+  thinking: T.Optional(ThinkingConfig),
+  // Accepted and ignored (spec §2.6).
+  context_management: T.Optional(T.Unknown()),
+  output_config: T.Optional(T.Unknown()),
+  safeguards: T.Optional(T.Unknown()),
+  cache_control: CacheControl,
+  // Features this server does not have: refused by name when they ask for something.
+  mcp_servers: T.Optional(T.Unknown()),
+  container: T.Optional(T.Unknown()),
+};
+
+export const MessagesRequest = T.Object({
+  ...common,
+  max_tokens: T.Integer({ minimum: 1 }),
+  stop_sequences: Nullable(T.Array(T.String(), { maxItems: 16 })),
+  temperature: Nullable(T.Number({ minimum: 0, maximum: 1 })),
+  top_p: Nullable(T.Number({ minimum: 0, maximum: 1 })),
+  top_k: Nullable(T.Integer({ minimum: 0 })),
+  metadata: T.Optional(T.Object({ user_id: Nullable(T.String()) })),
+  stream: Nullable(T.Boolean()),
+});
+export type MessagesRequest = Static<typeof MessagesRequest>;
+
+/** count_tokens takes the same body without the output settings (max_tokens, stream). */
+export const CountTokensRequest = T.Object(common);
+export type CountTokensRequest = Static<typeof CountTokensRequest>;

@@ -1,0 +1,305 @@
+import { ApiError } from "../http/errors";
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall } from "../openai/chat-schema";
+import type { ContentBlock, CountTokensRequest, InputMessage, MessagesRequest, ThinkingConfig, Tool, ToolResultBlock } from "./schema";
+
+// Messages request → chat-completions request (spec §2.6). Pure: no framework, store or engine.
+// Every rule the schema cannot express is checked here and refused with a 400 naming the field
+// (spec §4 rule 2: never drop a field silently, except the ignored fields of §2.6).
+
+/** Whether the answer carries `thinking` blocks, and whether their text is shown. */
+export type ThinkingDisplay = "off" | "shown" | "omitted";
+
+/** Where a chat message, and each of its content parts, sits in the Messages request. */
+export interface Origin {
+  at: string;
+  parts: string[];
+}
+
+export interface ChatTranslation {
+  request: ChatRequest;
+  thinking: ThinkingDisplay;
+  /** One per chat message, for errors the chat layer raises later (see relabel). */
+  origins: Origin[];
+}
+
+/** /v1/messages bodies and count_tokens bodies (which lack the output settings). */
+export type MessagesInput = CountTokensRequest & Partial<Omit<MessagesRequest, keyof CountTokensRequest>>;
+
+const bad = (param: string, message: string) => new ApiError("invalid_request", `${param}: ${message}`, { param });
+
+/** The chat layer's tool-name rule (chat-schema FunctionTool). */
+const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export function toChatRequest(req: MessagesInput): ChatTranslation {
+  refuseUnsupported(req);
+  const thinking = toThinking(req.thinking);
+  const tools = toTools(req.tools ?? []);
+  const messages: ChatMessage[] = [];
+  const origins: Origin[] = [];
+  const system = toSystem(req);
+  if (system.parts.length) {
+    messages.push({ role: "system", content: system.parts });
+    origins.push({ at: "system", parts: system.origins });
+  }
+  const answered = new Set<string>();
+  const pending = new Set<string>();
+  req.messages.forEach((m, i) => {
+    if (m.role === "system") return;
+    for (const out of m.role === "user" ? fromUser(m, i, pending, answered) : [fromAssistant(m, i, pending)]) {
+      messages.push(out.message);
+      origins.push(out.origin);
+    }
+  });
+  if (!messages.some((m) => m.role !== "system")) throw bad("messages", "needs at least one user or assistant message");
+
+  const choice = toToolChoice(req.tool_choice, tools);
+  const request: ChatRequest = {
+    model: req.model,
+    messages,
+    ...(req.max_tokens != null ? { max_tokens: req.max_tokens } : {}),
+    ...(req.temperature != null ? { temperature: req.temperature } : {}),
+    ...(req.top_p != null ? { top_p: req.top_p } : {}),
+    ...(req.top_k != null ? { top_k: req.top_k } : {}),
+    ...(req.stop_sequences?.length ? { stop: req.stop_sequences } : {}),
+    ...(tools.length ? { tools } : {}),
+    ...choice,
+    // Thinking is on only when asked (spec §2.6: "when not asked, the answer is direct").
+    chat_template_kwargs: { enable_thinking: thinking !== "off" },
+    ...(req.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+  };
+  return { request, thinking, origins };
+}
+
+function refuseUnsupported(req: MessagesInput) {
+  if (Array.isArray(req.mcp_servers) ? req.mcp_servers.length > 0 : req.mcp_servers != null)
+    throw bad("mcp_servers", "MCP servers are not supported on this server; send the tools as custom tools");
+  if (req.container != null) throw bad("container", "containers are not supported on this server");
+}
+
+function toThinking(t: ThinkingConfig | null | undefined): ThinkingDisplay {
+  if (!t || t.type === "disabled") return "off";
+  if (t.type !== "enabled" && t.type !== "adaptive") throw bad("thinking.type", `must be "enabled", "adaptive" or "disabled" (got "${t.type}")`);
+  // budget_tokens is a ceiling the chat layer cannot enforce separately: thinking counts toward max_tokens.
+  if (t.display == null || t.display === "summarized") return "shown";
+  if (t.display === "omitted") return "omitted";
+  throw bad("thinking.display", `must be "summarized" or "omitted" (got "${t.display}")`);
+}
+
+function toSystem(req: MessagesInput): { parts: ContentPart[]; origins: string[] } {
+  const parts: ContentPart[] = [];
+  const origins: string[] = [];
+  const add = (text: string, at: string) => {
+    parts.push({ type: "text", text });
+    origins.push(at);
+  };
+  const s = req.system;
+  if (typeof s === "string") {
+    if (s) add(s, "system");
+  } else if (s) s.forEach((b, j) => add(textBlock(b, `system[${j}]`), `system[${j}]`));
+  // Spec §2.6: a message with role `system` inside the list is joined to the system prompt.
+  req.messages.forEach((m, i) => {
+    if (m.role !== "system") return;
+    if (typeof m.content === "string") add(m.content, `messages[${i}].content`);
+    else m.content.forEach((b, j) => add(textBlock(b, `messages[${i}].content[${j}]`), `messages[${i}].content[${j}]`));
+  });
+  return { parts, origins };
+}
+
+function textBlock(b: { type: string; text?: string }, at: string): string {
+  if (b.type !== "text") throw bad(`${at}.type`, `"${b.type}" blocks are not allowed here (text only)`);
+  if (typeof b.text !== "string") throw bad(`${at}.text`, "is required on a text block");
+  return b.text;
+}
+
+const blocks = (m: InputMessage): ContentBlock[] => (typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content);
+
+type Translated = { message: ChatMessage; origin: Origin };
+
+/** A user turn: runs of text and image blocks become user messages; each tool_result a tool message. */
+function fromUser(m: InputMessage, i: number, pending: Set<string>, answered: Set<string>): Translated[] {
+  const out: Translated[] = [];
+  let run: { parts: ContentPart[]; origin: Origin } | null = null;
+  const flush = () => {
+    if (run) out.push({ message: { role: "user", content: run.parts }, origin: run.origin });
+    run = null;
+  };
+  const at = `messages[${i}]`;
+  const all = blocks(m);
+  all.forEach((b, j) => {
+    const param = typeof m.content === "string" ? `${at}.content` : `${at}.content[${j}]`;
+    if (b.type === "tool_result") {
+      flush();
+      out.push({ message: toolMessage(b, param, pending, answered), origin: { at: param, parts: [] } });
+      return;
+    }
+    const part = b.type === "text" ? { type: "text", text: textBlock(b, param) } : b.type === "image" ? imagePart(b, param) : null;
+    if (!part) throw bad(`${param}.type`, unsupportedBlock(b.type, "user", "text, image and tool_result"));
+    run ??= { parts: [], origin: { at, parts: [] } };
+    run.parts.push(part);
+    run.origin.parts.push(param);
+  });
+  if (all.length === 0) out.push({ message: { role: "user", content: "" }, origin: { at, parts: [] } });
+  flush();
+  return out;
+}
+
+function imagePart(b: ContentBlock, at: string): ContentPart {
+  const s = b.source;
+  if (!s) throw bad(`${at}.source`, "is required on an image block");
+  if (s.type === "base64") {
+    if (!s.media_type) throw bad(`${at}.source.media_type`, "is required on a base64 image");
+    if (!s.data) throw bad(`${at}.source.data`, "is required on a base64 image");
+    return { type: "image_url", image_url: { url: `data:${s.media_type};base64,${s.data}` } };
+  }
+  if (s.type === "url") {
+    if (!s.url) throw bad(`${at}.source.url`, "is required on a url image");
+    return { type: "image_url", image_url: { url: s.url } };
+  }
+  throw bad(`${at}.source.type`, `must be "base64" or "url" (got "${s.type}"; the Files API is not available here)`);
+}
+
+function toolMessage(b: ContentBlock, at: string, pending: Set<string>, answered: Set<string>): ChatMessage {
+  const id = b.tool_use_id;
+  if (!id) throw bad(`${at}.tool_use_id`, "is required on a tool_result block");
+  if (!pending.has(id))
+    throw bad(`${at}.tool_use_id`, answered.has(id) ? `"${id}" was already answered` : `"${id}" does not answer a tool_use block of an earlier assistant message`);
+  pending.delete(id);
+  answered.add(id);
+  const text = toolResultText(b.content, at);
+  // The chat format has no error flag on a tool message: the model reads it in the text.
+  return { role: "tool", tool_call_id: id, content: b.is_error ? `Error: ${text}` : text };
+}
+
+function toolResultText(content: string | ToolResultBlock[] | undefined, at: string): string {
+  if (content === undefined) return "";
+  if (typeof content === "string") return content;
+  return content
+    .map((c, k) => {
+      const param = `${at}.content[${k}]`;
+      if (c.type !== "text") throw bad(`${param}.type`, `"${c.type}" blocks are not supported in a tool_result (text only)`);
+      return textBlock(c, param);
+    })
+    .join("\n");
+}
+
+/** An assistant turn: text, thinking (passed on as reasoning), redacted_thinking (ignored), tool_use. */
+function fromAssistant(m: InputMessage, i: number, pending: Set<string>): Translated {
+  const at = `messages[${i}]`;
+  const parts: ContentPart[] = [];
+  const partOrigins: string[] = [];
+  const thoughts: string[] = [];
+  const calls: ToolCall[] = [];
+  blocks(m).forEach((b, j) => {
+    const param = typeof m.content === "string" ? `${at}.content` : `${at}.content[${j}]`;
+    switch (b.type) {
+      case "text":
+        parts.push({ type: "text", text: textBlock(b, param) });
+        partOrigins.push(param);
+        return;
+      case "thinking":
+        // Any signature is accepted: it only proves the text came from a model.
+        if (typeof b.thinking !== "string") throw bad(`${param}.thinking`, "is required on a thinking block");
+        if (b.thinking) thoughts.push(b.thinking);
+        return;
+      case "redacted_thinking":
+        return;
+      case "tool_use":
+        calls.push(toolCall(b, param, pending));
+        return;
+      default:
+        throw bad(`${param}.type`, unsupportedBlock(b.type, "assistant", "text, thinking, redacted_thinking and tool_use"));
+    }
+  });
+  const message: ChatMessage = {
+    role: "assistant",
+    content: parts.length ? parts : calls.length ? null : "",
+    ...(thoughts.length ? { reasoning_content: thoughts.join("\n") } : {}),
+    ...(calls.length ? { tool_calls: calls } : {}),
+  };
+  return { message, origin: { at, parts: partOrigins } };
+}
+
+function toolCall(b: ContentBlock, at: string, pending: Set<string>): ToolCall {
+  if (!b.id) throw bad(`${at}.id`, "is required on a tool_use block");
+  if (!b.name) throw bad(`${at}.name`, "is required on a tool_use block");
+  if (typeof b.input !== "object" || b.input === null || Array.isArray(b.input)) throw bad(`${at}.input`, "must be an object");
+  pending.add(b.id);
+  return { id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } };
+}
+
+function unsupportedBlock(type: string, role: string, allowed: string): string {
+  return `"${type}" blocks are not supported in a ${role} message on this server (${allowed} are)`;
+}
+
+/** Server-tool families named in the refusal (spec §7: the 400 names `tools[n]`). */
+const SERVER_TOOL = /^(web_search|web_fetch|code_execution|computer|bash|text_editor|memory|tool_search)/;
+
+function toTools(tools: Tool[]): FunctionTool[] {
+  const seen = new Set<string>();
+  return tools.map((t, n) => {
+    const at = `tools[${n}]`;
+    if (t.type != null && t.type !== "custom") {
+      const kind = SERVER_TOOL.test(t.type) ? "a server tool" : "not a custom tool";
+      throw bad(at, `"${t.type}" is ${kind}; only custom tools with an input_schema are supported on this server`);
+    }
+    if (!t.input_schema) throw bad(at, "only tools with an input_schema are supported on this server");
+    if (!t.name) throw bad(`${at}.name`, "is required");
+    if (!TOOL_NAME.test(t.name)) throw bad(`${at}.name`, "must be 1–64 characters: letters, digits, _ . -");
+    if (seen.has(t.name)) throw bad(`${at}.name`, `duplicate tool name "${t.name}"`);
+    seen.add(t.name);
+    return {
+      type: "function",
+      function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema },
+    };
+  });
+}
+
+function toToolChoice(c: MessagesInput["tool_choice"], tools: FunctionTool[]): Pick<ChatRequest, "tool_choice" | "parallel_tool_calls"> {
+  if (c == null) return {};
+  const parallel = c.disable_parallel_tool_use ? { parallel_tool_calls: false } : {};
+  switch (c.type) {
+    case "auto":
+      return { tool_choice: "auto", ...parallel };
+    case "none":
+      return { tool_choice: "none" };
+    case "any":
+      if (!tools.length) throw bad("tool_choice", '"any" needs at least one tool in `tools`');
+      return { tool_choice: "required", ...parallel };
+    case "tool":
+      if (!c.name) throw bad("tool_choice.name", 'is required when type is "tool"');
+      if (!tools.some((t) => t.function.name === c.name)) throw bad("tool_choice.name", `"${c.name}" is not in tools`);
+      return { tool_choice: { type: "function", function: { name: c.name } }, ...parallel };
+    default:
+      throw bad("tool_choice.type", `must be "auto", "any", "tool" or "none" (got "${c.type}")`);
+  }
+}
+
+/**
+ * An error the chat layer raised about the chat request, re-labelled with the Messages field it
+ * came from ("messages[2].content[1]" of the chat request may be "messages[1].content[0]" here).
+ */
+export function relabel(e: unknown, origins: Origin[]): unknown {
+  if (!(e instanceof ApiError) || !e.param) return e;
+  const param = toMessagesParam(e.param, origins);
+  if (param === e.param) return e;
+  // Messages begin with the path they concern ("tools[0].function.parameters.properties.s: …").
+  const colon = e.message.indexOf(": ");
+  const head = colon > 0 ? e.message.slice(0, colon) : "";
+  const message = head && !head.includes(" ") ? toMessagesParam(head, origins) + e.message.slice(colon) : e.message;
+  return new ApiError(e.code, message, { param, headers: e.headers });
+}
+
+export function toMessagesParam(param: string, origins: Origin[]): string {
+  const m = /^messages\[(\d+)\](?:\.content\[(\d+)\])?/.exec(param);
+  if (m) {
+    const origin = origins[Number(m[1])];
+    if (!origin) return param;
+    const base = m[2] !== undefined ? origin.parts[Number(m[2])] : origin.at;
+    return base === undefined ? param : base + param.slice(m[0].length);
+  }
+  return param
+    .replace(/^tools\[(\d+)\]\.function\.parameters/, "tools[$1].input_schema")
+    .replace(/^tools\[(\d+)\]\.function\.name/, "tools[$1].name")
+    .replace(/^tool_choice\.function\.name/, "tool_choice.name")
+    .replace(/^stop$/, "stop_sequences");
+}

@@ -1,0 +1,315 @@
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ResponseFormat, ToolCall } from "../openai/chat-schema";
+import { ApiError } from "../http/errors";
+import type { InputItem, InputPart, ResponsesRequest, TextFormat, Tool, ToolChoice } from "./schema";
+
+// Responses request → chat-completions request (spec §2.5). Pure: plain data in, plain data out.
+// Every field is either translated, echoed, or refused with a 400 that names it (spec §4 rule 2:
+// nothing is dropped silently), so this file is also the list of what the endpoint supports.
+
+const bad = (param: string, message: string) => new ApiError("invalid_request", `${param}: ${message}`, { param });
+
+/** The request settings a Response object repeats back (OpenAI's Response echoes them). */
+export interface ResponseEcho {
+  instructions: string | null;
+  max_output_tokens: number | null;
+  parallel_tool_calls: boolean;
+  reasoning: { effort: string | null; summary: null };
+  store: boolean;
+  temperature: number | null;
+  text: { format: TextFormat; verbosity?: string };
+  tool_choice: ToolChoice;
+  tools: { type: "function"; name: string; description: string | null; parameters: Record<string, unknown> | null; strict: boolean | null }[];
+  top_p: number | null;
+  user: string | null;
+  metadata: Record<string, string>;
+}
+
+/** Where each chat message (and each of its tool calls) came from, to name fields in errors. */
+export interface ParamMap {
+  messages: string[];
+  toolCalls: string[][];
+}
+
+export interface ChatTranslation {
+  chat: ChatRequest;
+  echo: ResponseEcho;
+  params: ParamMap;
+}
+
+/** Top-level fields this server implements. */
+const SUPPORTED = new Set([
+  "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "max_output_tokens",
+  "reasoning", "temperature", "top_p", "stream", "stream_options", "store", "metadata", "user",
+]);
+
+const STATELESS = "responses are not stored on this server (stateless); send the whole conversation in `input`, including the model's own output items";
+const isNull = (v: unknown) => v == null;
+
+/** OpenAI fields this server does not implement: accepted only at their "off" value. */
+const UNSUPPORTED: Record<string, [off: (v: unknown) => boolean, why: string]> = {
+  previous_response_id: [isNull, STATELESS],
+  conversation: [isNull, `conversations are not kept: ${STATELESS}`],
+  conversations: [isNull, `conversations are not kept: ${STATELESS}`],
+  background: [(v) => v == null || v === false, "background mode is not supported (nothing is stored to poll); use stream: true for long answers"],
+  include: [(v) => v == null || (Array.isArray(v) && v.length === 0), "no extra output data can be included (reasoning text, logprobs and tool sources are not returned)"],
+  prompt: [isNull, "stored prompt templates are not supported; send instructions and input"],
+  truncation: [(v) => v == null || v === "disabled", 'only "disabled" is supported: a prompt longer than the context window is refused, never truncated'],
+  top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
+  max_tool_calls: [isNull, "only applies to built-in tools, which this server does not have"],
+};
+
+const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];
+const BUILT_IN_TOOLS = ["web_search", "file_search", "code_interpreter", "computer_use", "computer", "image_generation", "mcp", "local_shell", "shell", "apply_patch"];
+
+export function toChatRequest(req: ResponsesRequest): ChatTranslation {
+  checkTopLevel(req);
+  const tools = (req.tools ?? []).map(toTool);
+  const toolChoice = toToolChoice(req.tool_choice, tools);
+  const format = toFormat(req.text);
+  const effort = toEffort(req.reasoning);
+  const { messages, params } = toMessages(req);
+  // Spec §2.5: low, minimal and none switch the hidden reasoning pass off; any other effort, or
+  // none given, leaves the model's default (thinking on).
+  const thinkingOff = effort === "none" || effort === "minimal" || effort === "low";
+  const chat: ChatRequest = {
+    model: req.model,
+    messages,
+    ...(req.temperature != null && { temperature: req.temperature }),
+    ...(req.top_p != null && { top_p: req.top_p }),
+    ...(req.max_output_tokens != null && { max_tokens: req.max_output_tokens }),
+    ...(req.stream === true && { stream: true }),
+    ...(tools.length > 0 && { tools }),
+    ...(toolChoice !== undefined && { tool_choice: toolChoice }),
+    ...(req.parallel_tool_calls != null && { parallel_tool_calls: req.parallel_tool_calls }),
+    ...(format && { response_format: format }),
+    ...(thinkingOff && { chat_template_kwargs: { enable_thinking: false } }),
+    ...(req.user !== undefined && { user: req.user }),
+  };
+  const echo: ResponseEcho = {
+    instructions: req.instructions ?? null,
+    max_output_tokens: req.max_output_tokens ?? null,
+    parallel_tool_calls: req.parallel_tool_calls ?? true,
+    reasoning: { effort, summary: null },
+    // Nothing is stored whatever is asked; the flag is repeated as sent (false when absent).
+    store: req.store ?? false,
+    temperature: req.temperature ?? null,
+    text: { format: req.text?.format ?? { type: "text" }, ...(req.text?.verbosity != null && { verbosity: req.text.verbosity }) },
+    tool_choice: req.tool_choice ?? "auto",
+    tools: tools.map(({ function: f }) => ({ type: "function", name: f.name, description: f.description ?? null, parameters: f.parameters ?? null, strict: f.strict ?? null })),
+    top_p: req.top_p ?? null,
+    user: req.user ?? null,
+    metadata: req.metadata ?? {},
+  };
+  return { chat, echo, params };
+}
+
+function checkTopLevel(req: ResponsesRequest) {
+  for (const [key, value] of Object.entries(req)) {
+    if (SUPPORTED.has(key) || value === undefined) continue;
+    const rule = UNSUPPORTED[key];
+    if (!rule) throw bad(key, "unknown or unsupported field on /v1/responses");
+    if (!rule[0](value)) throw bad(key, rule[1]);
+  }
+  const so = req.stream_options;
+  if (so != null) {
+    if (req.stream !== true) throw bad("stream_options", "is only allowed when stream is true");
+    allow(so, ["include_obfuscation"], "stream_options");
+    // Obfuscation pads deltas against length side channels; this server never adds the padding.
+    if (so.include_obfuscation === true) throw bad("stream_options.include_obfuscation", "stream obfuscation is not supported; send false or leave it out");
+  }
+}
+
+/** Refuses any field of `obj` outside `fields`, naming it. */
+function allow(obj: object, fields: readonly string[], at: string) {
+  for (const [k, v] of Object.entries(obj)) if (v !== undefined && !fields.includes(k)) throw bad(`${at}.${k}`, "unknown or unsupported field");
+}
+
+function toTool(t: Tool, i: number): FunctionTool {
+  const at = `tools[${i}]`;
+  if (t.type !== "function") {
+    const builtIn = BUILT_IN_TOOLS.find((b) => t.type === b || t.type.startsWith(`${b}_`));
+    throw bad(at, builtIn
+      ? `the built-in tool "${t.type}" is not available on this server; only function tools are supported`
+      : `tools of type "${t.type}" are not supported; only function tools are`);
+  }
+  allow(t, ["type", "name", "description", "parameters", "strict"], at);
+  if (!t.name) throw bad(`${at}.name`, "is required on a function tool");
+  return {
+    type: "function",
+    function: {
+      name: t.name,
+      ...(t.description != null && { description: t.description }),
+      ...(t.parameters != null && { parameters: t.parameters }),
+      ...(t.strict != null && { strict: t.strict }),
+    },
+  };
+}
+
+function toToolChoice(c: ToolChoice | null | undefined, tools: FunctionTool[]): ChatRequest["tool_choice"] {
+  if (c == null) return undefined;
+  if (typeof c === "string") {
+    if (c !== "none" && c !== "auto" && c !== "required") throw bad("tool_choice", 'must be "none", "auto", "required" or {"type":"function","name":…}');
+    if (c === "required" && tools.length === 0) throw bad("tool_choice", '"required" needs at least one function tool in `tools`');
+    return c;
+  }
+  if (c.type !== "function") throw bad("tool_choice.type", `only a function can be chosen ("${c.type}" is not available on this server)`);
+  allow(c, ["type", "name"], "tool_choice");
+  if (!c.name) throw bad("tool_choice.name", "is required");
+  if (!tools.some((t) => t.function.name === c.name)) throw bad("tool_choice.name", `"${c.name}" is not in tools`);
+  return { type: "function", function: { name: c.name } };
+}
+
+function toFormat(text: ResponsesRequest["text"]): ResponseFormat | undefined {
+  if (text == null) return undefined;
+  allow(text, ["format", "verbosity"], "text");
+  if (text.verbosity != null && text.verbosity !== "medium") throw bad("text.verbosity", 'only "medium" is supported');
+  const f = text.format;
+  if (!f) return undefined;
+  switch (f.type) {
+    case "text":
+    case "json_object":
+      allow(f, ["type"], "text.format");
+      return { type: f.type };
+    case "json_schema":
+      allow(f, ["type", "name", "description", "schema", "strict"], "text.format");
+      if (!f.name) throw bad("text.format.name", 'is required when type is "json_schema"');
+      if (!f.schema) throw bad("text.format.schema", 'is required when type is "json_schema"');
+      return {
+        type: "json_schema",
+        json_schema: { name: f.name, ...(f.description !== undefined && { description: f.description }), schema: f.schema, ...(f.strict != null && { strict: f.strict }) },
+      };
+    default:
+      throw bad("text.format.type", 'must be "text", "json_object" or "json_schema"');
+  }
+}
+
+function toEffort(r: ResponsesRequest["reasoning"]): string | null {
+  if (r == null) return null;
+  allow(r, ["effort", "summary", "generate_summary"], "reasoning");
+  for (const k of ["summary", "generate_summary"] as const)
+    if (r[k] != null) throw bad(`reasoning.${k}`, "reasoning summaries are not available: this server never returns reasoning text");
+  if (r.effort != null && !EFFORTS.includes(r.effort)) throw bad("reasoning.effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")}`);
+  return r.effort ?? null;
+}
+
+function toMessages(req: ResponsesRequest): { messages: ChatMessage[]; params: ParamMap } {
+  const messages: ChatMessage[] = [];
+  const params: ParamMap = { messages: [], toolCalls: [] };
+  const push = (m: ChatMessage, param: string, calls: string[] = []) => {
+    messages.push(m);
+    params.messages.push(param);
+    params.toolCalls.push(calls);
+  };
+  if (req.instructions) push({ role: "system", content: req.instructions }, "instructions");
+  if (typeof req.input === "string") push({ role: "user", content: req.input }, "input");
+  else {
+    const pending = new Set<string>(); // call_ids of function_calls not yet answered
+    req.input.forEach((item, i) => {
+      const at = `input[${i}]`;
+      const type = item.type ?? (item.role ? "message" : undefined);
+      switch (type) {
+        case "message":
+          push(toMessage(item, at), at);
+          break;
+        case "function_call": {
+          const call = toToolCall(item, at);
+          pending.add(call.id);
+          // A model turn is its text and then its calls: consecutive calls (parallel) and calls
+          // right after the assistant's text join that assistant message, as the model wrote them.
+          const last = messages.at(-1);
+          if (last?.role === "assistant") {
+            (last.tool_calls ??= []).push(call);
+            params.toolCalls.at(-1)!.push(at);
+          } else push({ role: "assistant", content: null, tool_calls: [call] }, at, [at]);
+          break;
+        }
+        case "function_call_output": {
+          allow(item, ["type", "call_id", "output", "id", "status"], at);
+          if (!item.call_id) throw bad(`${at}.call_id`, "is required on a function_call_output item");
+          if (!pending.delete(item.call_id))
+            throw bad(`${at}.call_id`, `"${item.call_id}" does not answer a function_call earlier in input that is still unanswered`);
+          if (item.output === undefined) throw bad(`${at}.output`, "is required on a function_call_output item");
+          const content = typeof item.output === "string" ? item.output : item.output.map((p, j) => textPart(p, ["input_text"], "a function_call_output", `${at}.output[${j}]`));
+          push({ role: "tool", tool_call_id: item.call_id, content }, at);
+          break;
+        }
+        case "reasoning":
+          // Accepted and ignored on purpose: clients resend the reasoning items of earlier turns,
+          // this server never returns reasoning, and the chat template drops earlier thoughts.
+          break;
+        case "item_reference":
+          throw bad(at, `item references cannot be resolved: ${STATELESS}`);
+        case undefined:
+          throw bad(`${at}.type`, "is required (or a role, for a message)");
+        default:
+          throw bad(`${at}.type`, `input items of type "${type}" are not supported (message, function_call, function_call_output and reasoning are)`);
+      }
+    });
+  }
+  if (messages.length === 0) throw bad("input", "must hold at least one message");
+  return { messages, params };
+}
+
+function toMessage(item: InputItem, at: string): ChatMessage {
+  allow(item, ["type", "role", "content", "id", "status"], at);
+  const role = item.role;
+  if (!role) throw bad(`${at}.role`, "is required on a message item");
+  if (item.content === undefined) throw bad(`${at}.content`, "is required on a message item");
+  if (typeof item.content === "string") return { role, content: item.content };
+  const content = item.content.map((p, j): ContentPart => {
+    const param = `${at}.content[${j}]`;
+    if (role === "user" && p.type === "input_image") return imagePart(p, param);
+    const kinds = role === "assistant" ? ["output_text"] : role === "user" ? ["input_text", "input_image"] : ["input_text"];
+    return textPart(p, kinds, role === "assistant" ? "an assistant message" : `a ${role} message`, param);
+  });
+  return { role, content };
+}
+
+function textPart(p: InputPart, kinds: string[], where: string, at: string): ContentPart {
+  if (!kinds.includes(p.type)) throw bad(`${at}.type`, `"${p.type}" parts are not allowed in ${where} (${kinds.join(", ")})`);
+  // output_text comes back from this server's own output, annotations and all.
+  allow(p, p.type === "output_text" ? ["type", "text", "annotations", "logprobs"] : ["type", "text"], at);
+  if (typeof p.text !== "string") throw bad(`${at}.text`, `is required on an ${p.type} part`);
+  return { type: "text", text: p.text };
+}
+
+function imagePart(p: InputPart, at: string): ContentPart {
+  allow(p, ["type", "image_url", "file_id", "detail"], at);
+  if (p.file_id != null) throw bad(`${at}.file_id`, "files are not supported here; send the image as image_url (a base64 data URL or an https URL)");
+  if (!p.image_url) throw bad(`${at}.image_url`, "is required on an input_image part (a base64 data URL or an https URL)");
+  return { type: "image_url", image_url: { url: p.image_url, ...(p.detail !== undefined && { detail: p.detail }) } };
+}
+
+function toToolCall(item: InputItem, at: string): ToolCall {
+  allow(item, ["type", "call_id", "name", "arguments", "id", "status"], at);
+  if (!item.call_id) throw bad(`${at}.call_id`, "is required on a function_call item");
+  if (!item.name) throw bad(`${at}.name`, "is required on a function_call item");
+  if (item.arguments === undefined) throw bad(`${at}.arguments`, "is required on a function_call item (a JSON string)");
+  try {
+    JSON.parse(item.arguments);
+  } catch {
+    throw bad(`${at}.arguments`, "must be a JSON string");
+  }
+  return { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
+}
+
+// Errors raised below this translation (chat service, engine) name chat-completions fields;
+// the client sent Responses fields, so the names are rewritten to what it sent.
+const CHAT_PARAM = /messages\[(\d+)\](?:\.tool_calls\[(\d+)\](?:\.function)?)?|tools\[(\d+)\]\.function|response_format(?:\.json_schema)?|\bmax_tokens\b|\btool_choice\.function\b/g;
+
+export function toResponsesParam(text: string, map: ParamMap): string {
+  if (text === "messages") return "input"; // a param naming the whole prompt (context length)
+  return text.replace(CHAT_PARAM, (whole, msg?: string, call?: string, tool?: string) => {
+    if (msg !== undefined) return (call !== undefined ? map.toolCalls[+msg]?.[+call] : map.messages[+msg]) ?? whole;
+    if (tool !== undefined) return `tools[${tool}]`;
+    if (whole.startsWith("response_format")) return "text.format";
+    if (whole === "max_tokens") return "max_output_tokens";
+    return "tool_choice";
+  });
+}
+
+/** A chat-level ApiError with its param and message in Responses terms; anything else as is. */
+export function toResponsesError(e: unknown, map: ParamMap): unknown {
+  if (!(e instanceof ApiError)) return e;
+  return new ApiError(e.code, toResponsesParam(e.message, map), { param: e.param && toResponsesParam(e.param, map), headers: e.headers });
+}

@@ -1,0 +1,276 @@
+import { describe, expect, test } from "bun:test";
+import { Value } from "@sinclair/typebox/value";
+import { ApiError } from "../../../src/api/http/errors";
+import { ChatRequest } from "../../../src/api/openai/chat-schema";
+import { ResponsesRequest } from "../../../src/api/responses/schema";
+import { toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";
+
+// Every translation rule of spec §2.5 and every refusal, as tables (STYLE "Converters").
+
+const req = (fields: Record<string, unknown>) => ({ model: "chat", input: "hi", ...fields }) as ResponsesRequest;
+const weather = { type: "function", name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: true };
+const chatWeather = { type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: true } };
+const image = "data:image/png;base64,iVBORw0KGgo=";
+
+const translations: { name: string; input: Record<string, unknown>; expected: Record<string, unknown> }[] = [
+  { name: "a string input is one user message", input: {}, expected: { messages: [{ role: "user", content: "hi" }] } },
+  { name: "instructions become the system message, first", input: { instructions: "Be brief." }, expected: { messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }] } },
+  {
+    name: "message items keep their roles; developer stays developer; parts become text and image_url parts",
+    input: {
+      input: [
+        { role: "system", content: "S" },
+        { type: "message", role: "developer", content: [{ type: "input_text", text: "D" }] },
+        { type: "message", role: "user", content: [{ type: "input_text", text: "look" }, { type: "input_image", image_url: image, detail: "low" }] },
+        { type: "message", role: "assistant", id: "msg_1", status: "completed", content: [{ type: "output_text", text: "A", annotations: [], logprobs: [] }] },
+      ],
+    },
+    expected: {
+      messages: [
+        { role: "system", content: "S" },
+        { role: "developer", content: [{ type: "text", text: "D" }] },
+        { role: "user", content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url: image, detail: "low" } }] },
+        { role: "assistant", content: [{ type: "text", text: "A" }] },
+      ],
+    },
+  },
+  {
+    name: "function_call items join the assistant turn before them; outputs become tool messages",
+    input: {
+      tools: [weather],
+      input: [
+        { role: "user", content: "Weather in Oslo and Rome?" },
+        { role: "assistant", content: [{ type: "output_text", text: "Checking." }] },
+        { type: "function_call", id: "fc_1", call_id: "call_a", name: "get_weather", arguments: '{"city":"Oslo"}', status: "completed" },
+        { type: "function_call", call_id: "call_b", name: "get_weather", arguments: '{"city":"Rome"}' },
+        { type: "function_call_output", call_id: "call_a", output: "3C" },
+        { type: "function_call_output", call_id: "call_b", output: [{ type: "input_text", text: "20C" }] },
+        { type: "function_call", call_id: "call_c", name: "get_weather", arguments: "{}" },
+      ],
+    },
+    expected: {
+      tools: [chatWeather],
+      messages: [
+        { role: "user", content: "Weather in Oslo and Rome?" },
+        {
+          role: "assistant",
+          content: [{ type: "text", text: "Checking." }],
+          tool_calls: [
+            { id: "call_a", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+            { id: "call_b", type: "function", function: { name: "get_weather", arguments: '{"city":"Rome"}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_a", content: "3C" },
+        { role: "tool", tool_call_id: "call_b", content: [{ type: "text", text: "20C" }] },
+        { role: "assistant", content: null, tool_calls: [{ id: "call_c", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+      ],
+    },
+  },
+  {
+    name: "reasoning items are accepted and ignored",
+    input: { input: [{ type: "reasoning", id: "rs_1", summary: [], encrypted_content: "x" }, { role: "user", content: "hi" }] },
+    expected: { messages: [{ role: "user", content: "hi" }] },
+  },
+  { name: "flat function tools become chat tools", input: { tools: [{ type: "function", name: "f" }] }, expected: { tools: [{ type: "function", function: { name: "f" } }] } },
+  { name: "tool_choice none", input: { tools: [weather], tool_choice: "none" }, expected: { tools: [chatWeather], tool_choice: "none" } },
+  { name: "tool_choice required", input: { tools: [weather], tool_choice: "required" }, expected: { tools: [chatWeather], tool_choice: "required" } },
+  {
+    name: "tool_choice naming a function forces it",
+    input: { tools: [weather], tool_choice: { type: "function", name: "get_weather" } },
+    expected: { tools: [chatWeather], tool_choice: { type: "function", function: { name: "get_weather" } } },
+  },
+  { name: "text.format text", input: { text: { format: { type: "text" } } }, expected: { response_format: { type: "text" } } },
+  { name: "text.format json_object", input: { text: { format: { type: "json_object" } } }, expected: { response_format: { type: "json_object" } } },
+  {
+    name: "text.format json_schema becomes response_format json_schema",
+    input: { text: { format: { type: "json_schema", name: "mood", description: "d", schema: { type: "object" }, strict: true }, verbosity: "medium" } },
+    expected: { response_format: { type: "json_schema", json_schema: { name: "mood", description: "d", schema: { type: "object" }, strict: true } } },
+  },
+  { name: "max_output_tokens becomes max_tokens", input: { max_output_tokens: 50 }, expected: { max_tokens: 50 } },
+  { name: "reasoning effort low switches thinking off", input: { reasoning: { effort: "low" } }, expected: { chat_template_kwargs: { enable_thinking: false } } },
+  { name: "reasoning effort minimal switches thinking off", input: { reasoning: { effort: "minimal" } }, expected: { chat_template_kwargs: { enable_thinking: false } } },
+  { name: "reasoning effort none switches thinking off", input: { reasoning: { effort: "none" } }, expected: { chat_template_kwargs: { enable_thinking: false } } },
+  { name: "reasoning effort medium leaves thinking on", input: { reasoning: { effort: "medium" } }, expected: {} },
+  { name: "reasoning effort high leaves thinking on", input: { reasoning: { effort: "high", summary: null } }, expected: {} },
+  { name: "temperature, top_p, parallel_tool_calls, user and stream pass through", input: { temperature: 0.5, top_p: 0.9, parallel_tool_calls: false, user: "u1", stream: true }, expected: { temperature: 0.5, top_p: 0.9, parallel_tool_calls: false, user: "u1", stream: true } },
+  {
+    name: "store, metadata and the off values of unsupported fields are accepted and change nothing",
+    input: { store: true, metadata: { a: "b" }, background: false, truncation: "disabled", include: [], top_logprobs: 0, previous_response_id: null, conversation: null, prompt: null, max_tool_calls: null, stream: true, stream_options: { include_obfuscation: false } },
+    expected: { stream: true },
+  },
+];
+
+describe("to chat", () => {
+  for (const c of translations) {
+    test(c.name, () => {
+      const { chat } = toChatRequest(req(c.input));
+      expect(chat).toEqual({ model: "chat", messages: [{ role: "user", content: "hi" }], ...c.expected } as ChatRequest);
+      expect(Value.Check(ChatRequest, chat)).toBe(true);
+      expect(Value.Check(ResponsesRequest, req(c.input))).toBe(true);
+    });
+  }
+});
+
+const refusals: { name: string; input: Record<string, unknown>; param: string; says: string }[] = [
+  { name: "previous_response_id", input: { previous_response_id: "resp_1" }, param: "previous_response_id", says: "not stored" },
+  { name: "conversation", input: { conversation: "conv_1" }, param: "conversation", says: "not stored" },
+  { name: "conversations", input: { conversations: { id: "conv_1" } }, param: "conversations", says: "not stored" },
+  { name: "background mode", input: { background: true }, param: "background", says: "background mode is not supported" },
+  { name: "an unknown field", input: { frobnicate: 1 }, param: "frobnicate", says: "unknown or unsupported field" },
+  { name: "an unknown field even when null", input: { frobnicate: null }, param: "frobnicate", says: "unknown or unsupported field" },
+  { name: "service_tier", input: { service_tier: "auto" }, param: "service_tier", says: "unsupported" },
+  { name: "include", input: { include: ["reasoning.encrypted_content"] }, param: "include", says: "no extra output" },
+  { name: "a stored prompt", input: { prompt: { id: "pmpt_1" } }, param: "prompt", says: "prompt templates" },
+  { name: "truncation auto", input: { truncation: "auto" }, param: "truncation", says: "never truncated" },
+  { name: "top_logprobs", input: { top_logprobs: 3 }, param: "top_logprobs", says: "log probabilities" },
+  { name: "max_tool_calls", input: { max_tool_calls: 2 }, param: "max_tool_calls", says: "built-in tools" },
+  { name: "stream_options without stream", input: { stream_options: {} }, param: "stream_options", says: "only allowed when stream is true" },
+  { name: "stream obfuscation", input: { stream: true, stream_options: { include_obfuscation: true } }, param: "stream_options.include_obfuscation", says: "obfuscation" },
+  ...["web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview", "image_generation", "mcp", "local_shell"].map((type) => ({
+    name: `the built-in tool ${type}`,
+    input: { tools: [weather, { type }] },
+    param: "tools[1]",
+    says: `the built-in tool "${type}" is not available`,
+  })),
+  { name: "a custom tool", input: { tools: [{ type: "custom", name: "x" }] }, param: "tools[0]", says: 'tools of type "custom" are not supported' },
+  { name: "a function tool without a name", input: { tools: [{ type: "function" }] }, param: "tools[0].name", says: "is required" },
+  { name: "an unknown field on a function tool", input: { tools: [{ ...weather, defer_loading: true }] }, param: "tools[0].defer_loading", says: "unknown" },
+  { name: "an unknown tool_choice string", input: { tool_choice: "any" }, param: "tool_choice", says: "must be" },
+  { name: "tool_choice required without tools", input: { tool_choice: "required" }, param: "tool_choice", says: "needs at least one" },
+  { name: "tool_choice of a built-in tool", input: { tools: [weather], tool_choice: { type: "web_search_preview" } }, param: "tool_choice.type", says: "only a function" },
+  { name: "tool_choice naming a missing function", input: { tools: [weather], tool_choice: { type: "function", name: "nope" } }, param: "tool_choice.name", says: '"nope" is not in tools' },
+  { name: "an unknown text.format type", input: { text: { format: { type: "yaml" } } }, param: "text.format.type", says: "must be" },
+  { name: "json_schema without a name", input: { text: { format: { type: "json_schema", schema: {} } } }, param: "text.format.name", says: "is required" },
+  { name: "json_schema without a schema", input: { text: { format: { type: "json_schema", name: "n" } } }, param: "text.format.schema", says: "is required" },
+  { name: "text.verbosity other than medium", input: { text: { verbosity: "low" } }, param: "text.verbosity", says: "medium" },
+  { name: "an unknown reasoning effort", input: { reasoning: { effort: "extreme" } }, param: "reasoning.effort", says: 'must be one of "none", "minimal", "low", "medium", "high", "xhigh"' },
+  { name: "reasoning summaries", input: { reasoning: { effort: "high", summary: "auto" } }, param: "reasoning.summary", says: "never returns reasoning" },
+  { name: "an input item without type or role", input: { input: [{ content: "x" }] }, param: "input[0].type", says: "is required" },
+  { name: "an unsupported input item type", input: { input: [{ type: "web_search_call", id: "ws_1" }] }, param: "input[0].type", says: '"web_search_call" are not supported' },
+  { name: "an item reference", input: { input: [{ type: "item_reference", id: "msg_1" }] }, param: "input[0]", says: "not stored" },
+  { name: "a message without content", input: { input: [{ type: "message", role: "user" }] }, param: "input[0].content", says: "is required" },
+  { name: "a message without role", input: { input: [{ type: "message", content: "x" }] }, param: "input[0].role", says: "is required" },
+  { name: "an unknown field on a message", input: { input: [{ role: "assistant", content: "x", phase: "final_answer" }] }, param: "input[0].phase", says: "unknown" },
+  { name: "an image given by file_id", input: { input: [{ role: "user", content: [{ type: "input_image", file_id: "file-1" }] }] }, param: "input[0].content[0].file_id", says: "image_url" },
+  { name: "an image without a url", input: { input: [{ role: "user", content: [{ type: "input_image" }] }] }, param: "input[0].content[0].image_url", says: "is required" },
+  { name: "a file part", input: { input: [{ role: "user", content: [{ type: "input_file", file_id: "f" }] }] }, param: "input[0].content[0].type", says: '"input_file" parts are not allowed in a user message' },
+  { name: "output_text in a user message", input: { input: [{ role: "user", content: [{ type: "output_text", text: "x" }] }] }, param: "input[0].content[0].type", says: "not allowed" },
+  { name: "an image in a system message", input: { input: [{ role: "system", content: [{ type: "input_image", image_url: image }] }] }, param: "input[0].content[0].type", says: "not allowed in a system message" },
+  { name: "a refusal part in assistant history", input: { input: [{ role: "assistant", content: [{ type: "refusal", refusal: "no" }] }] }, param: "input[0].content[0].type", says: "not allowed in an assistant message" },
+  { name: "a text part without text", input: { input: [{ role: "user", content: [{ type: "input_text" }] }] }, param: "input[0].content[0].text", says: "is required" },
+  { name: "function_call arguments that are not JSON", input: { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{oops" }] }, param: "input[0].arguments", says: "JSON" },
+  { name: "a function_call without call_id", input: { input: [{ type: "function_call", name: "f", arguments: "{}" }] }, param: "input[0].call_id", says: "is required" },
+  { name: "a function_call without name", input: { input: [{ type: "function_call", call_id: "c", arguments: "{}" }] }, param: "input[0].name", says: "is required" },
+  { name: "a function_call_output answering nothing", input: { input: [{ type: "function_call_output", call_id: "c", output: "x" }] }, param: "input[0].call_id", says: "does not answer" },
+  {
+    name: "a second output for the same call",
+    input: { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{}" }, { type: "function_call_output", call_id: "c", output: "1" }, { type: "function_call_output", call_id: "c", output: "2" }] },
+    param: "input[2].call_id",
+    says: "still unanswered",
+  },
+  {
+    name: "a function_call_output without output",
+    input: { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{}" }, { type: "function_call_output", call_id: "c" }] },
+    param: "input[1].output",
+    says: "is required",
+  },
+  { name: "an input with nothing to answer", input: { input: [{ type: "reasoning", summary: [] }] }, param: "input", says: "at least one message" },
+];
+
+describe("refused with a named 400", () => {
+  for (const c of refusals) {
+    test(`${c.name} is refused naming ${c.param}`, () => {
+      let err: unknown;
+      try {
+        toChatRequest(req(c.input));
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      const e = err as ApiError;
+      expect(e.status).toBe(400);
+      expect(e.code).toBe("invalid_request");
+      expect(e.param).toBe(c.param);
+      expect(e.message.startsWith(`${c.param}: `)).toBe(true);
+      expect(e.message).toContain(c.says);
+    });
+  }
+});
+
+describe("echo", () => {
+  test("the response repeats the request's settings, with OpenAI's defaults when absent", () => {
+    expect(toChatRequest(req({})).echo).toEqual({
+      instructions: null,
+      max_output_tokens: null,
+      parallel_tool_calls: true,
+      reasoning: { effort: null, summary: null },
+      store: false,
+      temperature: null,
+      text: { format: { type: "text" } },
+      tool_choice: "auto",
+      tools: [],
+      top_p: null,
+      user: null,
+      metadata: {},
+    });
+  });
+
+  test("given settings are repeated as sent; tools are echoed flat", () => {
+    const format = { type: "json_schema", name: "n", schema: { type: "object" } };
+    const { echo } = toChatRequest(
+      req({ instructions: "I", max_output_tokens: 9, parallel_tool_calls: false, reasoning: { effort: "low" }, store: true, temperature: 0, text: { format, verbosity: "medium" }, tools: [{ type: "function", name: "f" }], tool_choice: "none", top_p: 0.5, user: "u", metadata: { k: "v" } }),
+    );
+    expect(echo).toEqual({
+      instructions: "I",
+      max_output_tokens: 9,
+      parallel_tool_calls: false,
+      reasoning: { effort: "low", summary: null },
+      store: true,
+      temperature: 0,
+      text: { format, verbosity: "medium" } as any,
+      tool_choice: "none",
+      tools: [{ type: "function", name: "f", description: null, parameters: null, strict: null }],
+      top_p: 0.5,
+      user: "u",
+      metadata: { k: "v" },
+    });
+  });
+});
+
+describe("errors from below name the Responses fields", () => {
+  const { params } = toChatRequest(
+    req({
+      instructions: "I",
+      tools: [weather],
+      input: [
+        { role: "user", content: [{ type: "input_text", text: "x" }, { type: "input_image", image_url: image }] },
+        { role: "assistant", content: "a" },
+        { type: "function_call", call_id: "c1", name: "get_weather", arguments: "{}" },
+        { type: "function_call", call_id: "c2", name: "get_weather", arguments: "{}" },
+      ],
+    }),
+  );
+  const cases: [string, string][] = [
+    ["messages[1].content[1]", "input[0].content[1]"],
+    ["messages[0]", "instructions"],
+    ["messages[2].tool_calls[1].function.arguments", "input[3].arguments"],
+    ["messages[2].content", "input[1].content"],
+    ["messages", "input"],
+    ["tools[0].function.parameters.properties.s.pattern", "tools[0].parameters.properties.s.pattern"],
+    ["response_format.json_schema.schema.properties.n.minimum", "text.format.schema.properties.n.minimum"],
+    ["response_format", "text.format"],
+    ["tool_choice.function.name", "tool_choice.name"],
+    ["this model's context window is 256 tokens; the messages take 300 and max_tokens asks for 250 more", "this model's context window is 256 tokens; the messages take 300 and max_output_tokens asks for 250 more"],
+  ];
+  for (const [chat, responses] of cases)
+    test(`${chat} reads ${responses}`, () => {
+      expect(toResponsesParam(chat, params)).toBe(responses);
+    });
+
+  test("an ApiError keeps its code and headers; other errors pass through untouched", () => {
+    const e = toResponsesError(new ApiError("unsupported_schema", "response_format.json_schema.schema: bad", { param: "response_format.json_schema.schema.x", headers: { a: "b" } }), params) as ApiError;
+    expect([e.code, e.param, e.message, e.headers]).toEqual(["unsupported_schema", "text.format.schema.x", "text.format.schema: bad", { a: "b" }]);
+    const plain = new Error("boom");
+    expect(toResponsesError(plain, params)).toBe(plain);
+  });
+});
