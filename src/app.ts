@@ -6,6 +6,9 @@ import { ApiError, asApiError, formatForPath, renderError } from "./api/http/err
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
 import { chatRoutes } from "./api/openai/chat";
+import { classifyRoutes } from "./api/openai/classify";
+import { embeddingsRoutes } from "./api/openai/embeddings";
+import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
 import { newId } from "./ids";
@@ -36,7 +39,10 @@ export function createApp(deps: AppDeps): App {
     .use(modelsRoutes(deps.registry))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger))
-    .use(messagesRoutes(deps.chat, logger));
+    .use(messagesRoutes(deps.chat, logger))
+    .use(embeddingsRoutes(deps))
+    .use(classifyRoutes(deps))
+    .use(imagesRoutes(deps));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

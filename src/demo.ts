@@ -1,4 +1,6 @@
 import { ensureChatModel } from "../models/cache";
+import { DIFFUSION_DEMO_GENERATORS } from "../models/diffusion/demo";
+import { ONNX_DEMO_GENERATORS } from "../models/onnx/demo";
 import type { ModelManifest } from "./engines/manifest";
 
 // `--demo`: tiny generated models, written into <data_dir>/demo-models when missing, so the
@@ -36,6 +38,8 @@ export const DEMO_GENERATORS: DemoGenerator[] = [
       slots: 1,
     }),
   },
+  ...ONNX_DEMO_GENERATORS,
+  ...DIFFUSION_DEMO_GENERATORS,
 ];
 
 export async function ensureDemoModels(dataDir: string, generators = DEMO_GENERATORS): Promise<ModelManifest[]> {

@@ -5,7 +5,12 @@ import { createMeter, type Meter } from "./billing/meter";
 import { systemClock, type Clock } from "./clock";
 import type { Config } from "./config";
 import { createChatService, type ChatService } from "./chat/service";
+import { createClassifyService, type ClassifyService } from "./classify/service";
+import { diffusionFactory } from "./engines/diffusion/factory";
 import { llamaChatFactory } from "./engines/llama/factory";
+import { transformersFactories } from "./engines/transformers/factory";
+import { createEmbeddingsService, type EmbeddingsService } from "./embeddings/service";
+import { createImagesService, type ImagesService } from "./images/service";
 import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 
@@ -20,8 +25,14 @@ export interface AppDeps {
   meter: Meter;
   registry: Registry;
   chat: ChatService;
+  embeddings: EmbeddingsService;
+  classify: ClassifyService;
+  images: ImagesService;
   startedAt: number;
 }
+
+/** What a capability's service is built from. */
+export type CapabilityDeps = Pick<AppDeps, "config" | "registry" | "meter" | "clock" | "logger">;
 
 export function createServices(
   config: Config,
@@ -35,8 +46,13 @@ export function createServices(
   const registry = createRegistry(config.models, config.retired_models, {
     baseDir: config.models_dir,
     created: clock.now(),
-    engines: opts.engines ?? { chat: llamaChatFactory(config, logger) },
+    engines: opts.engines ?? {
+      chat: llamaChatFactory(config, logger),
+      ...transformersFactories(config, logger),
+      ...diffusionFactory(config, logger),
+    },
   });
+  const capability: CapabilityDeps = { config, registry, meter, clock, logger };
   return {
     config,
     db,
@@ -47,6 +63,9 @@ export function createServices(
     meter,
     registry,
     chat: createChatService({ registry, meter, clock, logger }),
+    embeddings: createEmbeddingsService(capability),
+    classify: createClassifyService(capability),
+    images: createImagesService(capability),
     startedAt: clock.now(),
   };
 }

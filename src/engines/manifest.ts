@@ -26,6 +26,7 @@ export const ModelManifest = T.Object(
     slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
     price: T.Optional(ModelPrice),
     load: T.Union([T.Literal("start"), T.Literal("first_use")], { default: "start", description: "when the engine loads the model" }),
+    device: T.Optional(T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda")], { description: "default engines.device" })),
     // Chat engine (llama.cpp) settings.
     gpu_layers: T.Optional(T.Union([T.Literal("auto"), T.Integer({ minimum: 0 })], { description: "layers offloaded to CUDA; auto by default" })),
     threads: T.Optional(T.Integer({ minimum: 1, description: "compute threads; default engines.threads" })),

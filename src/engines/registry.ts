@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
 import type { ModelKind, ModelManifest, RetiredModel } from "./manifest";
-import type { ChatEngine } from "./types";
+import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
 
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
 // is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories
@@ -20,8 +20,21 @@ export interface ModelEntry {
   supports_vision?: true;
 }
 
+type Factory<E> = (manifest: ModelManifest, file: (role: string) => string) => E;
+
+/** One factory per model kind; a kind without one is listed but answers 503 model_unavailable. */
 export interface EngineFactories {
-  chat?: (manifest: ModelManifest, file: (role: string) => string) => ChatEngine;
+  chat?: Factory<ChatEngine>;
+  embedding?: Factory<EmbeddingEngine>;
+  classifier?: Factory<ClassifierEngine>;
+  image?: Factory<ImageEngine>;
+}
+
+interface EngineOf {
+  chat: ChatEngine;
+  embedding: EmbeddingEngine;
+  classifier: ClassifierEngine;
+  image: ImageEngine;
 }
 
 export type Registry = ReturnType<typeof createRegistry>;
@@ -33,7 +46,7 @@ export function createRegistry(
 ) {
   const byId = new Map(models.map((m) => [m.id, m]));
   const retiredById = new Map(retired.map((r) => [r.id, r]));
-  const chatEngines = new Map<string, ChatEngine>();
+  const engines = new Map<string, ModelEngine>();
   const created = Math.floor((opts.created ?? Date.now()) / 1000);
   const entries: ModelEntry[] = models.map((m) => ({
     id: m.id,
@@ -78,27 +91,30 @@ export function createRegistry(
     },
     /** Absolute path of one of a model's files. */
     file,
-    chatEngine(id: string): ChatEngine {
-      const m = registry.resolve(id, "chat");
-      let engine = chatEngines.get(id);
+    /** The engine serving `id` as `kind` (404 for an unknown id, 400 for a model of another kind). */
+    engine<K extends ModelKind>(id: string, kind: K): EngineOf[K] {
+      const m = registry.resolve(id, kind);
+      let engine = engines.get(id);
       if (!engine) {
-        if (!opts.engines?.chat) throw new ApiError("model_unavailable", `no chat engine is available for "${id}"`);
-        engine = opts.engines.chat(m, (role) => file(m, role));
-        chatEngines.set(id, engine);
+        const factory = opts.engines?.[kind] as Factory<EngineOf[K]> | undefined;
+        if (!factory) throw new ApiError("model_unavailable", `no ${kind} engine is available for "${id}" in this build`);
+        engine = factory(m, (role) => file(m, role));
+        engines.set(id, engine);
       }
-      return engine;
+      return engine as EngineOf[K];
     },
-    /** Loads every model whose manifest says `load = "start"`. */
+    chatEngine: (id: string) => registry.engine(id, "chat"),
+    /** Loads every model whose manifest says `load = "start"` and whose kind has an engine. */
     async loadAtStart(): Promise<void> {
-      for (const m of models) if (m.load === "start" && m.kind === "chat" && opts.engines?.chat) await registry.chatEngine(m.id).load();
+      for (const m of models) if (m.load === "start" && opts.engines?.[m.kind]) await registry.engine(m.id, m.kind).load();
     },
     async unload(id: string): Promise<void> {
-      await chatEngines.get(id)?.unload();
+      await engines.get(id)?.unload();
     },
     async unloadAll(): Promise<void> {
-      for (const e of chatEngines.values()) await e.unload();
+      for (const e of engines.values()) await e.unload();
     },
-    engines: () => [...chatEngines.values()],
+    engines: () => [...engines.values()],
   };
   return registry;
 }

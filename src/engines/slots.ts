@@ -24,6 +24,8 @@ export interface PoolOptions {
   /** How long one may wait before it is refused. */
   maxWaitMs: number;
   modelId: string;
+  /** The refusal: 429 for chat workers (spec §7), 503 for image workers. */
+  busy?: "workers_busy" | "image_workers_busy";
 }
 
 interface Waiter {
@@ -70,7 +72,9 @@ export class SlotPool<S extends PoolSlot> {
   }
 
   private busy() {
-    return new ApiError("workers_busy", `every worker for this model is busy (${this.opts.modelId}); retry shortly`, {
+    const code = this.opts.busy ?? "workers_busy";
+    const what = code === "image_workers_busy" ? "image worker" : "worker";
+    return new ApiError(code, `every ${what} for this model is busy (${this.opts.modelId}); retry shortly`, {
       headers: retryHeaders(1000),
     });
   }

@@ -40,3 +40,50 @@ export interface ChatLease {
   /** Idempotent; must be called whatever happened. */
   release(): void;
 }
+
+/** Common to every engine: a model that loads at start or on first use and can be unloaded. */
+export interface ModelEngine {
+  readonly modelId: string;
+  readonly loaded: boolean;
+  load(): Promise<void>;
+  unload(): Promise<void>;
+}
+
+/** One text to embed: a string, or token ids the caller already has (OpenAI allows both). */
+export type EmbeddingInput = string | number[];
+
+export interface EmbeddingEngine extends ModelEngine {
+  /** Vector length (384 for the spec's model). */
+  readonly dimensions: number;
+  /** Longest input in tokens; longer ones are refused, never truncated. */
+  readonly maxTokens: number;
+  /** Token ids of each input as the model will see them (special tokens included). */
+  tokenize(inputs: EmbeddingInput[]): Promise<number[][]>;
+  /** Normalised vectors, one per input, from already tokenized inputs (micro-batched). */
+  embed(tokens: number[][], signal?: AbortSignal): Promise<Float32Array[]>;
+}
+
+/** A classifier item: a premise/hypothesis pair, or a raw string the caller formatted. */
+export type ClassifyItem = { premise: string; hypothesis: string } | { text: string };
+
+export interface ClassifierEngine extends ModelEngine {
+  readonly maxTokens: number;
+  /** Token ids of each item: pairs through the tokenizer's own (text, text_pair) template. */
+  tokenize(items: ClassifyItem[]): Promise<number[][]>;
+  /** Probabilities in the fixed order [contradiction, entailment, neutral], whatever the model's id2label. */
+  classify(tokens: number[][], signal?: AbortSignal): Promise<[number, number, number][]>;
+}
+
+export interface ImageRequest {
+  prompt: string;
+  width: number;
+  height: number;
+  seed: number;
+  steps: number;
+}
+
+export interface ImageEngine extends ModelEngine {
+  stats(): EngineStats;
+  /** An image worker (503 when every worker is busy); release it whatever happens. */
+  acquire(signal?: AbortSignal): Promise<{ release(): void; generate(req: ImageRequest, signal?: AbortSignal): Promise<Uint8Array> }>;
+}

@@ -19,6 +19,7 @@ export const ERROR_TABLE = {
   daily_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "daily_limit_exceeded", anthropicType: "rate_limit_error" },
   workers_busy: { status: 429, openaiType: "rate_limit_error", openaiCode: "workers_busy", anthropicType: "rate_limit_error" },
   concurrency_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "concurrency_limit_exceeded", anthropicType: "rate_limit_error" },
+  image_workers_busy: { status: 503, openaiType: "server_error", openaiCode: "workers_busy", anthropicType: "overloaded_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
   internal_error: { status: 500, openaiType: "server_error", openaiCode: "internal_error", anthropicType: "api_error" },
 } as const satisfies Record<string, ErrorRow>;
