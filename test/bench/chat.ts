@@ -12,6 +12,7 @@ import { createLogger } from "../../src/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { BENCH } from "./chat-setup";
+import { readSseEvents } from "./sse-client";
 
 /**
  * Both sides are timed the same way: from the first to the last piece of visible text, counting
@@ -57,27 +58,16 @@ async function httpStream(url: string, key: string, prompt: string): Promise<Str
     body: JSON.stringify({ model: "bench", stream: true, max_tokens: BENCH.maxTokens, temperature: 0, chat_template_kwargs: { enable_thinking: false }, messages: [{ role: "user", content: prompt }] }),
   });
   if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
-  const decoder = new TextDecoder();
-  let buf = "";
   let first = 0;
   let last = 0;
   let tokens = 0;
-  for await (const part of res.body!) {
-    const now = performance.now();
-    buf += decoder.decode(part, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      const event = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      if (!event.startsWith("data: {")) continue;
-      const c = JSON.parse(event.slice(6));
-      if (c.usage) tokens = c.usage.completion_tokens;
-      else if (c.choices?.[0]?.delta?.content) {
-        if (!first) first = now;
-        last = now;
-      }
+  await readSseEvents(res, (c, now) => {
+    if (c.usage) tokens = c.usage.completion_tokens;
+    else if (c.choices?.[0]?.delta?.content) {
+      if (!first) first = now;
+      last = now;
     }
-  }
+  });
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 

@@ -10,6 +10,7 @@ import { validateConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { readSseEvents } from "./sse-client";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 25);
 const MAX_TOKENS = 64;
@@ -79,27 +80,16 @@ async function stream(url: string, key: string, format: Format, marks: { start: 
   const t0 = performance.now();
   const res = await fetch(url + r.path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(r.body) });
   if (res.status !== 200) throw new Error(`${format}: ${res.status} ${await res.text()}`);
-  const decoder = new TextDecoder();
-  let buf = "";
   let first = 0;
   let last = 0;
   let tokens = 0;
-  for await (const part of res.body!) {
-    const now = performance.now();
-    buf += decoder.decode(part, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      const data = buf.slice(0, i).split("\n").find((l) => l.startsWith("data: {"));
-      buf = buf.slice(i + 2);
-      if (!data) continue;
-      const e = JSON.parse(data.slice(6));
-      tokens = r.tokens(e) ?? tokens;
-      if (r.text(e)) {
-        if (!first) first = now;
-        last = now;
-      }
+  await readSseEvents(res, (e, now) => {
+    tokens = r.tokens(e) ?? tokens;
+    if (r.text(e)) {
+      if (!first) first = now;
+      last = now;
     }
-  }
+  });
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, ownMs: marks.start - t0 + (first - marks.firstText) };
 }
 

@@ -1,4 +1,5 @@
 import { expect } from "bun:test";
+import { parseTypedSse, type TypedEvent } from "../../helpers/sse";
 
 // Invariants of a Messages event stream (spec §6, STYLE "Tests"), checked on golden transcripts
 // and on live streams: one message_start first; every content block opened, filled and closed
@@ -6,28 +7,10 @@ import { expect } from "bun:test";
 // just before it stops; one message_delta and one message_stop at the end — or one error event,
 // last. Also a fold of the events into the message, as a client rebuilds it.
 
-export interface Sse {
-  event: string;
-  data: any;
-}
+export type Sse = TypedEvent;
 
-/** SSE text → events; every event has exactly one `event:` line naming its data's `type`. */
-export function parseSse(text: string): Sse[] {
-  expect(text.endsWith("\n\n")).toBe(true);
-  return text
-    .slice(0, -2)
-    .split("\n\n")
-    .map((raw) => {
-      const lines = raw.split("\n");
-      expect(lines).toHaveLength(2);
-      expect(lines[0]!.startsWith("event: ")).toBe(true);
-      expect(lines[1]!.startsWith("data: ")).toBe(true);
-      const event = lines[0]!.slice(7);
-      const data = JSON.parse(lines[1]!.slice(6));
-      expect(data.type).toBe(event);
-      return { event, data };
-    });
-}
+/** SSE text → events (see test/helpers/sse.ts). */
+export const parseSse = parseTypedSse;
 
 const DELTA_OF: Record<string, string[]> = {
   text: ["text_delta"],

@@ -1,4 +1,5 @@
 import { expect } from "bun:test";
+import { parseTypedSse } from "../../helpers/sse";
 
 // Invariant checks for a Responses event stream (STYLE "Tests"), used on golden transcripts and
 // on live streams alike: sequence numbers rise by one from 0; it opens with response.created and
@@ -8,21 +9,9 @@ import { expect } from "bun:test";
 
 const TERMINAL = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
 
-/** SSE text → [{event, data}]; every event's name must equal its data's type. */
+/** SSE text → the events' data (see test/helpers/sse.ts). */
 export function parseSse(text: string): any[] {
-  expect(text.endsWith("\n\n")).toBe(true);
-  return text
-    .slice(0, -2)
-    .split("\n\n")
-    .map((block) => {
-      const lines = block.split("\n");
-      expect(lines).toHaveLength(2);
-      expect(lines[0]!.startsWith("event: ")).toBe(true);
-      expect(lines[1]!.startsWith("data: ")).toBe(true);
-      const data = JSON.parse(lines[1]!.slice(6));
-      expect(data.type).toBe(lines[0]!.slice(7));
-      return data;
-    });
+  return parseTypedSse(text).map((e) => e.data);
 }
 
 interface ItemState {
