@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
 import { authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
 import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/context";
-import { ApiError, asApiError, formatForPath, renderError } from "./api/http/errors";
+import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
 import { chatRoutes } from "./api/openai/chat";
@@ -74,7 +74,7 @@ export function createApp(deps: AppDeps): App {
         id: newId("req_"),
         start: performance.now(),
         path,
-        format: formatForPath(path),
+        format: formatFor(path, req.headers),
         principal: null,
         route: "unmatched",
         headers: {},

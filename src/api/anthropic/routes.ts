@@ -12,7 +12,7 @@ import { relabel, toChatRequest, type Origin } from "./to-chat";
 
 // POST /v1/messages (spec §2.6) and POST /v1/messages/count_tokens: the Messages format as a
 // translation onto the chat-completions service. Errors are answered in Anthropic's envelope by
-// the app (formatForPath); a failure after the stream started is an `error` event, then the end.
+// the app (formatFor); a failure after the stream started is an `error` event, then the end.
 
 const ENDPOINT = "/v1/messages";
 

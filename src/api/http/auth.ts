@@ -1,8 +1,9 @@
 import type { AccountService } from "../../accounts/service";
 import type { Principal, Scope } from "../../accounts/types";
-import { ApiError } from "./errors";
+import { ApiError, formatFor } from "./errors";
 
-// Spec §5: `Authorization: Bearer <key>` everywhere; `x-api-key` also on the Messages endpoints.
+// Spec §5: `Authorization: Bearer <key>` everywhere; `x-api-key` also on the Messages endpoints —
+// and on the model list for Anthropic clients, which send it (with `anthropic-version`) there too.
 // Every path under /v1 and /api/v1 authenticates; /api/v1 (rentals) also needs the rental scope.
 
 export function requiredScope(path: string): Scope | null {
@@ -17,7 +18,7 @@ export function presentedKey(headers: Headers, path: string): string | null {
     const m = /^\s*bearer\s+(\S+)\s*$/i.exec(auth);
     if (m) return m[1]!;
   }
-  if (path === "/v1/messages" || path.startsWith("/v1/messages/")) {
+  if (formatFor(path, headers) === "anthropic") {
     const k = headers.get("x-api-key");
     if (k) return k.trim();
   }

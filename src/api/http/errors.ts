@@ -75,7 +75,12 @@ export function asApiError(e: unknown, requestId: string): { error: ApiError; un
   return { error: new ApiError("internal_error", `internal server error (request id ${requestId})`), unexpected: true };
 }
 
-/** Which wire format a path answers errors in: the Messages endpoints use Anthropic's envelope. */
-export function formatForPath(path: string): WireFormat {
-  return path === "/v1/messages" || path.startsWith("/v1/messages/") ? "anthropic" : "openai";
+/**
+ * Which wire format a request is answered in: the Messages endpoints use Anthropic's envelope, and
+ * so does the model list when an Anthropic client (it sends `anthropic-version`) asks for it.
+ */
+export function formatFor(path: string, headers: Headers): WireFormat {
+  if (path === "/v1/messages" || path.startsWith("/v1/messages/")) return "anthropic";
+  if ((path === "/v1/models" || path.startsWith("/v1/models/")) && headers.has("anthropic-version")) return "anthropic";
+  return "openai";
 }

@@ -1,12 +1,44 @@
 import { Elysia } from "elysia";
-import type { Registry } from "../../engines/registry";
+import type { ModelEntry, Registry } from "../../engines/registry";
+import { contextOf } from "../http/context";
 
-// GET /v1/models (spec §2.1) in OpenAI's list envelope, each entry also carrying `kind`,
-// and GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/".
+// GET /v1/models (spec §2.1) in OpenAI's list envelope, each entry also carrying `kind`, and
+// GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/". An Anthropic client
+// (it sends `anthropic-version`) gets Anthropic's shapes instead: coding agents list models there.
 export function modelsRoutes(registry: Registry) {
-  // The served set is fixed at start, so the list is serialised once.
-  const list = JSON.stringify({ object: "list", data: registry.list() });
+  // The served set is fixed at start, so the lists are serialised once.
+  const json = (body: unknown) => new Response(body as string, { headers: { "content-type": "application/json" } });
+  const openai = JSON.stringify({ object: "list", data: registry.list() });
+  const anthropicEntries = registry.list().map(toAnthropic);
+  const anthropic = JSON.stringify({
+    data: anthropicEntries,
+    has_more: false,
+    first_id: anthropicEntries[0]?.id ?? null,
+    last_id: anthropicEntries.at(-1)?.id ?? null,
+  });
   return new Elysia({ name: "openai-models" })
-    .get("/v1/models", () => new Response(list, { headers: { "content-type": "application/json" } }))
-    .get("/v1/models/*", ({ params }) => registry.entry(decodeURIComponent(params["*"])));
+    .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? anthropic : openai))
+    .get("/v1/models/*", ({ params, request }) => {
+      const entry = registry.entry(decodeURIComponent(params["*"]));
+      return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
+    });
+}
+
+/** Anthropic's ModelInfo for one of our entries. */
+function toAnthropic(m: ModelEntry) {
+  return {
+    type: "model" as const,
+    id: m.id,
+    display_name: m.name,
+    created_at: new Date(m.created * 1000).toISOString(),
+    max_input_tokens: m.max_context,
+    max_tokens: m.max_context,
+    lifecycle: "active" as const,
+    deprecated_at: null,
+    retires_at: null,
+    capabilities: null,
+    line: null,
+    kind: m.kind,
+    ...(m.supports_vision ? { supports_vision: true } : {}),
+  };
 }

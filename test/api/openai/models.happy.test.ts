@@ -1,4 +1,5 @@
 import { afterAll, expect, test } from "bun:test";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { testApp } from "../../helpers/app";
 import { manifestConfig } from "../../helpers/models";
@@ -30,6 +31,23 @@ test("the official openai client lists and retrieves models unmodified", async (
   expect(one.id).toBe("small-chat");
   expect(one.object).toBe("model");
   expect((one as any).max_context).toBe(16384);
+});
+
+test("the official Anthropic client lists and retrieves models in its own shapes", async () => {
+  const client = new Anthropic({ apiKey: key, baseURL: "http://localhost", fetch: (url, init) => t.app.handle(new Request(url as string, init)) });
+  const models: Anthropic.ModelInfo[] = [];
+  for await (const m of client.models.list()) models.push(m);
+  expect(models.map((m) => [m.id, m.display_name, m.type])).toEqual([
+    ["big-chat", "Big Chat", "model"],
+    ["small-chat", "Small Chat", "model"],
+    ["org/embed-384", "Embed", "model"],
+  ]);
+  expect(models[1]!.max_input_tokens).toBe(16384);
+  expect(Date.parse(models[0]!.created_at)).toBeGreaterThan(0);
+  const one = await client.models.retrieve("small-chat");
+  expect(one.display_name).toBe("Small Chat");
+  const missing = await client.models.retrieve("nope").catch((e) => e);
+  expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
 });
 
 test("a model id containing a slash can be retrieved", async () => {

@@ -16,10 +16,14 @@ authSuite({
 const t = testApp({ config: manifestConfig() });
 afterAll(() => t.close());
 
-test("x-api-key is not accepted outside /v1/messages", async () => {
+test("x-api-key is not accepted outside /v1/messages, except on the model list for Anthropic clients", async () => {
   const key = t.key();
   const res = await t.request("GET", "/v1/models", { headers: { "x-api-key": key } });
   expect(res.status).toBe(401);
+  const anthropic = await t.request("GET", "/v1/models", { headers: { "x-api-key": key, "anthropic-version": "2023-06-01" } });
+  expect(anthropic.status).toBe(200);
+  const wrong = await t.request("GET", "/v1/models", { headers: { "x-api-key": "nope", "anthropic-version": "2023-06-01" } });
+  expect(await wrong.json()).toEqual({ type: "error", error: { type: "authentication_error", message: "Invalid API key" } });
 });
 
 test("x-api-key is accepted on /v1/messages paths", async () => {
