@@ -1,4 +1,33 @@
 import type { DemoGenerator } from "../../src/demo";
+import { ensureOnnxModel } from "./cache";
+import { ONNX_PRESETS } from "./presets";
 
-// Placeholder: the demo embedding and classifier models (issue 5); replaced in full.
-export const ONNX_DEMO_GENERATORS: DemoGenerator[] = [];
+// `--demo`: the generated 384-d embedder and the 3-label NLI classifier (random weights: the
+// vectors and labels are noise, but tokenizer, template, pooling, batching and billing are real).
+
+const defaults = { vision: false, slots: 1, load: "start" as const, queue_wait_s: 30 };
+
+export const ONNX_DEMO_GENERATORS: DemoGenerator[] = [
+  {
+    kind: "embedding",
+    ensure: async (dir) => ({
+      ...defaults,
+      id: "demo-embed",
+      name: "Demo embeddings (tiny random BERT, 384 dimensions, mean pooling)",
+      kind: "embedding",
+      files: { model: await ensureOnnxModel("embed", dir) },
+      max_context: ONNX_PRESETS.embed.modelMaxLength,
+    }),
+  },
+  {
+    kind: "classifier",
+    ensure: async (dir) => ({
+      ...defaults,
+      id: "demo-nli",
+      name: "Demo NLI classifier (tiny random BERT, 3 labels)",
+      kind: "classifier",
+      files: { model: await ensureOnnxModel("nli", dir) },
+      max_context: 4096,
+    }),
+  },
+];

@@ -4,7 +4,11 @@ import { onnx } from "onnx-proto";
 // models: weights as float32 initializers, nodes by op type, inputs and outputs with symbolic
 // dimensions ("batch", "sequence"), serialised with onnx-proto.
 
-export const ELEM = { float: onnx.TensorProto.DataType.FLOAT, int64: onnx.TensorProto.DataType.INT64 } as const;
+export const ELEM = {
+  float: onnx.TensorProto.DataType.FLOAT,
+  int64: onnx.TensorProto.DataType.INT64,
+  float16: onnx.TensorProto.DataType.FLOAT16,
+} as const;
 export type Elem = (typeof ELEM)[keyof typeof ELEM];
 export type Dim = number | string;
 export type AttrValue = number | number[] | string | { float: number } | { floats: number[] };

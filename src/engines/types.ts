@@ -66,12 +66,19 @@ export interface EmbeddingEngine extends ModelEngine {
 /** A classifier item: a premise/hypothesis pair, or a raw string the caller formatted. */
 export type ClassifyItem = { premise: string; hypothesis: string } | { text: string };
 
+/** A tokenized classifier item: ids, and segment ids when the item is a pair. */
+export interface TokenizedItem {
+  ids: number[];
+  /** token_type_ids (0 … 0 1 … 1 for a pair); absent for a single sequence. */
+  typeIds?: number[];
+}
+
 export interface ClassifierEngine extends ModelEngine {
   readonly maxTokens: number;
-  /** Token ids of each item: pairs through the tokenizer's own (text, text_pair) template. */
-  tokenize(items: ClassifyItem[]): Promise<number[][]>;
+  /** Each item's tokens: pairs through the tokenizer's own (text, text_pair) template. */
+  tokenize(items: ClassifyItem[]): Promise<TokenizedItem[]>;
   /** Probabilities in the fixed order [contradiction, entailment, neutral], whatever the model's id2label. */
-  classify(tokens: number[][], signal?: AbortSignal): Promise<[number, number, number][]>;
+  classify(items: TokenizedItem[], signal?: AbortSignal): Promise<[number, number, number][]>;
 }
 
 export interface ImageRequest {

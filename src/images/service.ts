@@ -1,7 +1,68 @@
+import type { Principal } from "../accounts/types";
+import type { ImagesRequest, ImagesResponse } from "../api/openai/images-schema";
 import type { CapabilityDeps } from "../services";
+import { toImageJob } from "./from-request";
 
-// Placeholder while this capability is being written (issue 5); replaced in full.
-export function createImagesService(_deps: CapabilityDeps) {
-  return {};
+// THE image-generation service (spec §2.8). Order of work for one request:
+//   1. check the request (named 400s) and resolve the model (404 unknown, 400 another kind);
+//   2. take an image worker (503 image_workers_busy with Retry-After when every one is busy);
+//   3. reserve through the meter: every image counts toward the key's image limits (free 5/day and
+//      2/minute, premium 300/day) and is priced per image — before any image work;
+//   4. generate the n images one after another on that worker, image i with seed + i;
+//   5. settle n images, or release the reservation if anything failed or the client left.
+// The worker is taken before the reservation so that a busy refusal spends none of the key's
+// per-minute image allowance (a released reservation keeps it); a refused reservation gives the
+// worker straight back. The worker is released only once its thread has stopped.
+
+export interface ImageCallOptions {
+  requestId: string;
+  endpoint?: string;
+  batch?: boolean;
+  /** Client gone: stop at the next denoiser step and free the worker. */
+  signal?: AbortSignal;
 }
+
 export type ImagesService = ReturnType<typeof createImagesService>;
+
+export function createImagesService(deps: CapabilityDeps) {
+  const { registry, meter, clock } = deps;
+
+  async function generate(principal: Principal, req: ImagesRequest, opts: ImageCallOptions): Promise<ImagesResponse> {
+    const job = toImageJob(req);
+    const manifest = registry.resolve(job.model, "image");
+    const engine = registry.engine(manifest.id, "image");
+    const worker = await engine.acquire(opts.signal);
+    let ticket;
+    try {
+      ticket = meter.reserve(principal, {
+        requestId: opts.requestId,
+        model: manifest,
+        endpoint: opts.endpoint ?? "/v1/images/generations",
+        inputTokens: 0,
+        maxOutputTokens: 0,
+        images: job.n,
+        batch: opts.batch,
+      });
+    } catch (e) {
+      worker.release();
+      throw e;
+    }
+    try {
+      const data: ImagesResponse["data"] = [];
+      for (let i = 0; i < job.n; i++) {
+        const seed = (job.seed + i) % 2 ** 32;
+        const png = await worker.generate({ prompt: job.prompt, width: job.width, height: job.height, seed, steps: job.steps }, opts.signal);
+        data.push({ b64_json: Buffer.from(png).toString("base64"), seed });
+      }
+      ticket.settle({ inputTokens: 0, outputTokens: 0, images: job.n });
+      return { created: Math.floor(clock.now() / 1000), data, size: `${job.width}x${job.height}`, output_format: "png" };
+    } catch (e) {
+      ticket.release();
+      throw e;
+    } finally {
+      worker.release();
+    }
+  }
+
+  return { generate };
+}

@@ -1,5 +1,7 @@
 // `bun run bench [name…]`: runs the benchmarks (not part of `bun test`) and prints their ratios.
 import { benchChat } from "./chat";
+import { benchEmbeddings } from "./embeddings";
+import { benchImages } from "./images";
 import { benchFormats } from "./formats";
 import { benchModels } from "./models";
 
@@ -7,6 +9,8 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   models: () => benchModels(),
   chat: () => benchChat(),
   formats: () => benchFormats(),
+  embeddings: () => benchEmbeddings(),
+  images: () => benchImages(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -1,8 +1,29 @@
+import { availableParallelism } from "node:os";
 import type { Config } from "../../config";
 import type { Logger } from "../../log";
+import { resolveOnnxDevice } from "../onnx-device";
 import type { EngineFactories } from "../registry";
+import { DiffusionImageEngine } from "./engine";
 
-// Placeholder while the diffusion engine is being written (issue 5); replaced in full.
-export function diffusionFactory(_config: Pick<Config, "engines">, _logger: Logger): Pick<EngineFactories, "image"> {
-  return {};
+// Image models (kind "image"): files.model is a diffusers-style ONNX export folder. The device is
+// chosen explicitly per model (manifest `device`, else engines.device); the model's threads
+// (manifest `threads`, else engines.threads, else one per core) are shared out among its workers,
+// so `slots` workers together use about as many threads as one chat model.
+
+export function diffusionFactory(config: Pick<Config, "engines">, logger: Logger): Pick<EngineFactories, "image"> {
+  return {
+    image: (m, file) => {
+      const total = m.threads ?? (config.engines.threads || availableParallelism());
+      return new DiffusionImageEngine({
+        modelId: m.id,
+        dir: file("model"),
+        slots: m.slots,
+        threads: Math.max(1, Math.floor(total / m.slots)),
+        device: resolveOnnxDevice(m.device ?? config.engines.device, m.id, logger),
+        maxQueue: m.queue ?? 0,
+        maxWaitMs: m.queue_wait_s * 1000,
+        logger,
+      });
+    },
+  };
 }

@@ -1,0 +1,84 @@
+import { ApiError } from "../../api/http/errors";
+import type { Logger } from "../../log";
+import { SlotPool } from "../slots";
+import type { EngineStats, ImageEngine, ImageRequest } from "../types";
+import { ImageWorker } from "./image-worker";
+
+// One image model: a fixed number of image workers (manifest `slots`), each a thread with its own
+// pipeline, behind a SlotPool whose refusal is 503 image_workers_busy with Retry-After (spec §7).
+// The queue in front of them is the manifest's `queue` (0 by default: busy means busy at once).
+
+export interface DiffusionEngineOptions {
+  modelId: string;
+  dir: string;
+  slots: number;
+  /** Threads of each worker's ONNX Runtime sessions. */
+  threads: number;
+  device: "cpu" | "cuda";
+  maxQueue: number;
+  maxWaitMs: number;
+  logger: Logger;
+}
+
+export class DiffusionImageEngine implements ImageEngine {
+  readonly modelId: string;
+  private readonly workers: ImageWorker[];
+  private readonly pool: SlotPool<ImageWorker>;
+  private loading: Promise<void> | null = null;
+  private isLoaded = false;
+
+  constructor(private readonly opts: DiffusionEngineOptions) {
+    this.modelId = opts.modelId;
+    this.workers = Array.from(
+      { length: opts.slots },
+      (_, index) => new ImageWorker({ modelId: opts.modelId, index, dir: opts.dir, device: opts.device, threads: opts.threads, logger: opts.logger }),
+    );
+    this.pool = new SlotPool(this.workers, { maxQueue: opts.maxQueue, maxWaitMs: opts.maxWaitMs, modelId: opts.modelId, busy: "image_workers_busy" });
+  }
+
+  get loaded(): boolean {
+    return this.isLoaded;
+  }
+
+  load(): Promise<void> {
+    this.loading ??= (async () => {
+      const started = performance.now();
+      try {
+        const [info] = await Promise.all(this.workers.map((w) => w.start()));
+        this.isLoaded = true;
+        this.opts.logger.info("image model loaded", {
+          model: this.modelId,
+          workers: this.workers.length,
+          threads_per_worker: this.opts.threads,
+          ...info,
+          ms: Math.round(performance.now() - started),
+        });
+      } catch (e) {
+        this.loading = null;
+        this.opts.logger.error("image model failed to load", { model: this.modelId, dir: this.opts.dir, error: (e as Error).message });
+        throw new ApiError("model_unavailable", `image model "${this.modelId}" could not be loaded; see the server log`);
+      }
+    })();
+    return this.loading;
+  }
+
+  async unload(): Promise<void> {
+    this.isLoaded = false;
+    this.loading = null;
+    await Promise.all(this.workers.map((w) => w.stop()));
+  }
+
+  stats(): EngineStats {
+    const s = this.pool.stats();
+    return { slots: s.total, busy: s.busy, queued: s.queued };
+  }
+
+  async acquire(signal?: AbortSignal) {
+    await this.load();
+    const lease = await this.pool.acquire([], signal);
+    return {
+      release: lease.release,
+      generate: (req: ImageRequest, s?: AbortSignal) => lease.slot.generate(req, s),
+    };
+  }
+}

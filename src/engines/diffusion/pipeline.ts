@@ -1,0 +1,155 @@
+import * as ort from "onnxruntime-node";
+import type { ImageRequest } from "../types";
+import { readModelFolder, type ModelFolder } from "./model-folder";
+import { gaussianNoise } from "./noise";
+import { encodePng, toRgb } from "./png";
+import { createScheduler, type Schedule, type ScheduleOptions } from "./scheduler";
+import { PromptEncoder, type PromptEmbedding } from "./text-encoder";
+import { inputMeta, toFloat32, toTensor, type InputMeta } from "./tensors";
+
+// Text-to-image on a diffusers-style ONNX export, in TypeScript: prompt → text encoder
+// (transformers.js) → seeded noise latents [1, C, H/8, W/8] → `steps` denoiser runs, each followed
+// by the scheduler's Euler step → latents / scaling_factor + shift_factor → VAE decoder → PNG.
+// No classifier-free guidance: one denoiser run per step, as turbo/distilled models are sampled.
+// Everything after the seed is deterministic, so the same request gives the same bytes.
+
+export interface PipelineOptions {
+  device: "cpu" | "cuda";
+  /** ONNX Runtime intra-op threads of each session (inter-op: 1). */
+  threads: number;
+  /** Told when CUDA was asked for but could not be used. */
+  onFallback?: (error: string) => void;
+}
+
+export interface PipelineInfo {
+  denoiser: "unet" | "transformer";
+  scheduler: string;
+  latentChannels: number;
+  scaleFactor: number;
+  maxPromptTokens: number;
+  device: "cpu" | "cuda";
+}
+
+export class GenerationStopped extends Error {
+  constructor() {
+    super("generation stopped");
+    this.name = "GenerationStopped";
+  }
+}
+
+interface Denoiser {
+  session: ort.InferenceSession;
+  sample: string;
+  output: string;
+  meta: Record<string, InputMeta>;
+}
+
+const DENOISER_IO = {
+  unet: { sample: "sample", output: "out_sample" },
+  transformer: { sample: "hidden_states", output: "out_hidden_states" },
+} as const;
+
+export class DiffusionPipeline {
+  private last: { prompt: string; embedding: PromptEmbedding } | null = null;
+
+  private constructor(
+    private readonly folder: ModelFolder,
+    private readonly schedule: (o: ScheduleOptions) => Schedule,
+    private readonly encoder: PromptEncoder,
+    private readonly denoiser: Denoiser,
+    private readonly vae: { session: ort.InferenceSession; meta: InputMeta },
+    readonly info: PipelineInfo,
+  ) {}
+
+  static async load(dir: string, opts: PipelineOptions): Promise<DiffusionPipeline> {
+    const folder = readModelFolder(dir);
+    const schedule = createScheduler(folder.scheduler.className, folder.scheduler.config);
+    try {
+      return await DiffusionPipeline.open(folder, schedule, opts.device, opts.threads);
+    } catch (e) {
+      if (opts.device !== "cuda") throw e;
+      opts.onFallback?.((e as Error).message);
+      return DiffusionPipeline.open(folder, schedule, "cpu", opts.threads);
+    }
+  }
+
+  private static async open(folder: ModelFolder, schedule: (o: ScheduleOptions) => Schedule, device: "cpu" | "cuda", threads: number) {
+    const options: ort.InferenceSession.SessionOptions = {
+      executionProviders: [device],
+      intraOpNumThreads: threads,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: "all",
+    };
+    const encoder = await PromptEncoder.load(folder.tokenizerDir, folder.textEncoderDir, { device, threads });
+    const io = DENOISER_IO[folder.denoiser.kind];
+    const session = await ort.InferenceSession.create(folder.denoiser.path, options);
+    const known = [io.sample, "timestep", "encoder_hidden_states", "pooled_projections"];
+    const unknown = session.inputNames.filter((n) => !known.includes(n));
+    if (unknown.length) throw new Error(`${folder.denoiser.kind}/model.onnx wants inputs this pipeline does not provide: ${unknown.join(", ")}`);
+    const meta: Record<string, InputMeta> = {};
+    for (const n of session.inputNames) meta[n] = inputMeta(session, n);
+    if (!meta[io.sample] || !meta.timestep || !meta.encoder_hidden_states)
+      throw new Error(`${folder.denoiser.kind}/model.onnx must take ${io.sample}, timestep and encoder_hidden_states (it takes ${session.inputNames.join(", ")})`);
+    const output = session.outputNames.includes(io.output) ? io.output : session.outputNames[0]!;
+    const vae = await ort.InferenceSession.create(folder.vaeDecoderPath, options);
+    const info: PipelineInfo = {
+      denoiser: folder.denoiser.kind,
+      scheduler: folder.scheduler.className,
+      latentChannels: folder.vae.latentChannels,
+      scaleFactor: folder.vae.scaleFactor,
+      maxPromptTokens: encoder.maxTokens,
+      device,
+    };
+    return new DiffusionPipeline(folder, schedule, encoder, { session, sample: io.sample, output, meta }, { session: vae, meta: inputMeta(vae, "latent_sample") }, info);
+  }
+
+  /** One PNG for `req`; `shouldStop` is polled before every step and throws GenerationStopped. */
+  async generate(req: ImageRequest, shouldStop: () => boolean = () => false): Promise<Uint8Array> {
+    const { scaleFactor, latentChannels: C } = this.info;
+    if (req.width % scaleFactor || req.height % scaleFactor) throw new Error(`width and height must be multiples of ${scaleFactor}`);
+    const [h, w] = [req.height / scaleFactor, req.width / scaleFactor];
+    const stop = () => {
+      if (shouldStop()) throw new GenerationStopped();
+    };
+    const embedding = await this.embed(req.prompt);
+    const schedule = this.schedule({ steps: req.steps, imageSeqLen: Math.ceil(h / 2) * Math.ceil(w / 2) });
+    const latents = gaussianNoise(req.seed, C * h * w);
+    if (schedule.initNoiseSigma !== 1) for (let j = 0; j < latents.length; j++) latents[j]! *= schedule.initNoiseSigma;
+
+    const d = this.denoiser;
+    const text: Record<string, ort.Tensor> = {
+      encoder_hidden_states: toTensor(d.meta.encoder_hidden_states!, embedding.hidden, embedding.hiddenDims),
+    };
+    if (d.meta.pooled_projections) {
+      if (!embedding.pooled) throw new Error("the denoiser wants pooled_projections but the text encoder has no pooled output");
+      text.pooled_projections = toTensor(d.meta.pooled_projections, embedding.pooled.data, embedding.pooled.dims);
+    }
+    for (let i = 0; i < schedule.timesteps.length; i++) {
+      stop();
+      const scale = schedule.inputScale(i);
+      const input = scale === 1 ? latents : latents.map((v) => v * scale);
+      const out = await d.session.run({
+        ...text,
+        [d.sample]: toTensor(d.meta[d.sample]!, input, [1, C, h, w]),
+        timestep: toTensor(d.meta.timestep!, new Float32Array([schedule.timesteps[i]!]), d.meta.timestep!.rank === 0 ? [] : [1]),
+      });
+      schedule.step(i, toFloat32(out[d.output]!), latents);
+    }
+    stop();
+    const { scalingFactor, shiftFactor } = this.folder.vae;
+    const z = latents.map((v) => v / scalingFactor + shiftFactor);
+    const decoded = await this.vae.session.run({ latent_sample: toTensor(this.vae.meta, z, [1, C, h, w]) });
+    const image = decoded.sample ?? Object.values(decoded)[0]!;
+    return encodePng(toRgb(toFloat32(image), req.width, req.height), req.width, req.height);
+  }
+
+  /** The last prompt's embedding is kept: n images of one request encode their prompt once. */
+  private async embed(prompt: string): Promise<PromptEmbedding> {
+    if (this.last?.prompt !== prompt) this.last = { prompt, embedding: await this.encoder.encode(prompt) };
+    return this.last.embedding;
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.allSettled([this.encoder.dispose(), this.denoiser.session.release(), this.vae.session.release()]);
+  }
+}

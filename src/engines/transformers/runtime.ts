@@ -1,0 +1,31 @@
+// transformers.js, loaded on first use and set to local files only (platform notes): no remote
+// lookups, no file cache of its own; a model is an absolute folder path (which transformers.js
+// reads as a local directory, so env.localModelPath is not needed and nothing global is shared
+// with other engines that load their own folders).
+
+type Transformers = typeof import("@huggingface/transformers");
+let loaded: Promise<Transformers> | null = null;
+
+export function transformersRuntime(): Promise<Transformers> {
+  loaded ??= import("@huggingface/transformers").then((t) => {
+    t.env.allowRemoteModels = false;
+    t.env.allowLocalModels = true;
+    t.env.useFSCache = false;
+    t.env.useBrowserCache = false;
+    t.env.logLevel = t.LogLevel.ERROR;
+    return t;
+  });
+  return loaded;
+}
+
+export type OnnxDevice = "cpu" | "cuda";
+
+/** ONNX Runtime session options: the device's provider and explicit thread counts (platform rule: always set threads). */
+export function sessionOptions(device: OnnxDevice, threads: number) {
+  return {
+    executionProviders: device === "cuda" ? [{ name: "cuda" as const }] : ["cpu"],
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: "all" as const,
+  };
+}

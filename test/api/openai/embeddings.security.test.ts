@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { authSuite } from "../http/auth-suite";
+import { onnxTestApp, type OnnxTestApp } from "../../helpers/onnx";
+
+authSuite({
+  name: "embeddings",
+  scope: "inference",
+  format: "openai",
+  routes: [{ method: "POST", path: "/v1/embeddings", body: { model: "embed", input: "hello" } }],
+});
+
+let t: OnnxTestApp;
+beforeAll(async () => {
+  t = await onnxTestApp();
+});
+afterAll(() => t.close());
+
+const body = { model: "embed", input: ["hello", "world"] };
+
+test("a free key past its trial gets 402 free_quota_exhausted and the model never runs", async () => {
+  const key = t.key({ kind: "free", account: "embed-spent" });
+  t.deps.db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'embed-spent'");
+  const runs = t.embedder().runs;
+  const res = await t.request("POST", "/v1/embeddings", { key, body });
+  expect(res.status).toBe(402);
+  expect((await res.json()).error.code).toBe("free_quota_exhausted");
+  expect(t.embedder().runs).toBe(runs);
+});
+
+test("a premium key with no balance gets 402 insufficient_balance", async () => {
+  const key = t.key({ kind: "premium" });
+  const res = await t.request("POST", "/v1/embeddings", { key, body });
+  expect(res.status).toBe(402);
+  expect((await res.json()).error.code).toBe("insufficient_balance");
+});
+
+test("error messages do not echo the input text", async () => {
+  const key = t.key({ creditUsd: 1 });
+  const secret = "my-secret-password-1234 ".repeat(200);
+  const res = await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: ["ok", secret] } });
+  expect(res.status).toBe(400);
+  expect(await res.text()).not.toContain("my-secret-password");
+});

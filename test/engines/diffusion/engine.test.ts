@@ -1,0 +1,96 @@
+import { afterAll, expect, test } from "bun:test";
+import { ensureDiffusionModel } from "../../../models/diffusion/cache";
+import { ApiError } from "../../../src/api/http/errors";
+import { DiffusionImageEngine, type DiffusionEngineOptions } from "../../../src/engines/diffusion/engine";
+import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
+import type { ImageRequest } from "../../../src/engines/types";
+import { memoryLogger } from "../../../src/log";
+
+// The engine: image workers on their own threads behind a slot pool.
+
+const dir = ensureDiffusionModel("diffusion-turbo");
+const engines: DiffusionImageEngine[] = [];
+function engine(o: Partial<DiffusionEngineOptions> = {}) {
+  const logger = memoryLogger();
+  const e = new DiffusionImageEngine({ modelId: "turbo", dir, slots: 1, threads: 1, device: "cpu", maxQueue: 0, maxWaitMs: 5000, logger, ...o });
+  engines.push(e);
+  return Object.assign(e, { logs: logger.lines });
+}
+afterAll(() => Promise.all(engines.map((e) => e.unload())));
+
+const req: ImageRequest = { prompt: "a red boat", width: 256, height: 256, seed: 3, steps: 3 };
+const slow: ImageRequest = { prompt: "slow", width: 1536, height: 1536, seed: 1, steps: 50 };
+const until = async (cond: () => boolean) => {
+  for (let i = 0; i < 400 && !cond(); i++) await Bun.sleep(5);
+  expect(cond()).toBe(true);
+};
+
+test("a worker thread makes the same bytes as the bare pipeline", async () => {
+  const e = engine();
+  const w = await e.acquire();
+  const fromWorker = await w.generate(req).finally(() => w.release());
+  const bare = await DiffusionPipeline.load(dir, { device: "cpu", threads: 1 });
+  const fromBare = await bare.generate(req).finally(() => bare.dispose());
+  expect(Buffer.from(fromWorker).equals(Buffer.from(fromBare))).toBe(true);
+  expect(e.loaded).toBe(true);
+  expect(e.logs.find((l) => l.msg === "image model loaded")).toMatchObject({ workers: 1, threads_per_worker: 1, scheduler: "FlowMatchEulerDiscreteScheduler" });
+});
+
+test("when every worker is busy, acquiring is refused at once with 503 image_workers_busy and Retry-After", async () => {
+  const e = engine({ slots: 2 });
+  const [a, b] = [await e.acquire(), await e.acquire()];
+  expect(e.stats()).toEqual({ slots: 2, busy: 2, queued: 0 });
+  const refused = await e.acquire().catch((x) => x);
+  expect(refused).toBeInstanceOf(ApiError);
+  expect(refused.code).toBe("image_workers_busy");
+  expect(refused.status).toBe(503);
+  expect(refused.headers["retry-after"]).toBe("1");
+  a.release();
+  b.release();
+  expect(e.stats().busy).toBe(0);
+});
+
+test("with a queue, a request waits for the worker and gets it when the first is done", async () => {
+  const e = engine({ maxQueue: 1 });
+  const first = await e.acquire();
+  const second = e.acquire();
+  await until(() => e.stats().queued === 1);
+  first.release();
+  const w = await second;
+  expect((await w.generate(req)).length).toBeGreaterThan(0);
+  w.release();
+});
+
+test("a stopped generation rejects with the caller's reason once the thread is idle, and the worker works on", async () => {
+  const e = engine();
+  const w = await e.acquire();
+  const controller = new AbortController();
+  const pending = w.generate(slow, controller.signal).catch((x) => x);
+  await Bun.sleep(300);
+  const started = performance.now();
+  controller.abort(new Error("client left"));
+  expect(((await pending) as Error).message).toBe("client left");
+  expect(performance.now() - started).toBeLessThan(2000); // stopped at the next step, not after 50
+  expect((await w.generate(req)).length).toBeGreaterThan(0);
+  w.release();
+});
+
+test("unloading ends the threads; the next request loads the model again", async () => {
+  const e = engine();
+  await e.load();
+  await e.unload();
+  expect(e.loaded).toBe(false);
+  const w = await e.acquire();
+  expect((await w.generate(req)).length).toBeGreaterThan(0);
+  w.release();
+});
+
+test("a model that cannot load is 503 model_unavailable, with the reason in the log only", async () => {
+  const e = engine({ dir: "/nonexistent/model" });
+  const err = await e.acquire().catch((x) => x);
+  expect(err).toBeInstanceOf(ApiError);
+  expect(err.code).toBe("model_unavailable");
+  expect(err.message).not.toContain("/nonexistent");
+  expect(e.logs.find((l) => l.msg === "image model failed to load")!.error).toContain("not a folder");
+  expect(e.stats().busy).toBe(0);
+});
