@@ -4,7 +4,7 @@ import { ApiError } from "../api/http/errors";
 import type { Clock } from "../clock";
 import type { Config } from "../config";
 import type { ModelManifest } from "../engines/manifest";
-import { usageRepo } from "../store/usage";
+import { usageRepo, type UsageRow } from "../store/usage";
 import type { Limits } from "./limits";
 import { batchBasisPoints, costMicros, formatMicros, priceFor } from "./pricing";
 
@@ -44,13 +44,15 @@ export interface Settlement {
 
 export interface Ticket {
   readonly requestId: string;
-  settle(usage: ActualUsage): Settlement;
+  /** Resolves once the usage row and the charge are committed (a durable write). */
+  settle(usage: ActualUsage): Promise<Settlement>;
   release(): void;
 }
 
 export type Meter = ReturnType<typeof createMeter>;
 
 export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock) {
+  const commits = groupCommit(usageRepo(db));
   const usage = usageRepo(db);
   const holds = new Map<string, { micros: number; tokens: number }>();
   const batchBp = batchBasisPoints(config.prices);
@@ -116,14 +118,15 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
 
     return {
       requestId: req.requestId,
-      settle(actual: ActualUsage): Settlement {
+      settle(actual: ActualUsage): Promise<Settlement> {
         if (state !== "held") throw new Error(`ticket ${req.requestId} is already ${state}`);
         state = "settled";
-        try {
-          const n = actual.images ?? 0;
-          const cost = p.kind === "premium" ? costMicros(price, { ...actual, images: n }, bp) : 0;
-          const trialTokens = usesTrial(p, req) ? actual.inputTokens + actual.outputTokens : 0;
-          const charged = usage.settle.immediate({
+        const n = actual.images ?? 0;
+        const cost = p.kind === "premium" ? costMicros(price, { ...actual, images: n }, bp) : 0;
+        const trialTokens = usesTrial(p, req) ? actual.inputTokens + actual.outputTokens : 0;
+        // The hold is dropped only once the charge is committed: until then it still counts.
+        return commits
+          .add({
             request_id: req.requestId,
             account_id: p.accountId,
             key_id: p.keyId,
@@ -137,11 +140,9 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
             cost_micros: cost,
             trial_tokens: trialTokens,
             created_at: clock.now(),
-          });
-          return { costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged };
-        } finally {
-          drop();
-        }
+          })
+          .then((charged) => ({ costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged }))
+          .finally(drop);
       },
       release() {
         if (state !== "held") return;
@@ -152,4 +153,39 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
   }
 
   return { reserve, held };
+}
+
+/**
+ * Settlements made in the same turn of the event loop are committed in one transaction: one
+ * synced write instead of one per request when many requests finish together (a micro-batch, a
+ * busy server). Each caller's promise resolves only after the commit, so nothing is acknowledged
+ * before it is durable. A row that fails rejects only its own settlement; a failed commit
+ * rejects them all and charges none.
+ */
+function groupCommit(usage: ReturnType<typeof usageRepo>) {
+  let pending: { row: UsageRow; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    let results: ReturnType<typeof usage.settleMany>;
+    try {
+      results = usage.settleMany.immediate(batch.map((b) => b.row));
+    } catch (e) {
+      for (const b of batch) b.fail(e);
+      return;
+    }
+    batch.forEach((b, i) => {
+      const r = results[i]!;
+      if ("error" in r) b.fail(r.error);
+      else b.done(r.charged);
+    });
+  };
+  return {
+    add(row: UsageRow): Promise<boolean> {
+      return new Promise((done, fail) => {
+        if (pending.length === 0) setImmediate(flush);
+        pending.push({ row, done, fail });
+      });
+    },
+  };
 }

@@ -109,7 +109,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
           if (delta) out.push(chunk(ids, delta));
         }, controller.signal);
         // Settled even when the client left mid-way: what was generated was computed.
-        ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
+        await ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
         end.stopSequence = r.stopSequence;
         out.push(chunk(ids, {}, r.finishReason));
         out.push(usageChunk(ids, toUsage(r)));

@@ -64,7 +64,7 @@ export function createClassifyService(deps: CapabilityDeps) {
       ticket.release();
       throw e;
     }
-    ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
+    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
     return {
       object: "list",
       model: manifest.id,

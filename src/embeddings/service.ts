@@ -70,7 +70,7 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
       ticket.release();
       throw e;
     }
-    ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
+    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
     const base64 = req.encoding_format === "base64";
     return {
       object: "list",

@@ -54,7 +54,7 @@ export function createImagesService(deps: CapabilityDeps) {
         const png = await worker.generate({ prompt: job.prompt, width: job.width, height: job.height, seed, steps: job.steps }, opts.signal);
         data.push({ b64_json: Buffer.from(png).toString("base64"), seed });
       }
-      ticket.settle({ inputTokens: 0, outputTokens: 0, images: job.n });
+      await ticket.settle({ inputTokens: 0, outputTokens: 0, images: job.n });
       return { created: Math.floor(clock.now() / 1000), data, size: `${job.width}x${job.height}`, output_format: "png" };
     } catch (e) {
       ticket.release();

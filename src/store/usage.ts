@@ -34,17 +34,34 @@ export function usageRepo(db: Database) {
   );
   const byRequest = db.query<UsageRow, [string]>("SELECT * FROM usage WHERE request_id = ?");
 
+  /**
+   * Records one request's usage and charges it. Returns false (and charges nothing) when the
+   * request id was already settled: settlement is exactly-once per request.
+   */
+  const settleOne = (row: UsageRow): boolean => {
+    if (insert.run({ ...row }).changes === 0) return false;
+    if (row.cost_micros) charge.run({ cost: row.cost_micros, id: row.account_id });
+    if (row.trial_tokens) useTrial.run({ tokens: row.trial_tokens, id: row.account_id });
+    return true;
+  };
+
+  const settle = db.transaction(settleOne);
+
   return {
+    settle,
     /**
-     * Records one request's usage and charges it, in one transaction. Returns false (and charges
-     * nothing) when the request id was already settled: settlement is exactly-once per request.
+     * Several settlements in one transaction (one synced write). Each runs in its own savepoint
+     * (a transaction inside a transaction), so one failing row fails only itself.
      */
-    settle: db.transaction((row: UsageRow): boolean => {
-      if (insert.run({ ...row }).changes === 0) return false;
-      if (row.cost_micros) charge.run({ cost: row.cost_micros, id: row.account_id });
-      if (row.trial_tokens) useTrial.run({ tokens: row.trial_tokens, id: row.account_id });
-      return true;
-    }),
+    settleMany: db.transaction((rows: UsageRow[]): ({ charged: boolean } | { error: unknown })[] =>
+      rows.map((row) => {
+        try {
+          return { charged: settle(row) };
+        } catch (error) {
+          return { error };
+        }
+      }),
+    ),
     totals: (accountId: string) => totals.get(accountId)!,
     balance: (accountId: string) => balance.get(accountId),
     byRequest: (requestId: string) => byRequest.get(requestId),

@@ -67,44 +67,44 @@ describe("image quotas", () => {
   const t = testApp({ clock });
   afterAll(() => t.close());
   const principal = (kind: "free" | "premium") => t.deps.accounts.authenticate(t.key({ kind, creditUsd: 5 }))!;
-  const settleImages = (p: ReturnType<typeof principal>, n: number) =>
+  const settleImages = async (p: ReturnType<typeof principal>, n: number) =>
     t.deps.meter
       .reserve(p, { requestId: crypto.randomUUID(), model: { id: "img", kind: "image" }, endpoint: "/v1/images/generations", inputTokens: 0, maxOutputTokens: 0, images: n })
       .settle({ inputTokens: 0, outputTokens: 0, images: n });
-  const code = (f: () => unknown) => {
+  const code = async (f: () => Promise<unknown>) => {
     try {
-      f();
+      await f();
     } catch (e) {
       return (e as ApiError).code;
     }
     return "ok";
   };
 
-  test("a free key gets 2 images a minute and 5 a day; the day resets at 00:00 UTC", () => {
+  test("a free key gets 2 images a minute and 5 a day; the day resets at 00:00 UTC", async () => {
     const p = principal("free");
-    settleImages(p, 2);
-    expect(code(() => settleImages(p, 1))).toBe("rate_limit_exceeded");
+    await settleImages(p, 2);
+    expect(await code(() => settleImages(p, 1))).toBe("rate_limit_exceeded");
     clock.advance(60_000);
-    settleImages(p, 2);
+    await settleImages(p, 2);
     clock.advance(60_000); // 00:00 of the next day: the day count starts again
-    settleImages(p, 2);
+    await settleImages(p, 2);
     clock.advance(60_000);
-    settleImages(p, 2); // 4 today
+    await settleImages(p, 2); // 4 today
     clock.advance(60_000);
-    expect(code(() => settleImages(p, 2))).toBe("daily_limit_exceeded"); // would be 6
-    expect(code(() => settleImages(p, 1))).toBe("ok"); // 5
+    expect(await code(() => settleImages(p, 2))).toBe("daily_limit_exceeded"); // would be 6
+    expect(await code(() => settleImages(p, 1))).toBe("ok"); // 5
     clock.advance(60_000);
-    expect(code(() => settleImages(p, 1))).toBe("daily_limit_exceeded");
+    expect(await code(() => settleImages(p, 1))).toBe("daily_limit_exceeded");
   });
 
-  test("asking for more images than a cap allows at all is a 400 naming n", () => {
-    expect(code(() => settleImages(principal("free"), 3))).toBe("invalid_request");
+  test("asking for more images than a cap allows at all is a 400 naming n", async () => {
+    expect(await code(() => settleImages(principal("free"), 3))).toBe("invalid_request");
   });
 
-  test("a premium key gets 300 images a day", () => {
+  test("a premium key gets 300 images a day", async () => {
     const p = principal("premium");
-    for (let i = 0; i < 75; i++) settleImages(p, 4);
-    expect(code(() => settleImages(p, 1))).toBe("daily_limit_exceeded");
+    for (let i = 0; i < 75; i++) await settleImages(p, 4);
+    expect(await code(() => settleImages(p, 1))).toBe("daily_limit_exceeded");
   });
 });
 

@@ -30,11 +30,11 @@ function ledger(accountName: string) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("reserve, settle, release", () => {
-  test("a settled premium request is charged its actual cost once", () => {
+  test("a settled premium request is charged its actual cost once", async () => {
     const p = accounts.authenticate(t.key({ account: "p1", kind: "premium", creditUsd: 1 }))!;
     const ticket = meter.reserve(p, request("r1", 1000, 4000));
     expect(meter.held(p.accountId).micros).toBe(costMicros(priceFor(chat, prices), { inputTokens: 1000, outputTokens: 4000, images: 0 }));
-    const s = ticket.settle({ inputTokens: 1000, outputTokens: 10, cachedTokens: 200 });
+    const s = await ticket.settle({ inputTokens: 1000, outputTokens: 10, cachedTokens: 200 });
     expect(s).toEqual({ costMicros: 137, trialTokens: 0, charged: true });
     expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
     expect(ledger("p1")).toMatchObject({ balance: 1_000_000 - 137, cost: 137, rows: 1 });
@@ -46,10 +46,10 @@ describe("reserve, settle, release", () => {
     expect(() => ticket.settle({ inputTokens: 1, outputTokens: 1 })).toThrow(/already settled/);
   });
 
-  test("the same request id is charged once even if settled by two tickets", () => {
+  test("the same request id is charged once even if settled by two tickets", async () => {
     const p = accounts.authenticate(t.key({ account: "p2", kind: "premium", creditUsd: 1 }))!;
-    expect(meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 }).charged).toBe(true);
-    expect(meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
+    expect((await meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).charged).toBe(true);
+    expect(await meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
     expect(ledger("p2").rows).toBe(1);
   });
 
@@ -62,17 +62,43 @@ describe("reserve, settle, release", () => {
     expect(ledger("p3")).toMatchObject({ balance: 1_000_000, rows: 0 });
   });
 
-  test("batch requests pay the batch share of the live price", () => {
+  test("batch requests pay the batch share of the live price", async () => {
     const p = accounts.authenticate(t.key({ account: "p4", kind: "premium", creditUsd: 1 }))!;
-    const s = meter.reserve(p, request("b1", 0, 0, { batch: true })).settle({ inputTokens: 1_000_000, outputTokens: 0 });
+    const s = await meter.reserve(p, request("b1", 0, 0, { batch: true })).settle({ inputTokens: 1_000_000, outputTokens: 0 });
     expect(s.costMicros).toBe(60_000);
   });
 
-  test("a free key spends the account's trial tokens, not its balance", () => {
+  test("a free key spends the account's trial tokens, not its balance", async () => {
     const p = accounts.authenticate(t.key({ account: "f1", kind: "free" }))!;
-    const s = meter.reserve(p, request("f1r")).settle({ inputTokens: 120, outputTokens: 30 });
+    const s = await meter.reserve(p, request("f1r")).settle({ inputTokens: 120, outputTokens: 30 });
     expect(s).toEqual({ costMicros: 0, trialTokens: 150, charged: true });
     expect(accounts.getAccount("f1").trial_tokens_remaining).toBe(250_000 - 150);
+  });
+});
+
+describe("group commit", () => {
+  test("settlements of one moment commit together, and each resolves only once committed", async () => {
+    const p = accounts.authenticate(t.key({ account: "grouped", kind: "premium", creditUsd: 1 }))!;
+    const tickets = Array.from({ length: 20 }, (_, i) => meter.reserve(p, request(`g-${i}`, 10, 10)));
+    const settled = tickets.map((tk) => tk.settle({ inputTokens: 10, outputTokens: 10 }));
+    // Not acknowledged yet: nothing is in the store and the holds still count.
+    expect(ledger("grouped").rows).toBe(0);
+    expect(meter.held(p.accountId).micros).toBeGreaterThan(0);
+    const results = await Promise.all(settled);
+    expect(results.every((r) => r.charged)).toBe(true);
+    expect(ledger("grouped")).toMatchObject({ rows: 20, cost: results.reduce((n, r) => n + r.costMicros, 0) });
+    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+  });
+
+  test("a row that cannot be written fails only its own settlement", async () => {
+    const p = accounts.authenticate(t.key({ account: "one-bad", kind: "premium", creditUsd: 1 }))!;
+    const ghost = { ...p, keyId: "key_does_not_exist" }; // violates the foreign key on usage.key_id
+    const good = meter.reserve(p, request("ok-1")).settle({ inputTokens: 5, outputTokens: 5 });
+    const bad = meter.reserve(ghost, request("bad-1")).settle({ inputTokens: 5, outputTokens: 5 });
+    expect((await good).charged).toBe(true);
+    await expect(bad).rejects.toThrow(/FOREIGN KEY/);
+    expect(ledger("one-bad").rows).toBe(1);
+    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
   });
 });
 
@@ -135,7 +161,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
           ticket.release();
           outcomes.released++;
         } else {
-          ticket.settle({ inputTokens: req.inputTokens, outputTokens: (i * 17) % maxOut });
+          await ticket.settle({ inputTokens: req.inputTokens, outputTokens: (i * 17) % maxOut });
           outcomes.settled++;
         }
       }),
@@ -168,7 +194,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
           return;
         }
         await sleep((i * 7) % 9);
-        ticket.settle({ inputTokens: 1000, outputTokens: (i * 31) % 2000 });
+        await ticket.settle({ inputTokens: 1000, outputTokens: (i * 31) % 2000 });
         settled++;
       }),
     );
