@@ -8,6 +8,7 @@ import { messagesRoutes } from "./api/anthropic/routes";
 import { chatRoutes } from "./api/openai/chat";
 import { classifyRoutes } from "./api/openai/classify";
 import { embeddingsRoutes } from "./api/openai/embeddings";
+import { filesRoutes } from "./api/openai/files";
 import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
@@ -42,7 +43,8 @@ export function createApp(deps: AppDeps): App {
     .use(messagesRoutes(deps.chat, logger))
     .use(embeddingsRoutes(deps))
     .use(classifyRoutes(deps))
-    .use(imagesRoutes(deps));
+    .use(imagesRoutes(deps))
+    .use(filesRoutes(deps.files));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

@@ -10,6 +10,7 @@ import { diffusionFactory } from "./engines/diffusion/factory";
 import { llamaChatFactory } from "./engines/llama/factory";
 import { transformersFactories } from "./engines/transformers/factory";
 import { createEmbeddingsService, type EmbeddingsService } from "./embeddings/service";
+import { createFilesService, type FilesService } from "./files/service";
 import { createImagesService, type ImagesService } from "./images/service";
 import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
@@ -28,6 +29,7 @@ export interface AppDeps {
   embeddings: EmbeddingsService;
   classify: ClassifyService;
   images: ImagesService;
+  files: FilesService;
   startedAt: number;
 }
 
@@ -66,6 +68,7 @@ export function createServices(
     embeddings: createEmbeddingsService(capability),
     classify: createClassifyService(capability),
     images: createImagesService(capability),
+    files: createFilesService({ db, dataDir: config.server.data_dir, clock, logger }),
     startedAt: clock.now(),
   };
 }
