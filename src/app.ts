@@ -5,6 +5,7 @@ import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
+import { batchesRoutes } from "./api/openai/batches";
 import { chatRoutes } from "./api/openai/chat";
 import { classifyRoutes } from "./api/openai/classify";
 import { embeddingsRoutes } from "./api/openai/embeddings";
@@ -44,7 +45,8 @@ export function createApp(deps: AppDeps): App {
     .use(embeddingsRoutes(deps))
     .use(classifyRoutes(deps))
     .use(imagesRoutes(deps))
-    .use(filesRoutes(deps.files));
+    .use(filesRoutes(deps.files))
+    .use(batchesRoutes(deps.batches));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

@@ -42,6 +42,10 @@ export async function startServer(
     const deps = createServices(config, db, { logger });
     const firstKey = bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
+    deps.files.sweep();
+    const sweeper = setInterval(() => deps.files.sweep(), 3_600_000);
+    sweeper.unref();
+    deps.batchWorker.start();
     const app = createApp(deps);
     const server = Bun.serve({
       hostname: config.server.host,
@@ -64,6 +68,8 @@ export async function startServer(
         if (stopped) return;
         stopped = true;
         await server.stop();
+        clearInterval(sweeper);
+        await deps.batchWorker.stop();
         await deps.registry.unloadAll();
         logger.info("stopped");
         logger.flush();

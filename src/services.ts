@@ -4,6 +4,8 @@ import { createLimits, type Limits } from "./billing/limits";
 import { createMeter, type Meter } from "./billing/meter";
 import { systemClock, type Clock } from "./clock";
 import type { Config } from "./config";
+import { createBatchesService, type BatchesService } from "./batches/service";
+import { createBatchWorker, type BatchWorker } from "./batches/worker";
 import { createChatService, type ChatService } from "./chat/service";
 import { createClassifyService, type ClassifyService } from "./classify/service";
 import { diffusionFactory } from "./engines/diffusion/factory";
@@ -30,6 +32,9 @@ export interface AppDeps {
   classify: ClassifyService;
   images: ImagesService;
   files: FilesService;
+  batches: BatchesService;
+  /** Runs batches in the background: started by main.ts (and by tests that need it). */
+  batchWorker: BatchWorker;
   startedAt: number;
 }
 
@@ -55,20 +60,27 @@ export function createServices(
     },
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
+  const accounts = createAccountService(db, config.limits, clock);
+  const chat = createChatService({ registry, meter, clock, logger });
+  const embeddings = createEmbeddingsService(capability);
+  const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
+  const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });
   return {
     config,
     db,
     clock,
     logger,
-    accounts: createAccountService(db, config.limits, clock),
+    accounts,
     limits,
     meter,
     registry,
-    chat: createChatService({ registry, meter, clock, logger }),
-    embeddings: createEmbeddingsService(capability),
+    chat,
+    embeddings,
     classify: createClassifyService(capability),
     images: createImagesService(capability),
-    files: createFilesService({ db, dataDir: config.server.data_dir, clock, logger }),
+    files,
+    batches: createBatchesService({ db, files, clock, notify: batchWorker.notify }),
+    batchWorker,
     startedAt: clock.now(),
   };
 }

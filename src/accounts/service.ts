@@ -117,8 +117,14 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
     const hash = Buffer.from(digest, "base64");
     const row = keys.byHash(hash);
     if (!row || row.revoked_at !== null || !sameHash(row.secret_hash, hash)) return null;
+    const principal = toPrincipal(row);
+    cache.set(digest, principal);
+    return principal;
+  }
+
+  function toPrincipal(row: KeyWithAccount): Principal {
     const free = row.kind === "free";
-    const principal: Principal = {
+    return {
       keyId: row.id,
       accountId: row.account_id,
       accountName: row.account_name,
@@ -129,8 +135,6 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
       inflight: free ? 0 : (row.inflight_limit ?? limits.premium_inflight),
       maxActiveRentals: row.max_active_rentals ?? limits.max_active_rentals,
     };
-    cache.set(digest, principal);
-    return principal;
   }
 
   return {
@@ -242,6 +246,15 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
       });
       cache.clear();
       return toKeyInfo(keys.byId(row.id)!);
+    },
+
+    /**
+     * The principal of a key by id, revoked or not: work the key started while it was valid
+     * (batch lines) goes on in its name.
+     */
+    principalById(keyId: string): Principal | null {
+      const row = keys.byId(keyId);
+      return row ? toPrincipal(row) : null;
     },
 
     /** Key → principal, or null for an unknown, malformed or revoked key. */

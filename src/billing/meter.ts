@@ -44,8 +44,11 @@ export interface Settlement {
 
 export interface Ticket {
   readonly requestId: string;
-  /** Resolves once the usage row and the charge are committed (a durable write). */
-  settle(usage: ActualUsage): Promise<Settlement>;
+  /**
+   * Resolves once the usage row and the charge are committed (a durable write). `also` runs in
+   * the same transaction: what it writes is committed with the charge or not at all.
+   */
+  settle(usage: ActualUsage, also?: () => void): Promise<Settlement>;
   release(): void;
 }
 
@@ -118,7 +121,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
 
     return {
       requestId: req.requestId,
-      settle(actual: ActualUsage): Promise<Settlement> {
+      settle(actual: ActualUsage, also?: () => void): Promise<Settlement> {
         if (state !== "held") throw new Error(`ticket ${req.requestId} is already ${state}`);
         state = "settled";
         const n = actual.images ?? 0;
@@ -140,7 +143,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
             cost_micros: cost,
             trial_tokens: trialTokens,
             created_at: clock.now(),
-          })
+          }, also)
           .then((charged) => ({ costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged }))
           .finally(drop);
       },
@@ -163,13 +166,13 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
  * rejects them all and charges none.
  */
 function groupCommit(usage: ReturnType<typeof usageRepo>) {
-  let pending: { row: UsageRow; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
+  let pending: { row: UsageRow; also?: () => void; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
   const flush = () => {
     const batch = pending;
     pending = [];
     let results: ReturnType<typeof usage.settleMany>;
     try {
-      results = usage.settleMany.immediate(batch.map((b) => b.row));
+      results = usage.settleMany.immediate(batch.map((b) => ({ row: b.row, also: b.also })));
     } catch (e) {
       for (const b of batch) b.fail(e);
       return;
@@ -181,10 +184,10 @@ function groupCommit(usage: ReturnType<typeof usageRepo>) {
     });
   };
   return {
-    add(row: UsageRow): Promise<boolean> {
+    add(row: UsageRow, also?: () => void): Promise<boolean> {
       return new Promise((done, fail) => {
         if (pending.length === 0) setImmediate(flush);
-        pending.push({ row, done, fail });
+        pending.push({ row, also, done, fail });
       });
     },
   };

@@ -1,7 +1,7 @@
 import type { Principal } from "../accounts/types";
 import type { ChatRequest } from "../api/openai/chat-schema";
 import { ApiError } from "../api/http/errors";
-import type { Meter, Ticket } from "../billing/meter";
+import type { ActualUsage, Meter, Ticket } from "../billing/meter";
 import type { Clock } from "../clock";
 import type { Registry } from "../engines/registry";
 import type { ChatLease } from "../engines/types";
@@ -25,6 +25,11 @@ export interface ChatCallOptions {
   signal?: AbortSignal;
   /** Pass reasoning text through as `reasoning_content` deltas (Messages `thinking` blocks). */
   includeReasoning?: boolean;
+  /**
+   * The caller settles (ChatRun.settle) once it has built its answer, so that what it records is
+   * committed with the charge (batch lines). Without it the generation task settles by itself.
+   */
+  settleLater?: boolean;
 }
 
 export interface ChatRun {
@@ -37,9 +42,19 @@ export interface ChatRun {
   stopSequence(): string | null;
   /** Typed chunks; the last one carries usage. Returning it early stops the generation. */
   chunks: AsyncGenerator<ChatCompletionChunk, void, void>;
+  /** With `settleLater`, after the chunks end: charges the usage, committing `also` with it. */
+  settle(also?: () => void): Promise<void>;
+  /** With `settleLater`, when the caller will not settle (it failed): nothing is charged. Idempotent. */
+  release(): void;
 }
 
 export type ChatService = ReturnType<typeof createChatService>;
+
+interface RunEnd {
+  stopSequence: string | null;
+  /** The usage to charge, once the generation ended. */
+  usage: ActualUsage | null;
+}
 
 export function createChatService(deps: { registry: Registry; meter: Meter; clock: Clock; logger: Logger }) {
   const { registry, meter, clock, logger } = deps;
@@ -60,7 +75,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
     });
     let lease;
     try {
-      lease = await prepared.acquire(opts.signal);
+      lease = await prepared.acquire(opts.signal, { batch: opts.batch === true });
     } catch (e) {
       ticket.release();
       throw e;
@@ -72,7 +87,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       model: manifest.id,
       toolCallId: (i) => (toolIds[i] ??= `call_${newId("", 24)}`),
     };
-    const end = { stopSequence: null as string | null };
+    const end: RunEnd = { stopSequence: null, usage: null };
     return {
       job,
       ids,
@@ -80,6 +95,11 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       cachedTokens: lease.cachedTokens,
       stopSequence: () => end.stopSequence,
       chunks: begin(lease, ticket, ids, opts, end),
+      async settle(also) {
+        if (!opts.settleLater || !end.usage) throw new Error("settle: nothing left to settle on this run");
+        await ticket.settle(end.usage, also);
+      },
+      release: () => ticket.release(),
     };
   }
 
@@ -93,7 +113,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
     ticket: Ticket,
     ids: CompletionIds,
     opts: ChatCallOptions,
-    end: { stopSequence: string | null },
+    end: RunEnd,
   ): AsyncGenerator<ChatCompletionChunk, void, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(opts.signal?.reason);
@@ -108,8 +128,9 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
           const delta = eventDelta(ids, e, opts.includeReasoning === true);
           if (delta) out.push(chunk(ids, delta));
         }, controller.signal);
+        end.usage = { inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens };
         // Settled even when the client left mid-way: what was generated was computed.
-        await ticket.settle({ inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens });
+        if (!opts.settleLater) await ticket.settle(end.usage);
         end.stopSequence = r.stopSequence;
         out.push(chunk(ids, {}, r.finishReason));
         out.push(usageChunk(ids, toUsage(r)));
@@ -142,12 +163,21 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       checkImages(job, manifest.id, manifest.vision);
       return registry.chatEngine(manifest.id).countTokens(job);
     },
-    /** The non-streamed answer: the same chunks, folded. */
-    async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatCompletion> {
-      const r = await start(principal, req, opts);
-      const all: ChatCompletionChunk[] = [];
-      for await (const c of r.chunks) all.push(c);
-      return aggregate(r.ids, all);
+    /**
+     * The non-streamed answer: the same chunks, folded. `record` (batch lines) is committed with
+     * the charge, in one transaction.
+     */
+    async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions & { record?: (c: ChatCompletion) => void }): Promise<ChatCompletion> {
+      const r = await start(principal, req, { ...opts, settleLater: opts.record !== undefined });
+      try {
+        const all: ChatCompletionChunk[] = [];
+        for await (const c of r.chunks) all.push(c);
+        const completion = aggregate(r.ids, all);
+        if (opts.record) await r.settle(() => opts.record!(completion));
+        return completion;
+      } finally {
+        if (opts.record) r.release();
+      }
     },
   };
 }

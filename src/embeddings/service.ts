@@ -18,6 +18,8 @@ export interface EmbeddingsCallOptions {
   endpoint?: string;
   batch?: boolean;
   signal?: AbortSignal;
+  /** Committed with the charge, in one transaction (batch lines record their result this way). */
+  record?: (response: EmbeddingsResponse) => void;
 }
 
 export interface EmbeddingsResponse {
@@ -70,14 +72,15 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
       ticket.release();
       throw e;
     }
-    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
     const base64 = req.encoding_format === "base64";
-    return {
+    const response: EmbeddingsResponse = {
       object: "list",
       data: vectors.map((v, index) => ({ object: "embedding", index, embedding: base64 ? toBase64(v) : Array.from(v) })),
       model: manifest.id,
       usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
     };
+    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 }, opts.record && (() => opts.record!(response)));
+    return response;
   }
 
   return { create };

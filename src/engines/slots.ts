@@ -4,7 +4,9 @@ import { retryHeaders } from "../billing/limits";
 // Worker slots of one model (spec §7 "every worker for the model is busy"). A request takes the
 // free slot whose cached tokens share the longest prefix with its prompt (least recently used on
 // a tie, so other slots keep their caches); when none is free it waits in a short FIFO queue, and
-// past the queue's length or wait → 429. A lease is released exactly once, whatever happens.
+// past the queue's length or wait → 429. Batch work (spec §8) waits in a queue of its own,
+// without bound or time limit, and gets a freed slot only when no live request waits for it.
+// A lease is released exactly once, whatever happens.
 
 export interface PoolSlot {
   /** How many leading tokens of `tokens` this slot already holds. */
@@ -32,12 +34,13 @@ interface Waiter {
   tokens: readonly number[];
   resolve(lease: Lease<any>): void;
   reject(e: unknown): void;
-  timer: ReturnType<typeof setTimeout>;
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 export class SlotPool<S extends PoolSlot> {
   private free: { slot: S; usedAt: number }[];
   private queue: Waiter[] = [];
+  private batchQueue: Waiter[] = [];
   private tick = 0;
 
   constructor(
@@ -52,22 +55,23 @@ export class SlotPool<S extends PoolSlot> {
   }
 
   stats() {
-    return { total: this.slots.length, busy: this.slots.length - this.free.length, queued: this.queue.length };
+    return { total: this.slots.length, busy: this.slots.length - this.free.length, queued: this.queue.length, batchQueued: this.batchQueue.length };
   }
 
-  acquire(tokens: readonly number[], signal?: AbortSignal): Promise<Lease<S>> {
+  acquire(tokens: readonly number[], signal?: AbortSignal, opts: { batch?: boolean } = {}): Promise<Lease<S>> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.free.length > 0) return Promise.resolve(this.take(tokens));
+    if (opts.batch) return this.wait(this.batchQueue, tokens, signal);
     if (this.queue.length >= this.opts.maxQueue) return Promise.reject(this.busy());
+    return this.wait(this.queue, tokens, signal, this.opts.maxWaitMs);
+  }
+
+  private wait(queue: Waiter[], tokens: readonly number[], signal?: AbortSignal, maxWaitMs?: number): Promise<Lease<S>> {
     return new Promise((resolve, reject) => {
-      const waiter: Waiter = {
-        tokens,
-        resolve,
-        reject,
-        timer: setTimeout(() => this.drop(waiter, this.busy()), this.opts.maxWaitMs),
-      };
-      this.queue.push(waiter);
-      signal?.addEventListener("abort", () => this.drop(waiter, signal.reason), { once: true });
+      const waiter: Waiter = { tokens, resolve, reject };
+      if (maxWaitMs !== undefined) waiter.timer = setTimeout(() => this.drop(queue, waiter, this.busy()), maxWaitMs);
+      queue.push(waiter);
+      signal?.addEventListener("abort", () => this.drop(queue, waiter, signal.reason), { once: true });
     });
   }
 
@@ -79,10 +83,10 @@ export class SlotPool<S extends PoolSlot> {
     });
   }
 
-  private drop(w: Waiter, reason: unknown) {
-    const i = this.queue.indexOf(w);
+  private drop(queue: Waiter[], w: Waiter, reason: unknown) {
+    const i = queue.indexOf(w);
     if (i < 0) return;
-    this.queue.splice(i, 1);
+    queue.splice(i, 1);
     clearTimeout(w.timer);
     w.reject(reason);
   }
@@ -106,7 +110,8 @@ export class SlotPool<S extends PoolSlot> {
         if (released) return;
         released = true;
         this.free.push({ slot, usedAt: ++this.tick });
-        const next = this.queue.shift();
+        // Live requests first; batch work only takes a slot nobody live is waiting for.
+        const next = this.queue.shift() ?? this.batchQueue.shift();
         if (next) {
           clearTimeout(next.timer);
           next.resolve(this.take(next.tokens));

@@ -6,7 +6,10 @@ import type { ChatJob, EngineEvent, EngineResult } from "../chat/job";
 export interface EngineStats {
   slots: number;
   busy: number;
+  /** Live requests waiting for a slot. */
   queued: number;
+  /** Batch lines waiting for a slot. */
+  batchQueued?: number;
 }
 
 export interface ChatEngine {
@@ -29,8 +32,11 @@ export interface PreparedChat {
   promptTokens: number;
   /** The output cap that will apply: the request's, or what the context leaves. */
   maxTokens: number;
-  /** Waits for a worker slot (bounded queue; 429 past it). */
-  acquire(signal?: AbortSignal): Promise<ChatLease>;
+  /**
+   * Waits for a worker slot (bounded queue; 429 past it). Batch work waits behind every live
+   * request, without a bound or a time limit (spec §8 "Batch and limits").
+   */
+  acquire(signal?: AbortSignal, opts?: { batch?: boolean }): Promise<ChatLease>;
 }
 
 export interface ChatLease {

@@ -93,6 +93,12 @@ export function createFilesService(deps: { db: Database; dataDir: string; clock:
       return publish(owner, { filename, purpose: "batch_output", expiresAt: deps.clock.now() + RESULT_RETENTION_MS }, tmp, bytes);
     },
 
+    /** A result file in two steps, so that publishing can be part of the caller's transaction. */
+    stageResult: (fill: (path: string) => Promise<number>) => receive(fill).then(({ tmp, result }) => ({ tmp, bytes: result })),
+    publishResult: (owner: Owner, filename: string, staged: { tmp: string; bytes: number }) =>
+      publish(owner, { filename, purpose: "batch_output", expiresAt: deps.clock.now() + RESULT_RETENTION_MS }, staged.tmp, staged.bytes),
+    discardStaged: (staged: { tmp: string }) => rmSync(staged.tmp, { force: true }),
+
     get: (owner: Owner, id: string) => toObject(owned(owner, id)),
 
     /** The row of a file `owner` may read (for batches). */

@@ -46,6 +46,12 @@ export function usageRepo(db: Database) {
   };
 
   const settle = db.transaction(settleOne);
+  /** One settlement and what must commit with it (`also` only runs when the row is new). */
+  const settleWith = db.transaction((row: UsageRow, also?: () => void): boolean => {
+    const charged = settleOne(row);
+    if (charged) also?.();
+    return charged;
+  });
 
   return {
     settle,
@@ -53,10 +59,10 @@ export function usageRepo(db: Database) {
      * Several settlements in one transaction (one synced write). Each runs in its own savepoint
      * (a transaction inside a transaction), so one failing row fails only itself.
      */
-    settleMany: db.transaction((rows: UsageRow[]): ({ charged: boolean } | { error: unknown })[] =>
-      rows.map((row) => {
+    settleMany: db.transaction((items: { row: UsageRow; also?: () => void }[]): ({ charged: boolean } | { error: unknown })[] =>
+      items.map(({ row, also }) => {
         try {
-          return { charged: settle(row) };
+          return { charged: settleWith(row, also) };
         } catch (error) {
           return { error };
         }

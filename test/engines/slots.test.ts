@@ -37,7 +37,7 @@ test("when all slots are busy a request waits, then gets the slot released first
   const p = pool([new FakeSlot("a")]);
   const first = await p.acquire([1]);
   const waiting = p.acquire([2]);
-  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 1 });
+  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 1, batchQueued: 0 });
   first.release();
   expect((await waiting).slot.name).toBe("a");
 });
@@ -69,7 +69,7 @@ test("an aborted waiter leaves the queue and its abort reason is thrown", async 
   const waiting = p.acquire([2], controller.signal);
   controller.abort(new Error("client gone"));
   expect((await waiting.catch((e) => e)).message).toBe("client gone");
-  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 0 });
+  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 0, batchQueued: 0 });
   held.release();
   expect(p.stats().busy).toBe(0);
 });
@@ -79,5 +79,28 @@ test("releasing twice frees the slot once", async () => {
   const l = await p.acquire([1]);
   l.release();
   l.release();
-  expect(p.stats()).toEqual({ total: 2, busy: 0, queued: 0 });
+  expect(p.stats()).toEqual({ total: 2, busy: 0, queued: 0, batchQueued: 0 });
+});
+
+test("batch work waits behind live requests, without bound or time limit", async () => {
+  const p = pool([new FakeSlot("a")], 1, 10);
+  const held = await p.acquire([1]);
+  const order: string[] = [];
+  const batchA = p.acquire([2], undefined, { batch: true }).then((l) => (order.push("batch-a"), l));
+  const batchB = p.acquire([3], undefined, { batch: true }).then((l) => (order.push("batch-b"), l));
+  await Bun.sleep(30); // past the live wait limit: batch waiters are not refused
+  const live = p.acquire([4]).then((l) => (order.push("live"), l));
+  expect(p.stats()).toEqual({ total: 1, busy: 1, queued: 1, batchQueued: 2 });
+  held.release();
+  (await live).release(); // the live request got the slot first, though it came last
+  (await batchA).release();
+  (await batchB).release();
+  expect(order).toEqual(["live", "batch-a", "batch-b"]);
+  expect(p.stats()).toEqual({ total: 1, busy: 0, queued: 0, batchQueued: 0 });
+});
+
+test("a free slot goes to batch work at once when nobody live waits", async () => {
+  const p = pool([new FakeSlot("a")]);
+  const l = await p.acquire([1], undefined, { batch: true });
+  expect(l.slot.name).toBe("a");
 });

@@ -24,7 +24,8 @@ export interface TestApp {
   /** A new account with one key; returns the full key. */
   key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number }): string;
   request(method: string, path: string, opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
-  close(): void;
+  /** Stops the batch worker and the engines, then closes the store and removes the temp dir. */
+  close(): Promise<void>;
 }
 
 let counter = 0;
@@ -73,8 +74,9 @@ export function testApp(
       }
       return app.handle(new Request(BASE + path, { method, headers, body }));
     },
-    close() {
-      void deps.registry.unloadAll();
+    async close() {
+      await deps.batchWorker.stop();
+      await deps.registry.unloadAll();
       db.close();
       rmSync(dir, { recursive: true, force: true });
     },

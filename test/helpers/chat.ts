@@ -2,7 +2,9 @@ import OpenAI from "openai";
 import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../models/cache";
 import type { ChatJob } from "../../src/chat/job";
+import { diffusionFactory } from "../../src/engines/diffusion/factory";
 import { llamaChatFactory } from "../../src/engines/llama/factory";
+import { transformersFactories } from "../../src/engines/transformers/factory";
 import { forceText } from "../models/force";
 import { BASE, testApp, type TestApp } from "./app";
 
@@ -11,6 +13,11 @@ import { BASE, testApp, type TestApp } from "./app";
 // (a per-token bias), so tests can produce tool calls and thinking deterministically.
 
 const MARK = /«force:([\s\S]*?)»/;
+
+/** The engines the server uses for the other kinds (embeddings, classifier, images). */
+function defaultEngines(config: import("../../src/config").Config, logger: import("../../src/log").Logger) {
+  return { ...transformersFactories(config, logger), ...diffusionFactory(config, logger) };
+}
 
 export function forced(text: string): string {
   return `«force:${text}»`;
@@ -30,6 +37,9 @@ export interface ChatTestOptions {
   queue?: number;
   queueWaitS?: number;
   config?: Record<string, unknown>;
+  /** More model manifests served beside the chat ones. */
+  extraModels?: Record<string, unknown>[];
+  clock?: import("../../src/clock").Clock;
 }
 
 export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {
@@ -43,9 +53,11 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
         { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 4096, slots: o.slots ?? 2, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "small-chat", name: "Tiny small chat", kind: "chat", files: { model: small }, max_context: 16384, slots: 1, load: "first_use" },
         { id: "tight", name: "Tiny context", kind: "chat", files: { model: chat }, max_context: 256, slots: 1, load: "first_use" },
+        ...(o.extraModels ?? []),
       ],
     },
-    engines: (config, logger) => ({ chat: llamaChatFactory(config, logger, { testTokenBias: testBias }) }),
+    clock: o.clock,
+    engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testTokenBias: testBias }) }),
   });
   return Object.assign(t, {
     openai: (key: string) =>

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
-import type { ChatRun, ChatService } from "../../chat/service";
+import type { Principal } from "../../accounts/types";
+import type { ChatCallOptions, ChatRun, ChatService } from "../../chat/service";
 import { newId } from "../../ids";
 import type { Logger } from "../../log";
 import { contextOf, principalOf } from "../http/context";
@@ -23,17 +24,9 @@ export function responsesRoutes(chat: ChatService, logger: Logger) {
       ENDPOINT,
       async ({ body, request }) => {
         const rc = contextOf(request);
-        const principal = principalOf(request);
-        const t = toChatRequest(body);
         const controller = new AbortController();
         request.signal.addEventListener("abort", () => controller.abort(), { once: true });
-        let run: ChatRun;
-        try {
-          run = await chat.start(principal, t.chat, { requestId: rc.id, endpoint: ENDPOINT, signal: controller.signal });
-        } catch (e) {
-          throw toResponsesError(e, t.params);
-        }
-        const stream = createResponsesStream(responseContext(run, t));
+        const { run, stream, t } = await startResponse(chat, principalOf(request), body, { requestId: rc.id, endpoint: ENDPOINT, signal: controller.signal });
         if (body.stream !== true) return Response.json(await fold(run, stream, t));
         return sseResponse(toSse(run, stream, t, rc.id, logger), () => controller.abort());
       },
@@ -57,6 +50,38 @@ function notStored(id: string): never {
     "not_found",
     `No response found with id '${id}': this server does not store responses (stateless), so none can be retrieved, deleted, cancelled or listed`,
   );
+}
+
+/** Translates and starts a response on the chat service; errors name the Responses fields. */
+async function startResponse(chat: ChatService, principal: Principal, body: ResponsesRequest, opts: ChatCallOptions) {
+  const t = toChatRequest(body);
+  let run: ChatRun;
+  try {
+    run = await chat.start(principal, t.chat, opts);
+  } catch (e) {
+    throw toResponsesError(e, t.params);
+  }
+  return { run, t, stream: createResponsesStream(responseContext(run, t)) };
+}
+
+/**
+ * A whole (non-streamed) response, as POST /v1/responses answers it, for batch lines: `record`
+ * is committed with the charge, in one transaction.
+ */
+export async function respond(
+  chat: ChatService,
+  principal: Principal,
+  body: ResponsesRequest,
+  opts: ChatCallOptions & { record: (r: ResponseObject) => void },
+): Promise<ResponseObject> {
+  const { run, stream, t } = await startResponse(chat, principal, { ...body, stream: false }, { ...opts, settleLater: true });
+  try {
+    const response = await fold(run, stream, t);
+    await run.settle(() => opts.record(response));
+    return response;
+  } finally {
+    run.release();
+  }
 }
 
 /** Ids and created_at fixed once for the whole request (STYLE): item ids are minted once each. */

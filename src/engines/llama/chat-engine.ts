@@ -79,7 +79,7 @@ export class LlamaChatEngine implements ChatEngine {
 
   stats() {
     const s = this.state?.pool.stats();
-    return { slots: this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0 };
+    return { slots: this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0, batchQueued: s?.batchQueued ?? 0 };
   }
 
   async load(): Promise<void> {
@@ -192,8 +192,8 @@ export class LlamaChatEngine implements ChatEngine {
     return {
       promptTokens: promptTokens.length,
       maxTokens,
-      acquire: async (signal?: AbortSignal): Promise<ChatLease> => {
-        const lease = await s.pool.acquire(promptTokens, signal);
+      acquire: async (signal?: AbortSignal, opts?: { batch?: boolean }): Promise<ChatLease> => {
+        const lease = await s.pool.acquire(promptTokens, signal, opts);
         const cachedTokens = Math.min(lease.reusable, promptTokens.length - 1);
         return {
           cachedTokens: Math.max(0, cachedTokens),

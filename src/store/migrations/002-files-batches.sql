@@ -49,6 +49,7 @@ CREATE TABLE batch_lines (
   batch_id TEXT NOT NULL REFERENCES batches(id),
   line INTEGER NOT NULL,
   custom_id TEXT NOT NULL,
+  model TEXT NOT NULL,
   body TEXT NOT NULL,
   state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'completed', 'failed')),
   result TEXT,
@@ -56,4 +57,4 @@ CREATE TABLE batch_lines (
   finished_at INTEGER,
   PRIMARY KEY (batch_id, line)
 ) WITHOUT ROWID;
-CREATE INDEX batch_lines_todo ON batch_lines(batch_id, state, line);
+CREATE INDEX batch_lines_todo ON batch_lines(state, batch_id, line);

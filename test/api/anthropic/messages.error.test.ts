@@ -223,6 +223,8 @@ function failingChat(real: ChatService, when: () => "before" | "during"): ChatSe
         promptTokens: 5,
         cachedTokens: 0,
         stopSequence: () => null,
+        settle: async () => {},
+        release: () => {},
         chunks: (async function* () {
           yield chunk(ids, { role: "assistant", content: "" });
           yield chunk(ids, { content: "Hel" });

@@ -34,7 +34,7 @@ test("more simultaneous requests than slots: the queue waits, the rest get 429 w
     expect(b.json.error.code).toBe("workers_busy");
     expect(b.json.error.message).toContain("every worker for this model is busy");
   }
-  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
 }, 60_000);
 
 test("an aborted stream releases its slot at once, and what was generated is billed", async () => {
@@ -55,7 +55,7 @@ test("an aborted stream releases its slot at once, and what was generated is bil
   await reader.cancel();
   controller.abort();
   for (let i = 0; i < 50 && stats().busy > 0; i++) await Bun.sleep(20);
-  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
   const row = t.deps.db.query<{ output_tokens: number }, [string]>("SELECT output_tokens FROM usage WHERE request_id = ?").get(requestId);
   expect(row!.output_tokens).toBeGreaterThan(0);
   expect(row!.output_tokens).toBeLessThan(3000);
@@ -81,7 +81,7 @@ test("a client that gives up on a non-streamed request frees the slot", async ()
   controller.abort();
   await pending;
   for (let i = 0; i < 50 && stats().busy > 0; i++) await Bun.sleep(20);
-  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
 }, 60_000);
 
 test("a waiter whose client leaves gives its queue place back", async () => {
@@ -97,12 +97,12 @@ test("a waiter whose client leaves gives its queue place back", async () => {
   await waiting;
   expect(stats().queued).toBe(0);
   expect((await first).status).toBe(200);
-  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
 }, 60_000);
 
 test("a stream cancelled before its first chunk is read still frees the slot", async () => {
   const res = await t.request("POST", "/v1/chat/completions", { key, body: body({ max_tokens: 3000, stream: true }) });
   await res.body!.cancel();
   for (let i = 0; i < 100 && stats().busy > 0; i++) await Bun.sleep(20);
-  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0 });
+  expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
 }, 60_000);

@@ -63,6 +63,6 @@ test("a body larger than server.max_body_mb is 413 in the wire format's envelope
     expect(msg.status).toBe(413);
     expect((await msg.json()).error.type).toBe("request_too_large");
   } finally {
-    small.close();
+    await small.close();
   }
 });

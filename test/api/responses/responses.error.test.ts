@@ -146,7 +146,7 @@ describe("failures around a stream", () => {
       expect(res.status).toBe(200);
       return { events: parseSse(await res.text()), logs: f.logs, json: null };
     } finally {
-      f.close();
+      await f.close();
     }
   }
 
@@ -171,7 +171,7 @@ describe("failures around a stream", () => {
       expect(res.status).toBe(503);
       expect((await res.json()).error).toMatchObject({ code: "model_unavailable", message: "the worker went away" });
     } finally {
-      f.close();
+      await f.close();
     }
   });
 });

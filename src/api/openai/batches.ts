@@ -1,0 +1,26 @@
+import { Type as T } from "@sinclair/typebox";
+import { Elysia } from "elysia";
+import type { BatchesService } from "../../batches/service";
+import { principalOf } from "../http/context";
+
+// Batches (spec §2.10, §3, §4): POST /v1/batches, GET /v1/batches/{id}, GET /v1/batches (the
+// key's own, newest first, after/limit/has_more), POST /v1/batches/{id}/cancel.
+
+export const CreateBatchRequest = T.Object({
+  input_file_id: T.String({ minLength: 1 }),
+  endpoint: T.String({ minLength: 1 }),
+  completion_window: T.String({ minLength: 1 }),
+  metadata: T.Optional(T.Union([T.Record(T.String(), T.String()), T.Null()])),
+});
+
+const ListQuery = T.Object({ after: T.Optional(T.String()), limit: T.Optional(T.String({ pattern: "^[0-9]+$" })) });
+
+export function batchesRoutes(batches: BatchesService) {
+  return new Elysia({ name: "openai-batches" })
+    .post("/v1/batches", ({ request, body }) => batches.create(principalOf(request), body), { body: CreateBatchRequest })
+    .get("/v1/batches", ({ request, query }) =>
+      batches.list(principalOf(request), { after: query.after, limit: query.limit === undefined ? undefined : Number(query.limit) }),
+    { query: ListQuery })
+    .get("/v1/batches/:id", ({ request, params }) => batches.get(principalOf(request), params.id))
+    .post("/v1/batches/:id/cancel", ({ request, params }) => batches.cancel(principalOf(request), params.id));
+}

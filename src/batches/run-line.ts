@@ -1,0 +1,73 @@
+import type { Principal } from "../accounts/types";
+import type { ChatRequest } from "../api/openai/chat-schema";
+import type { EmbeddingsRequest } from "../api/openai/embeddings";
+import { asApiError, ERROR_TABLE, toOpenAIErrorBody } from "../api/http/errors";
+import { respond } from "../api/responses/routes";
+import type { ResponsesRequest } from "../api/responses/schema";
+import type { ChatService } from "../chat/service";
+import type { Clock } from "../clock";
+import type { EmbeddingsService } from "../embeddings/service";
+import type { Logger } from "../log";
+import type { BatchesRepo, BatchRow, LineRow } from "../store/batches";
+
+// One batch line through the same service a live request uses (STYLE: vLLM's run_batch runs
+// lines through the handlers that serve HTTP). A completed line's result is committed in the
+// transaction that charges it; a failed line is recorded with nothing charged (spec §7 rule 2).
+
+export interface LineDeps {
+  repo: BatchesRepo;
+  chat: ChatService;
+  embeddings: EmbeddingsService;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** The ids a line's result carries: stable, so a retried line writes the same ones. */
+export function lineIds(batchId: string, line: number) {
+  const tag = `${batchId.replace(/^batch_/, "")}_${line}`;
+  return { id: `batch_req_${tag}`, requestId: `req_${tag}` };
+}
+
+/** Runs a claimed line; "aborted" when `signal` stopped it (the line stays to be run again). */
+export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, principal: Principal, signal: AbortSignal): Promise<"done" | "aborted"> {
+  const { id, requestId } = lineIds(batch.id, line.line);
+  const record = (body: unknown) => {
+    const result = { id, custom_id: line.custom_id, response: { status_code: 200, request_id: requestId, body }, error: null };
+    deps.repo.finish(batch.id, line.line, "completed", JSON.stringify(result), deps.clock.now());
+  };
+  const opts = { requestId, endpoint: batch.endpoint, batch: true, signal };
+  const body = JSON.parse(line.body);
+  try {
+    switch (batch.endpoint) {
+      case "/v1/chat/completions":
+        await deps.chat.complete(principal, body as ChatRequest, { ...opts, record });
+        break;
+      case "/v1/responses":
+        await respond(deps.chat, principal, body as ResponsesRequest, { ...opts, record });
+        break;
+      case "/v1/embeddings":
+        await deps.embeddings.create(principal, body as EmbeddingsRequest, { ...opts, record });
+        break;
+      default:
+        throw new Error(`batch endpoint ${batch.endpoint} has no runner`);
+    }
+    return "done";
+  } catch (e) {
+    if (signal.aborted) return "aborted";
+    const { error, unexpected } = asApiError(e, requestId);
+    if (unexpected) deps.logger.error("batch line failed", { batch: batch.id, line: line.line, error: (e as Error).message, stack: (e as Error).stack });
+    const result = {
+      id,
+      custom_id: line.custom_id,
+      response: { status_code: error.status, request_id: requestId, body: toOpenAIErrorBody(error) },
+      error: { code: ERROR_TABLE[error.code].openaiCode ?? error.code, message: error.message },
+    };
+    deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now());
+    return "done";
+  }
+}
+
+/** The error-file line of a line that never ran (cancelled, expired). */
+export function unrunResult(batchId: string, line: Pick<LineRow, "line" | "custom_id">, code: "batch_cancelled" | "batch_expired", message: string): string {
+  return JSON.stringify({ id: lineIds(batchId, line.line).id, custom_id: line.custom_id, response: null, error: { code, message } });
+}

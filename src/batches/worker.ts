@@ -1,0 +1,234 @@
+import type { Database } from "bun:sqlite";
+import type { AccountService } from "../accounts/service";
+import type { ChatService } from "../chat/service";
+import type { Clock } from "../clock";
+import type { EmbeddingsService } from "../embeddings/service";
+import type { Registry } from "../engines/registry";
+import type { FilesService } from "../files/service";
+import type { Logger } from "../log";
+import { batchesRepo, type BatchRow, type LineRow } from "../store/batches";
+import { isBatchEndpoint } from "./endpoints";
+import { runLine, unrunResult } from "./run-line";
+import { validateBatchFile } from "./validate";
+
+// The batch worker: validates new batches, runs their lines on spare capacity, expires and
+// finalizes them. Its state is the store: every step is recorded, so a restart (or a kill)
+// resumes where the last commit left off — a line is pending until its result and charge commit
+// together, and a line that was running when the process died is simply pending again.
+//
+// Spare capacity (spec §8): a chat model runs at most slots − 1 batch lines at once (one slot is
+// left to live traffic), and its lines wait for slots behind every live request; embedding lines
+// join the model's micro-batches.
+
+const POLL_MS = 500;
+const EMBEDDING_LINES_IN_FLIGHT = 64;
+const PAGE = 1000;
+
+export interface BatchWorkerDeps {
+  db: Database;
+  files: FilesService;
+  registry: Registry;
+  accounts: AccountService;
+  chat: ChatService;
+  embeddings: EmbeddingsService;
+  clock: Clock;
+  logger: Logger;
+}
+
+export type BatchWorker = ReturnType<typeof createBatchWorker>;
+
+export function createBatchWorker(deps: BatchWorkerDeps) {
+  const repo = batchesRepo(deps.db);
+  const lineDeps = { repo, chat: deps.chat, embeddings: deps.embeddings, clock: deps.clock, logger: deps.logger };
+  const running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
+  const perModel = new Map<string, number>();
+  const perBatch = new Map<string, number>();
+  const busy = new Set<string>(); // batches being validated or finalized
+  let timer: ReturnType<typeof setInterval> | null = null;
+  let stopped = true;
+  let ticking = false;
+  let again = false;
+
+  function capacity(model: string): number {
+    const m = deps.registry.resolve(model);
+    return m.kind === "chat" ? Math.max(1, m.slots - 1) : EMBEDDING_LINES_IN_FLIGHT;
+  }
+
+  function tick(): void {
+    if (stopped) return;
+    if (ticking) {
+      again = true;
+      return;
+    }
+    ticking = true;
+    try {
+      const now = deps.clock.now();
+      for (const b of repo.open()) {
+        if (stopped) break;
+        if (busy.has(b.id)) continue;
+        if (b.status === "validating") void validate(b);
+        else if (b.status === "finalizing") void finalize(b, "completed");
+        else if (b.status === "cancelling") {
+          repo.failUnrun(b.id, (l) => unrunResult(b.id, l, "batch_cancelled", "the batch was cancelled before this request started"), now);
+          if (!perBatch.get(b.id)) void finalize(b, "cancelled");
+        } else if (now >= b.expires_at) {
+          repo.failUnrun(b.id, (l) => unrunResult(b.id, l, "batch_expired", "the batch's completion window ended before this request ran"), now);
+          if (!perBatch.get(b.id)) void finalize(b, "expired");
+        } else {
+          dispatch(b, now);
+          const c = repo.counts(b.id);
+          if (c.pending === 0 && c.running === 0) void finalize(b, "completed");
+        }
+      }
+    } catch (e) {
+      deps.logger.error("batch worker tick failed", { error: (e as Error).message, stack: (e as Error).stack });
+    } finally {
+      ticking = false;
+      if (again) {
+        again = false;
+        queueMicrotask(tick);
+      }
+    }
+  }
+
+  function dispatch(b: BatchRow, now: number) {
+    const principal = deps.accounts.principalById(b.key_id);
+    if (!principal) return;
+    for (;;) {
+      const next = repo.peekNext(b.id);
+      if (!next) return;
+      let cap: number;
+      try {
+        cap = capacity(next.model);
+      } catch {
+        cap = Infinity; // the model left the config: the line runs and fails with the model's 404
+      }
+      if ((perModel.get(next.model) ?? 0) >= cap) return;
+      const line = repo.claimNext(b.id, now);
+      if (!line) return;
+      start(b, line, principal);
+    }
+  }
+
+  function start(b: BatchRow, line: LineRow, principal: NonNullable<ReturnType<AccountService["principalById"]>>) {
+    const key = `${b.id}:${line.line}`;
+    const controller = new AbortController();
+    perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
+    perBatch.set(b.id, (perBatch.get(b.id) ?? 0) + 1);
+    const done = runLine(lineDeps, b, line, principal, controller.signal)
+      .catch((e) => deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message }))
+      .finally(() => {
+        perModel.set(line.model, perModel.get(line.model)! - 1);
+        perBatch.set(b.id, perBatch.get(b.id)! - 1);
+        running.delete(key);
+        tick();
+      });
+    running.set(key, { controller, done });
+  }
+
+  async function validate(b: BatchRow) {
+    busy.add(b.id);
+    try {
+      const file = deps.db.query<{ deleted_at: number | null }, [string]>("SELECT deleted_at FROM files WHERE id = ?").get(b.input_file_id);
+      const result =
+        !file || file.deleted_at !== null || !isBatchEndpoint(b.endpoint)
+          ? { lines: [], errors: [{ code: "invalid_file", message: "the input file was deleted before the batch started", param: "input_file_id", line: null }] }
+          : await validateBatchFile(deps.files.pathOf(b.input_file_id), b.endpoint, deps.registry);
+      const now = deps.clock.now();
+      const current = repo.byId(b.id)!;
+      if (current.status === "cancelling") return void finalizeNow(current, "cancelled");
+      if (result.errors.length) {
+        repo.setStatus(b.id, "failed", now, { errors: JSON.stringify(result.errors) });
+        deps.logger.info("batch failed validation", { batch: b.id, problems: result.errors.length });
+      } else {
+        deps.db.transaction(() => {
+          repo.insertLines(b.id, result.lines);
+          repo.setStatus(b.id, "in_progress", now, { total: result.lines.length });
+        })();
+        deps.logger.info("batch started", { batch: b.id, lines: result.lines.length, endpoint: b.endpoint });
+      }
+    } catch (e) {
+      deps.logger.error("batch validation crashed", { batch: b.id, error: (e as Error).message });
+    } finally {
+      busy.delete(b.id);
+      tick();
+    }
+  }
+
+  async function finalize(b: BatchRow, terminal: "completed" | "cancelled" | "expired") {
+    busy.add(b.id);
+    try {
+      await finalizeNow(b, terminal);
+    } catch (e) {
+      deps.logger.error("batch finalization failed; will retry", { batch: b.id, error: (e as Error).message });
+    } finally {
+      busy.delete(b.id);
+    }
+  }
+
+  /** Writes the output and error files from the recorded lines, then ends the batch in one transaction. */
+  async function finalizeNow(b: BatchRow, terminal: "completed" | "cancelled" | "expired") {
+    if (terminal === "completed" && b.status !== "finalizing") repo.setStatus(b.id, "finalizing", deps.clock.now());
+    const owner = { keyId: b.key_id, accountId: b.account_id };
+    const staged = await stageResults(b.id);
+    try {
+      deps.db.transaction(() => {
+        const out = staged.output.bytes ? deps.files.publishResult(owner, `${b.id}_output.jsonl`, staged.output) : null;
+        const err = staged.errors.bytes ? deps.files.publishResult(owner, `${b.id}_error.jsonl`, staged.errors) : null;
+        repo.setStatus(b.id, terminal, deps.clock.now(), { output_file_id: out?.id ?? null, error_file_id: err?.id ?? null });
+      })();
+    } finally {
+      for (const s of [staged.output, staged.errors]) if (!s.bytes) deps.files.discardStaged(s);
+    }
+    const done = repo.byId(b.id)!;
+    deps.logger.info("batch ended", { batch: b.id, status: terminal, completed: done.completed, failed: done.failed });
+  }
+
+  async function stageResults(batchId: string) {
+    const write = (state: "completed" | "failed") =>
+      deps.files.stageResult(async (path) => {
+        const sink = Bun.file(path).writer();
+        let bytes = 0;
+        let after = 0;
+        for (;;) {
+          const page = repo.results(batchId, after, PAGE);
+          if (page.length === 0) break;
+          for (const r of page) {
+            if (r.state !== state) continue;
+            const line = r.result + "\n";
+            bytes += Buffer.byteLength(line);
+            sink.write(line);
+          }
+          after = page.at(-1)!.line;
+          await sink.flush();
+        }
+        await sink.end();
+        return bytes;
+      });
+    return { output: await write("completed"), errors: await write("failed") };
+  }
+
+  return {
+    /** Resumes after a restart: what was running when the process died is pending again. */
+    start() {
+      const reset = repo.resetRunning();
+      if (reset) deps.logger.info("batch lines resumed after a restart", { lines: reset });
+      stopped = false;
+      timer = setInterval(tick, POLL_MS);
+      timer.unref();
+      tick();
+    },
+    /** Something changed (a batch was created or cancelled): look now rather than at the next poll. */
+    notify: () => queueMicrotask(tick),
+    /** Stops taking lines, stops the running ones (they are pending again), and waits for them. */
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      for (const r of running.values()) r.controller.abort(new Error("the server is stopping"));
+      await Promise.all([...running.values()].map((r) => r.done));
+      repo.resetRunning();
+    },
+    /** Lines running now (for tests and metrics). */
+    running: () => running.size,
+  };
+}

@@ -1,0 +1,141 @@
+import type { Database } from "bun:sqlite";
+
+export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
+
+export interface BatchRow {
+  id: string;
+  key_id: string;
+  account_id: string;
+  endpoint: string;
+  input_file_id: string;
+  completion_window: string;
+  status: BatchStatus;
+  metadata: string | null;
+  errors: string | null;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  total: number;
+  completed: number;
+  failed: number;
+  created_at: number;
+  expires_at: number;
+  in_progress_at: number | null;
+  finalizing_at: number | null;
+  completed_at: number | null;
+  failed_at: number | null;
+  expired_at: number | null;
+  cancelling_at: number | null;
+  cancelled_at: number | null;
+}
+
+export interface LineRow {
+  batch_id: string;
+  line: number;
+  custom_id: string;
+  model: string;
+  body: string;
+  state: "pending" | "running" | "completed" | "failed";
+  result: string | null;
+}
+
+const STAMP: Partial<Record<BatchStatus, keyof BatchRow>> = {
+  failed: "failed_at",
+  in_progress: "in_progress_at",
+  finalizing: "finalizing_at",
+  completed: "completed_at",
+  expired: "expired_at",
+  cancelling: "cancelling_at",
+  cancelled: "cancelled_at",
+};
+
+export function batchesRepo(db: Database) {
+  const insert = db.query(
+    `INSERT INTO batches (id, key_id, account_id, endpoint, input_file_id, completion_window, status, metadata, created_at, expires_at)
+     VALUES ($id, $key_id, $account_id, $endpoint, $input_file_id, $completion_window, 'validating', $metadata, $created_at, $expires_at)`,
+  );
+  const byId = db.query<BatchRow, [string]>("SELECT * FROM batches WHERE id = ?");
+  const page = db.query<BatchRow, { key: string; at: number; row: number; limit: number }>(
+    `SELECT * FROM batches WHERE key_id = $key AND (created_at, rowid) < ($at, $row) ORDER BY created_at DESC, rowid DESC LIMIT $limit`,
+  );
+  const cursor = db.query<{ at: number; row: number }, [string]>("SELECT created_at AS at, rowid AS row FROM batches WHERE id = ?");
+  const open = db.query<BatchRow, []>(
+    "SELECT * FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at, rowid",
+  );
+  const all = db.query<BatchRow, { limit: number }>("SELECT * FROM batches ORDER BY created_at DESC, rowid DESC LIMIT $limit");
+  const insertLine = db.query(
+    "INSERT INTO batch_lines (batch_id, line, custom_id, model, body) VALUES ($batch_id, $line, $custom_id, $model, $body)",
+  );
+  const deleteLines = db.query("DELETE FROM batch_lines WHERE batch_id = ?");
+  const nextPending = db.query<LineRow, [string]>("SELECT * FROM batch_lines WHERE batch_id = ? AND state = 'pending' ORDER BY line LIMIT 1");
+  const claimOne = db.query("UPDATE batch_lines SET state = 'running', claimed_at = $now WHERE batch_id = $batch AND line = $line AND state = 'pending'");
+  const finishLine = db.query(
+    "UPDATE batch_lines SET state = $state, result = $result, finished_at = $now WHERE batch_id = $batch AND line = $line AND state IN ('pending', 'running')",
+  );
+  const countUp = db.query("UPDATE batches SET completed = completed + $completed, failed = failed + $failed WHERE id = $id");
+  const counts = db.query<{ state: string; n: number }, [string]>("SELECT state, COUNT(*) AS n FROM batch_lines WHERE batch_id = ? GROUP BY state");
+  const unrun = db.query<LineRow, [string]>("SELECT * FROM batch_lines WHERE batch_id = ? AND state = 'pending' ORDER BY line");
+  const results = db.query<{ line: number; state: string; result: string }, { batch: string; after: number; limit: number }>(
+    "SELECT line, state, result FROM batch_lines WHERE batch_id = $batch AND line > $after AND state IN ('completed', 'failed') ORDER BY line LIMIT $limit",
+  );
+  const resetRunning = db.query("UPDATE batch_lines SET state = 'pending', claimed_at = NULL WHERE state = 'running'");
+
+  const finish = (batch: string, line: number, state: "completed" | "failed", result: string, now: number) => {
+    if (finishLine.run({ batch, line, state, result, now }).changes === 0) return false;
+    countUp.run({ id: batch, completed: state === "completed" ? 1 : 0, failed: state === "failed" ? 1 : 0 });
+    return true;
+  };
+
+  return {
+    insert: (row: Pick<BatchRow, "id" | "key_id" | "account_id" | "endpoint" | "input_file_id" | "completion_window" | "metadata" | "created_at" | "expires_at">) =>
+      void insert.run(row),
+    byId: (id: string) => byId.get(id),
+    page(key: string, after: string | undefined, limit: number): BatchRow[] {
+      const end = { at: Number.MAX_SAFE_INTEGER, row: Number.MAX_SAFE_INTEGER };
+      const c = after ? (cursor.get(after) ?? end) : end;
+      return page.all({ key, at: c.at, row: c.row, limit });
+    },
+    open: () => open.all(),
+    recent: (limit: number) => all.all({ limit }),
+    /** Moves a batch to `status`, stamping its time, with any other columns given. */
+    setStatus(id: string, status: BatchStatus, now: number, extra: Partial<BatchRow> = {}) {
+      const fields: Record<string, unknown> = { status, ...extra };
+      const stamp = STAMP[status];
+      if (stamp) fields[stamp] = now;
+      const cols = Object.keys(fields);
+      db.query(`UPDATE batches SET ${cols.map((c) => `${c} = $${c}`).join(", ")} WHERE id = $id`).run({ ...fields, id } as never);
+    },
+    /** The validated lines, all at once (a retried validation starts over). */
+    insertLines: db.transaction((batch: string, lines: { line: number; custom_id: string; model: string; body: string }[]) => {
+      deleteLines.run(batch);
+      for (const l of lines) insertLine.run({ batch_id: batch, ...l });
+    }),
+    /** The next pending line, claimed (state running) in one step; null when none is left. */
+    claimNext: db.transaction((batch: string, now: number): LineRow | null => {
+      const l = nextPending.get(batch);
+      if (!l) return null;
+      claimOne.run({ batch, line: l.line, now });
+      return { ...l, state: "running" };
+    }),
+    peekNext: (batch: string) => nextPending.get(batch) ?? null,
+    /** Records a line's result (and counts it). Run inside the settle transaction for completed lines. */
+    finish,
+    /** Fails a line in its own transaction (no charge). */
+    fail: db.transaction((batch: string, line: number, result: string, now: number) => finish(batch, line, "failed", result, now)),
+    /** Lines never started: they are given `result(line)` and counted as failed (cancel, expiry). */
+    failUnrun: db.transaction((batch: string, result: (l: LineRow) => string, now: number) => {
+      let n = 0;
+      for (const l of unrun.all(batch)) if (finish(batch, l.line, "failed", result(l), now)) n++;
+      return n;
+    }),
+    counts(batch: string): Record<LineRow["state"], number> {
+      const out = { pending: 0, running: 0, completed: 0, failed: 0 };
+      for (const r of counts.all(batch)) out[r.state as LineRow["state"]] = r.n;
+      return out;
+    },
+    /** Finished lines in line order, a page at a time: the output and error files are written from these. */
+    results: (batch: string, after: number, limit: number) => results.all({ batch, after, limit }),
+    /** At start: what a dead process was running is pending again (nothing of it was committed). */
+    resetRunning: () => resetRunning.run().changes,
+  };
+}
+export type BatchesRepo = ReturnType<typeof batchesRepo>;
