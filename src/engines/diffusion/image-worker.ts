@@ -63,14 +63,18 @@ export class ImageWorker implements PoolSlot {
           this.discard(thread);
         } else this.onMessage(m);
       };
-      thread.onerror = (e) => {
-        const error = new Error(`image worker thread failed: ${e.message}`);
+      const failed = (message: string) => {
+        if (this.thread !== thread) return;
+        const error = new Error(`image worker thread failed: ${message}`);
         reject(error);
-        this.opts.logger.error("image worker failed", { model: this.opts.modelId, worker: this.opts.index, error: e.message });
+        this.opts.logger.error("image worker failed", { model: this.opts.modelId, worker: this.opts.index, error: message });
         for (const job of this.jobs.values()) job.reject(error);
         this.jobs.clear();
         this.discard(thread);
       };
+      thread.onerror = (e) => failed(e.message);
+      // A thread that ends without being asked (killed, out of memory) must not leave jobs waiting.
+      thread.addEventListener("close", () => failed("the thread exited"));
     });
     this.ready.catch(() => {});
     const { dir, device, threads } = this.opts;
@@ -105,7 +109,12 @@ export class ImageWorker implements PoolSlot {
     if (this.thread !== thread) return;
     const closed = new Promise<void>((resolve) => (this.closing = resolve));
     this.post({ type: "close" });
-    await Promise.race([closed, new Promise((r) => setTimeout(r, 5000).unref())]);
+    // Never ended before it answers: ending a worker inside a native ONNX call aborts the whole
+    // process (Bun 1.4.5, measured). A thread that fails instead resolves `closed` (discard).
+    const slow = setTimeout(() => this.opts.logger.warn("waiting for the image worker to finish its job before stopping", { model: this.opts.modelId, worker: this.opts.index }), 5000);
+    slow.unref();
+    await closed;
+    clearTimeout(slow);
     this.discard(thread);
   }
 
@@ -141,6 +150,8 @@ export class ImageWorker implements PoolSlot {
   private discard(thread: Worker) {
     thread.terminate();
     if (this.thread !== thread) return;
+    this.closing?.();
+    this.closing = null;
     this.thread = null;
     this.ready = null;
   }

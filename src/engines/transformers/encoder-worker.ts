@@ -48,8 +48,14 @@ let T: Awaited<ReturnType<typeof transformersRuntime>> | null = null;
 
 const reply = (m: WorkerReply, transfer: Transferable[] = []) => self.postMessage(m, transfer);
 
-self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
-  const m = event.data;
+// Messages are handled one at a time: a run's model calls yield to the event loop between them, and
+// an unload arriving then must wait for the run, not dispose of the session under it.
+let queue: Promise<void> = Promise.resolve();
+self.onmessage = (event: MessageEvent<WorkerRequest>) => {
+  queue = queue.then(() => handle(event.data));
+};
+
+async function handle(m: WorkerRequest): Promise<void> {
   if (m.type === "load") {
     try {
       reply({ type: "loaded", ...(await load(m)) });
@@ -68,7 +74,7 @@ self.onmessage = async (event: MessageEvent<WorkerRequest>) => {
     model = null;
     reply({ type: "unloaded" });
   }
-};
+}
 
 async function load(m: LoadMessage): Promise<{ device: OnnxDevice; fallback?: string }> {
   T = await transformersRuntime();

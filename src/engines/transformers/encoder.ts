@@ -124,10 +124,14 @@ export class Encoder {
     const wasLoaded = this.state !== null;
     this.state = null;
     if (!worker) return;
-    // The worker disposes of its session first; a worker that does not answer is ended anyway.
+    // The worker disposes of its session first, after the run in hand. It is never ended before it
+    // answers: ending a worker inside a native ONNX call aborts the whole process (Bun 1.4.5, measured).
     const done = new Promise<void>((r) => (this.onUnload = r));
     this.post({ type: "unload" });
-    await Promise.race([done, new Promise<void>((r) => setTimeout(r, 2000).unref())]);
+    const slow = setTimeout(() => this.opts.logger.warn(`waiting for the ${this.task} worker to finish its run before unloading`, { model: this.opts.modelId }), 2000);
+    slow.unref();
+    await done;
+    clearTimeout(slow);
     this.stop(worker);
     if (wasLoaded) this.opts.logger.info(`${this.task} model unloaded`, { model: this.opts.modelId });
   }
@@ -191,6 +195,8 @@ export class Encoder {
     this.state = null;
     this.worker = null;
     worker.terminate();
+    this.onUnload?.();
+    this.onUnload = null;
     this.fail(new Error(`${this.task} worker for ${this.opts.modelId} failed: ${reason}`));
   }
 
