@@ -14,7 +14,8 @@ import { validateBatchFile } from "./validate";
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and
 // finalizes them. Its state is the store: every step is recorded, so a restart (or a kill)
 // resumes where the last commit left off — a line is pending until its result and charge commit
-// together, and a line that was running when the process died is simply pending again.
+// together, and a line that was running when the process died is simply pending again. Which
+// lines are running is kept here only (a line costs one write, its result).
 //
 // Spare capacity (spec §8): a chat model runs at most slots − 1 batch lines at once (one slot is
 // left to live traffic), and its lines wait for slots behind every live request; embedding lines
@@ -23,6 +24,7 @@ import { validateBatchFile } from "./validate";
 const POLL_MS = 500;
 const EMBEDDING_LINES_IN_FLIGHT = 64;
 const PAGE = 1000;
+const DISPATCH_PAGE = 64;
 
 export interface BatchWorkerDeps {
   db: Database;
@@ -42,7 +44,10 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   const lineDeps = { repo, chat: deps.chat, embeddings: deps.embeddings, clock: deps.clock, logger: deps.logger };
   const running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
   const perModel = new Map<string, number>();
-  const perBatch = new Map<string, number>();
+  /** Per batch, the lines running now and the last line handed out (lines are started in order). */
+  const perBatch = new Map<string, { lines: Set<number>; cursor: number }>();
+  const inFlight = (id: string) => perBatch.get(id)?.lines.size ?? 0;
+  const runningLines = (id: string): ReadonlySet<number> => perBatch.get(id)?.lines ?? new Set();
   const busy = new Set<string>(); // batches being validated or finalized
   let timer: ReturnType<typeof setInterval> | null = null;
   let stopped = true;
@@ -69,16 +74,13 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
         if (b.status === "validating") void validate(b);
         else if (b.status === "finalizing") void finalize(b, "completed");
         else if (b.status === "cancelling") {
-          repo.failUnrun(b.id, (l) => unrunResult(b.id, l, "batch_cancelled", "the batch was cancelled before this request started"), now);
-          if (!perBatch.get(b.id)) void finalize(b, "cancelled");
+          repo.failUnrun(b.id, runningLines(b.id), (l) => unrunResult(b.id, l, "batch_cancelled", "the batch was cancelled before this request started"), now);
+          if (!inFlight(b.id)) void finalize(b, "cancelled");
         } else if (now >= b.expires_at) {
-          repo.failUnrun(b.id, (l) => unrunResult(b.id, l, "batch_expired", "the batch's completion window ended before this request ran"), now);
-          if (!perBatch.get(b.id)) void finalize(b, "expired");
-        } else {
-          dispatch(b, now);
-          const c = repo.counts(b.id);
-          if (c.pending === 0 && c.running === 0) void finalize(b, "completed");
-        }
+          repo.failUnrun(b.id, runningLines(b.id), (l) => unrunResult(b.id, l, "batch_expired", "the batch's completion window ended before this request ran"), now);
+          if (!inFlight(b.id)) void finalize(b, "expired");
+        } else if (b.completed + b.failed >= b.total) void finalize(b, "completed");
+        else dispatch(b);
       }
     } catch (e) {
       deps.logger.error("batch worker tick failed", { error: (e as Error).message, stack: (e as Error).stack });
@@ -91,35 +93,43 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     }
   }
 
-  function dispatch(b: BatchRow, now: number) {
+  /** Starts the batch's next pending lines, in order, while their models have spare capacity. */
+  function dispatch(b: BatchRow) {
     const principal = deps.accounts.principalById(b.key_id);
     if (!principal) return;
+    let state = perBatch.get(b.id);
+    if (!state) perBatch.set(b.id, (state = { lines: new Set(), cursor: 0 }));
     for (;;) {
-      const next = repo.peekNext(b.id);
-      if (!next) return;
-      let cap: number;
-      try {
-        cap = capacity(next.model);
-      } catch {
-        cap = Infinity; // the model left the config: the line runs and fails with the model's 404
+      const page = repo.pendingAfter(b.id, state.cursor, DISPATCH_PAGE);
+      if (page.length === 0) return;
+      for (const line of page) {
+        let cap: number;
+        try {
+          cap = capacity(line.model);
+        } catch {
+          cap = Infinity; // the model left the config: the line runs and fails with the model's 404
+        }
+        if ((perModel.get(line.model) ?? 0) >= cap) return;
+        state.cursor = line.line;
+        if (!state.lines.has(line.line)) start(b, line, principal, state);
       }
-      if ((perModel.get(next.model) ?? 0) >= cap) return;
-      const line = repo.claimNext(b.id, now);
-      if (!line) return;
-      start(b, line, principal);
     }
   }
 
-  function start(b: BatchRow, line: LineRow, principal: NonNullable<ReturnType<AccountService["principalById"]>>) {
+  function start(b: BatchRow, line: LineRow, principal: NonNullable<ReturnType<AccountService["principalById"]>>, state: { lines: Set<number>; cursor: number }) {
     const key = `${b.id}:${line.line}`;
     const controller = new AbortController();
     perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
-    perBatch.set(b.id, (perBatch.get(b.id) ?? 0) + 1);
+    state.lines.add(line.line);
     const done = runLine(lineDeps, b, line, principal, controller.signal)
-      .catch((e) => deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message }))
+      .catch((e) => {
+        // its result could not be recorded: it is still pending, and is looked at again
+        deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message });
+        state.cursor = Math.min(state.cursor, line.line - 1);
+      })
       .finally(() => {
         perModel.set(line.model, perModel.get(line.model)! - 1);
-        perBatch.set(b.id, perBatch.get(b.id)! - 1);
+        state.lines.delete(line.line);
         running.delete(key);
         tick();
       });
@@ -136,6 +146,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
           : await validateBatchFile(deps.files.pathOf(b.input_file_id), b.endpoint, deps.registry);
       const now = deps.clock.now();
       const current = repo.byId(b.id)!;
+      perBatch.delete(b.id);
       if (current.status === "cancelling") return void finalizeNow(current, "cancelled");
       if (result.errors.length) {
         repo.setStatus(b.id, "failed", now, { errors: JSON.stringify(result.errors) });
@@ -180,6 +191,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     } finally {
       for (const s of [staged.output, staged.errors]) if (!s.bytes) deps.files.discardStaged(s);
     }
+    perBatch.delete(b.id);
     const done = repo.byId(b.id)!;
     deps.logger.info("batch ended", { batch: b.id, status: terminal, completed: done.completed, failed: done.failed });
   }
@@ -211,8 +223,6 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   return {
     /** Resumes after a restart: what was running when the process died is pending again. */
     start() {
-      const reset = repo.resetRunning();
-      if (reset) deps.logger.info("batch lines resumed after a restart", { lines: reset });
       stopped = false;
       timer = setInterval(tick, POLL_MS);
       timer.unref();
@@ -226,7 +236,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       if (timer) clearInterval(timer);
       for (const r of running.values()) r.controller.abort(new Error("the server is stopping"));
       await Promise.all([...running.values()].map((r) => r.done));
-      repo.resetRunning();
+      perBatch.clear();
     },
     /** Lines running now (for tests and metrics). */
     running: () => running.size,

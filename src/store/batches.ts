@@ -34,7 +34,7 @@ export interface LineRow {
   custom_id: string;
   model: string;
   body: string;
-  state: "pending" | "running" | "completed" | "failed";
+  state: "pending" | "completed" | "failed";
   result: string | null;
 }
 
@@ -66,18 +66,18 @@ export function batchesRepo(db: Database) {
     "INSERT INTO batch_lines (batch_id, line, custom_id, model, body) VALUES ($batch_id, $line, $custom_id, $model, $body)",
   );
   const deleteLines = db.query("DELETE FROM batch_lines WHERE batch_id = ?");
-  const nextPending = db.query<LineRow, [string]>("SELECT * FROM batch_lines WHERE batch_id = ? AND state = 'pending' ORDER BY line LIMIT 1");
-  const claimOne = db.query("UPDATE batch_lines SET state = 'running', claimed_at = $now WHERE batch_id = $batch AND line = $line AND state = 'pending'");
+  // INDEXED BY: on a fresh table the planner would walk the primary key past every finished line,
+  // once per line dispatched — quadratic in the batch's size.
+  const pendingAfter = db.query<LineRow, { batch: string; after: number; limit: number }>(
+    "SELECT * FROM batch_lines INDEXED BY batch_lines_pending WHERE batch_id = $batch AND state = 'pending' AND line > $after ORDER BY line LIMIT $limit",
+  );
   const finishLine = db.query(
-    "UPDATE batch_lines SET state = $state, result = $result, finished_at = $now WHERE batch_id = $batch AND line = $line AND state IN ('pending', 'running')",
+    "UPDATE batch_lines SET state = $state, result = $result, finished_at = $now WHERE batch_id = $batch AND line = $line AND state = 'pending'",
   );
   const countUp = db.query("UPDATE batches SET completed = completed + $completed, failed = failed + $failed WHERE id = $id");
-  const counts = db.query<{ state: string; n: number }, [string]>("SELECT state, COUNT(*) AS n FROM batch_lines WHERE batch_id = ? GROUP BY state");
-  const unrun = db.query<LineRow, [string]>("SELECT * FROM batch_lines WHERE batch_id = ? AND state = 'pending' ORDER BY line");
   const results = db.query<{ line: number; state: string; result: string }, { batch: string; after: number; limit: number }>(
     "SELECT line, state, result FROM batch_lines WHERE batch_id = $batch AND line > $after AND state IN ('completed', 'failed') ORDER BY line LIMIT $limit",
   );
-  const resetRunning = db.query("UPDATE batch_lines SET state = 'pending', claimed_at = NULL WHERE state = 'running'");
 
   const finish = (batch: string, line: number, state: "completed" | "failed", result: string, now: number) => {
     if (finishLine.run({ batch, line, state, result, now }).changes === 0) return false;
@@ -109,33 +109,20 @@ export function batchesRepo(db: Database) {
       deleteLines.run(batch);
       for (const l of lines) insertLine.run({ batch_id: batch, ...l });
     }),
-    /** The next pending line, claimed (state running) in one step; null when none is left. */
-    claimNext: db.transaction((batch: string, now: number): LineRow | null => {
-      const l = nextPending.get(batch);
-      if (!l) return null;
-      claimOne.run({ batch, line: l.line, now });
-      return { ...l, state: "running" };
-    }),
-    peekNext: (batch: string) => nextPending.get(batch) ?? null,
+    /** Up to `limit` pending lines after line `after`, in line order. */
+    pendingAfter: (batch: string, after: number, limit: number) => pendingAfter.all({ batch, after, limit }),
     /** Records a line's result (and counts it). Run inside the settle transaction for completed lines. */
     finish,
     /** Fails a line in its own transaction (no charge). */
     fail: db.transaction((batch: string, line: number, result: string, now: number) => finish(batch, line, "failed", result, now)),
-    /** Lines never started: they are given `result(line)` and counted as failed (cancel, expiry). */
-    failUnrun: db.transaction((batch: string, result: (l: LineRow) => string, now: number) => {
+    /** Pending lines but those `running`: they are given `result(line)` and counted as failed (cancel, expiry). */
+    failUnrun: db.transaction((batch: string, running: ReadonlySet<number>, result: (l: LineRow) => string, now: number) => {
       let n = 0;
-      for (const l of unrun.all(batch)) if (finish(batch, l.line, "failed", result(l), now)) n++;
+      for (const l of pendingAfter.all({ batch, after: -1, limit: -1 })) if (!running.has(l.line) && finish(batch, l.line, "failed", result(l), now)) n++;
       return n;
     }),
-    counts(batch: string): Record<LineRow["state"], number> {
-      const out = { pending: 0, running: 0, completed: 0, failed: 0 };
-      for (const r of counts.all(batch)) out[r.state as LineRow["state"]] = r.n;
-      return out;
-    },
     /** Finished lines in line order, a page at a time: the output and error files are written from these. */
     results: (batch: string, after: number, limit: number) => results.all({ batch, after, limit }),
-    /** At start: what a dead process was running is pending again (nothing of it was committed). */
-    resetRunning: () => resetRunning.run().changes,
   };
 }
 export type BatchesRepo = ReturnType<typeof batchesRepo>;

@@ -71,3 +71,22 @@ test("a store written by a newer version is refused with a clear error", () => {
   expect(() => openDatabase(join(d, DB_FILE))).toThrow(StoreError);
   expect(() => openDatabase(join(d, DB_FILE))).toThrow(/newer version/);
 });
+
+test("003 keeps every batch line; a line a dead process was running is pending again", () => {
+  const db = new Database(":memory:");
+  migrate(db, MIGRATIONS.slice(0, 2));
+  const add = db.query("INSERT INTO batch_lines (batch_id, line, custom_id, model, body, state, result, claimed_at) VALUES ('b', ?, ?, 'm', '{}', ?, ?, ?)");
+  add.run(1, "done", "completed", '{"ok":1}', 5);
+  add.run(2, "mid", "running", null, 6);
+  add.run(3, "todo", "pending", null, null);
+  expect(migrate(db)).toBe(MIGRATIONS.length - 2);
+  expect(db.query("SELECT line, custom_id, state, result FROM batch_lines ORDER BY line").all()).toEqual([
+    { line: 1, custom_id: "done", state: "completed", result: '{"ok":1}' },
+    { line: 2, custom_id: "mid", state: "pending", result: null },
+    { line: 3, custom_id: "todo", state: "pending", result: null },
+  ]);
+  expect(() => db.run("UPDATE batch_lines SET state = 'running' WHERE line = 3")).toThrow(/CHECK/);
+  // the index the dispatch query names (INDEXED BY fails to prepare without it)
+  const plan = db.query("EXPLAIN QUERY PLAN SELECT * FROM batch_lines INDEXED BY batch_lines_pending WHERE batch_id = 'b' AND state = 'pending' AND line > 0 ORDER BY line").all();
+  expect(JSON.stringify(plan)).toContain("USING INDEX batch_lines_pending");
+});
