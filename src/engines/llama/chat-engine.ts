@@ -16,6 +16,7 @@ import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
 import type { ChatEngine, ChatLease, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
+import { DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
@@ -44,6 +45,8 @@ interface Loaded {
   model: LlamaModel;
   context: LlamaContext;
   pool: SlotPool<Slot>;
+  /** null when this node-llama-cpp lacks the internals it wraps (logged at load). */
+  gate: DecodeGate | null;
   /** thinking on / off; the same wrapper twice for models that do not think. */
   wrappers: { on: ChatWrapper; off: ChatWrapper };
   thinks: boolean;
@@ -115,6 +118,9 @@ export class LlamaChatEngine implements ChatEngine {
         ...(o.batchSize ? { batchSize: o.batchSize } : {}),
       });
       const slots = Array.from({ length: o.slots }, () => new Slot(context.getSequence()));
+      const gate = DecodeGate.attach(context, slots.map((s) => s.sequence));
+      if (!gate)
+        o.logger.warn("this node-llama-cpp lacks the internals the decode gate wraps: live requests may wait for batch lines to finish", { model: o.modelId });
       const resolved = resolveChatWrapper(model);
       const thinks = resolved instanceof QwenChatWrapper;
       const wrappers = thinks
@@ -131,7 +137,7 @@ export class LlamaChatEngine implements ChatEngine {
       const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId });
       const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
-      return { model, context, pool, wrappers, thinks, vocabularySize };
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize };
     } catch (e) {
       await model.dispose();
       throw e;
@@ -194,27 +200,39 @@ export class LlamaChatEngine implements ChatEngine {
       maxTokens,
       acquire: async (signal?: AbortSignal, opts?: { batch?: boolean }): Promise<ChatLease> => {
         const lease = await s.pool.acquire(promptTokens, signal, opts);
+        const sequence = lease.slot.sequence;
+        const batch = opts?.batch === true;
+        s.gate?.setBackground(sequence, batch);
         const cachedTokens = Math.min(lease.reusable, promptTokens.length - 1);
         return {
           cachedTokens: Math.max(0, cachedTokens),
-          release: lease.release,
-          run: (onEvent, runSignal) =>
-            generate({
-              sequence: lease.slot.sequence,
-              wrapper,
-              history,
-              functions,
-              grammar,
-              thinking,
-              job,
-              maxTokens,
-              promptTokens: promptTokens.length,
-              cachedTokens: Math.max(0, cachedTokens),
-              tokenBias: bias,
-              thinkOpen: model.tokenize("<think>\n", true),
-              onEvent,
-              signal: runSignal,
-            }),
+          release: () => {
+            s.gate?.setBackground(sequence, false);
+            lease.release();
+          },
+          run: async (onEvent, runSignal) => {
+            const promptDone = !batch && s.gate ? s.gate.livePrompt(sequence) : () => {};
+            try {
+              return await generate({
+                sequence,
+                wrapper,
+                history,
+                functions,
+                grammar,
+                thinking,
+                job,
+                maxTokens,
+                promptTokens: promptTokens.length,
+                cachedTokens: Math.max(0, cachedTokens),
+                tokenBias: bias,
+                thinkOpen: model.tokenize("<think>\n", true),
+                onEvent,
+                signal: runSignal,
+              });
+            } finally {
+              promptDone();
+            }
+          },
         };
       },
     };

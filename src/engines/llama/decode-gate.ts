@@ -1,0 +1,100 @@
+import type { LlamaContext, LlamaContextSequence } from "node-llama-cpp";
+
+type Erase = (ranges: unknown, opts?: { skipLock?: boolean }) => Promise<void>;
+type Decode = (item: { sequenceId: number }, ...rest: unknown[]) => Promise<unknown>;
+type Internal = { _eraseContextTokenRanges?: Erase; _sequenceId?: number };
+
+/**
+ * Decides which of a context's sequences may queue their next decode step. Two rules:
+ *
+ * 1. Erases get in. node-llama-cpp decodes all sequences of a context in one loop that holds the
+ *    context's lock and goes round again as long as some sequence queued its next step by the
+ *    time the last step's results were handed out — which a generating sequence always has.
+ *    Erasing tokens needs that lock, and reusing a slot starts by erasing the part of its cache
+ *    the new prompt does not share; so a request taking a slot waited until every other sequence
+ *    had stopped generating (measured: ~1 s to the first token behind batch lines instead of
+ *    ~60 ms). While an erase waits, the other sequences' next steps are held back, the loop finds
+ *    its queue empty after the step in flight and lets go of the lock; when the erase is done (or
+ *    the erasing sequence decodes again, which it only does after its erase left the lock) the held
+ *    steps go on, in one batch.
+ * 2. Live prompts first. While a live request's prompt is evaluated, sequences running batch
+ *    work hold their next step, so the prompt is decoded alone, as fast as on an idle server;
+ *    they go on as soon as its first decode is done. Live sequences never wait for each other.
+ *
+ * Both work by wrapping two internal methods of node-llama-cpp (`LlamaContext._decodeTokens`,
+ * `LlamaContextSequence._eraseContextTokenRanges`); `attach` returns null, changing nothing, if
+ * this version lacks them, so the caller can say so.
+ */
+export class DecodeGate {
+  private readonly erasing = new Map<number, number>(); // sequence id -> erases waiting or running
+  private readonly prompts = new Set<number>(); // live sequences evaluating their prompt
+  private readonly background = new Set<number>(); // sequences running batch work
+  private waiters: (() => void)[] = [];
+
+  static attach(context: LlamaContext, sequences: readonly LlamaContextSequence[]): DecodeGate | null {
+    const ctx = context as unknown as { _decodeTokens?: Decode };
+    const seqs = sequences as unknown as Internal[];
+    const decode = ctx._decodeTokens;
+    if (typeof decode !== "function" || seqs.some((s) => typeof s._eraseContextTokenRanges !== "function" || typeof s._sequenceId !== "number")) return null;
+    const gate = new DecodeGate();
+    ctx._decodeTokens = async function (this: unknown, item, ...rest) {
+      const id = item.sequenceId;
+      gate.eraseDone(id, true);
+      while (gate.mustWait(id)) await new Promise<void>((r) => gate.waiters.push(r));
+      try {
+        return await decode.call(this, item, ...rest);
+      } finally {
+        if (gate.prompts.delete(id)) gate.wake();
+      }
+    };
+    for (const seq of seqs) {
+      const erase = seq._eraseContextTokenRanges!;
+      seq._eraseContextTokenRanges = async function (this: unknown, ranges, opts) {
+        if (opts?.skipLock) return erase.call(this, ranges, opts); // runs inside the lock already
+        const id = seq._sequenceId!;
+        gate.erasing.set(id, (gate.erasing.get(id) ?? 0) + 1);
+        try {
+          return await erase.call(this, ranges, opts);
+        } finally {
+          gate.eraseDone(id, false);
+        }
+      };
+    }
+    return gate;
+  }
+
+  /** Marks `sequence` as running batch work (or not). */
+  setBackground(sequence: LlamaContextSequence, on: boolean): void {
+    const id = (sequence as unknown as Internal)._sequenceId!;
+    if (on) this.background.add(id);
+    else if (this.background.delete(id)) this.wake();
+  }
+
+  /** Holds batch work back until `sequence`'s next decode (its prompt) is done, or `end` is called. */
+  livePrompt(sequence: LlamaContextSequence): () => void {
+    const id = (sequence as unknown as Internal)._sequenceId!;
+    this.prompts.add(id);
+    return () => {
+      if (this.prompts.delete(id)) this.wake();
+    };
+  }
+
+  private mustWait(id: number): boolean {
+    if (this.erasing.size > 0 && !this.erasing.has(id)) return true;
+    return this.prompts.size > 0 && this.background.has(id);
+  }
+
+  private eraseDone(id: number, all: boolean): void {
+    const n = this.erasing.get(id);
+    if (n === undefined) return;
+    if (!all && n > 1) return void this.erasing.set(id, n - 1);
+    this.erasing.delete(id);
+    this.wake();
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
