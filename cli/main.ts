@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { VERSION } from "../src/version";
 import { accountsCommand } from "./commands/accounts";
+import { batchesCommand } from "./commands/batches";
 import { configCommand } from "./commands/config";
 import { keysCommand } from "./commands/keys";
 import { serveCommand } from "./commands/serve";
@@ -15,6 +16,7 @@ const program = new Command("appliance")
   .addCommand(serveCommand())
   .addCommand(accountsCommand())
   .addCommand(keysCommand())
+  .addCommand(batchesCommand())
   .addCommand(configCommand());
 
 await program.parseAsync(process.argv);

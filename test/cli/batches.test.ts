@@ -1,0 +1,52 @@
+import { afterAll, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { createAccountService } from "../../src/accounts/service";
+import { createBatchesService } from "../../src/batches/service";
+import { systemClock } from "../../src/clock";
+import { validateConfig } from "../../src/config";
+import { createFilesService } from "../../src/files/service";
+import { memoryLogger } from "../../src/log";
+import { openStore } from "../../src/store/db";
+import { tempDir } from "../helpers/app";
+import { cli } from "../helpers/cli";
+
+const dir = tempDir();
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A batch created through the services on the data dir (no server running). */
+async function makeBatch(): Promise<string> {
+  const db = openStore(dir);
+  try {
+    const accounts = createAccountService(db, validateConfig({}).limits, systemClock);
+    if (accounts.accountCount() === 0) accounts.createAccount("ops");
+    const principal = accounts.authenticate(accounts.createKey({ account: "ops", kind: "premium" }).key)!;
+    const files = createFilesService({ db, dataDir: dir, clock: systemClock, logger: memoryLogger() });
+    const file = await files.createResult(principal, "in.jsonl", async (p) => Bun.write(p, "{}\n"));
+    db.run("UPDATE files SET purpose = 'batch' WHERE id = ?", [file.id]);
+    return createBatchesService({ db, files, clock: systemClock }).create(principal, { input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" }).id;
+  } finally {
+    db.close();
+  }
+}
+
+test("batches list, show and cancel work on the data dir", async () => {
+  const id = await makeBatch();
+  const list = cli(dir, ["batches", "list"]);
+  expect(list.code).toBe(0);
+  expect(list.stdout).toContain(id);
+  expect(list.stdout).toContain("validating");
+  expect(cli(dir, ["batches", "show", id, "--json"]).json()).toMatchObject({ id, status: "validating" });
+  const cancelled = cli(dir, ["batches", "cancel", id, "--json"]);
+  expect(cancelled.json().status).toBe("cancelling");
+  expect(cli(dir, ["batches", "cancel", "batch_nope"]).stderr).toContain("No such Batch object");
+});
+
+test("show --watch prints progress until the batch ends", async () => {
+  const id = await makeBatch();
+  const db = openStore(dir);
+  db.run("UPDATE batches SET status = 'completed', total = 4, completed = 3, failed = 1 WHERE id = ?", [id]);
+  db.close();
+  const r = cli(dir, ["batches", "show", id, "--watch", "--interval", "10"]);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toContain("[##############################] 100% 4/4 (completed 3, failed 1) completed");
+});
