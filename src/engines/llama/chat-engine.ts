@@ -118,7 +118,9 @@ export class LlamaChatEngine implements ChatEngine {
         ...(o.batchSize ? { batchSize: o.batchSize } : {}),
       });
       const slots = Array.from({ length: o.slots }, () => new Slot(context.getSequence()));
-      const gate = DecodeGate.attach(context, slots.map((s) => s.sequence));
+      // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
+      // the same per sequence in it and a live request arriving waits for the step in flight.
+      const gate = DecodeGate.attach(context, slots.map((s) => s.sequence), { widthBesideLive: model.gpuLayers > 0 ? Infinity : 1 });
       if (!gate)
         o.logger.warn("this node-llama-cpp lacks the internals the decode gate wraps: live requests may wait for batch lines to finish", { model: o.modelId });
       const resolved = resolveChatWrapper(model);
@@ -202,12 +204,12 @@ export class LlamaChatEngine implements ChatEngine {
         const lease = await s.pool.acquire(promptTokens, signal, opts);
         const sequence = lease.slot.sequence;
         const batch = opts?.batch === true;
-        s.gate?.setBackground(sequence, batch);
+        s.gate?.leased(sequence, batch);
         const cachedTokens = Math.min(lease.reusable, promptTokens.length - 1);
         return {
           cachedTokens: Math.max(0, cachedTokens),
           release: () => {
-            s.gate?.setBackground(sequence, false);
+            s.gate?.released(sequence);
             lease.release();
           },
           run: async (onEvent, runSignal) => {
