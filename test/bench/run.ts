@@ -1,4 +1,5 @@
 // `bun run bench [name…]`: runs the benchmarks (not part of `bun test`) and prints their ratios.
+import { benchBatches } from "./batches";
 import { benchChat } from "./chat";
 import { benchEmbeddings } from "./embeddings";
 import { benchImages } from "./images";
@@ -11,6 +12,7 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   formats: () => benchFormats(),
   embeddings: () => benchEmbeddings(),
   images: () => benchImages(),
+  batches: () => benchBatches(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
