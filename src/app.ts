@@ -10,6 +10,7 @@ import { chatRoutes } from "./api/openai/chat";
 import { classifyRoutes } from "./api/openai/classify";
 import { embeddingsRoutes } from "./api/openai/embeddings";
 import { filesRoutes } from "./api/openai/files";
+import { rentalsRoutes } from "./api/rentals/routes";
 import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
@@ -46,7 +47,8 @@ export function createApp(deps: AppDeps): App {
     .use(classifyRoutes(deps))
     .use(imagesRoutes(deps))
     .use(filesRoutes(deps.files))
-    .use(batchesRoutes(deps.batches));
+    .use(batchesRoutes(deps.batches))
+    .use(rentalsRoutes(deps.rentals));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

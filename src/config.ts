@@ -55,9 +55,37 @@ const RentalNode = T.Object(
     country: T.String({ minLength: 1 }),
     country_code: T.String({ minLength: 2, maxLength: 3 }),
     price_per_hour: T.Number({ minimum: 0 }),
-    launcher: T.String({ minLength: 1, description: "how the node starts a rental" }),
+    launcher: T.Union([T.Literal("process"), T.Literal("docker")], { default: "process", description: "how the node starts a rental" }),
   },
   { additionalProperties: false },
+);
+
+const Rentals = T.Object(
+  {
+    public_host: T.String({ default: "", description: "host or IP rental owners connect to; empty → server.host, or this machine's hostname when that is 0.0.0.0" }),
+    discover: T.Boolean({ default: true, description: "offer this host's GPUs found by nvidia-smi (those with a price)" }),
+    price_per_hour: T.Optional(T.Number({ minimum: 0, description: "price of discovered GPUs not declared in rental_nodes; unset → not rentable" })),
+    country: T.String({ default: "", description: "country of discovered GPUs" }),
+    country_code: T.String({ default: "", description: "country code of discovered GPUs" }),
+    launcher: T.Union([T.Literal("process"), T.Literal("docker")], { default: "process", description: "launcher of discovered GPUs" }),
+    max_hours: T.Number({ default: 720, exclusiveMinimum: 0, description: "largest `hours` a rental may ask for" }),
+    ready_timeout_s: T.Integer({ default: 180, minimum: 1, description: "a launch not answering by then fails" }),
+    process: T.Object(
+      {
+        command: T.Array(T.String({ minLength: 1 }), { default: ["jupyter", "lab"], minItems: 1 }),
+        bind: T.String({ default: "0.0.0.0" }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+    docker: T.Object(
+      {
+        socket: T.String({ default: "/var/run/docker.sock" }),
+        image: T.String({ default: "quay.io/jupyter/pytorch-notebook:cuda12-latest" }),
+      },
+      { additionalProperties: false, default: {} },
+    ),
+  },
+  { additionalProperties: false, default: {} },
 );
 
 const Engines = T.Object(
@@ -89,6 +117,7 @@ export const Config = T.Object(
     models: T.Array(ModelManifest, { default: [] }),
     retired_models: T.Array(RetiredModel, { default: [] }),
     rental_nodes: T.Array(RentalNode, { default: [] }),
+    rentals: Rentals,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },

@@ -7,6 +7,7 @@ import { ensureDemoModels } from "./demo";
 import { checkModelFiles } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 import { createServices, type AppDeps } from "./services";
+import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
 import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
 import { VERSION } from "./version";
@@ -39,13 +40,21 @@ export async function startServer(
       banner(`--demo: serving the generated demo models ${demo.map((m) => m.id).join(", ")} (random weights: answers are noise)`);
     }
     checkModelFiles(config.models, config.models_dir);
-    const deps = createServices(config, db, { logger });
+    let discoveredGpus: DiscoveredGpu[] = [];
+    if (config.rentals.discover) {
+      const found = await discoverGpus();
+      discoveredGpus = found.gpus;
+      if (found.problem) logger.warn("GPU discovery", { problem: found.problem });
+      else logger.info("GPU discovery", { gpus: found.gpus.length });
+    }
+    const deps = createServices(config, db, { logger, discoveredGpus });
     const firstKey = bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
     deps.files.sweep();
     const sweeper = setInterval(() => deps.files.sweep(), 3_600_000);
     sweeper.unref();
     deps.batchWorker.start();
+    deps.rentals.start();
     const app = createApp(deps);
     const server = Bun.serve({
       hostname: config.server.host,
@@ -70,6 +79,7 @@ export async function startServer(
         await server.stop();
         clearInterval(sweeper);
         await deps.batchWorker.stop();
+        await deps.rentals.stop(); // rentals keep running: the next start reconciles them
         await deps.registry.unloadAll();
         logger.info("stopped");
         logger.flush();

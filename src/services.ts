@@ -16,6 +16,12 @@ import { createFilesService, type FilesService } from "./files/service";
 import { createImagesService, type ImagesService } from "./images/service";
 import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
+import { buildInventory, type DiscoveredGpu } from "./rentals/inventory";
+import { createDockerLauncher } from "./rentals/launchers/docker";
+import { createProcessLauncher } from "./rentals/launchers/process";
+import type { Launcher } from "./rentals/launchers/types";
+import { createRentalsService, type RentalsService } from "./rentals/service";
+import { hostname } from "node:os";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
 export interface AppDeps {
@@ -35,6 +41,8 @@ export interface AppDeps {
   batches: BatchesService;
   /** Runs batches in the background: started by main.ts (and by tests that need it). */
   batchWorker: BatchWorker;
+  /** GPU rentals; its ticks (launch, billing, auto-stop) are started by main.ts (and tests). */
+  rentals: RentalsService;
   startedAt: number;
 }
 
@@ -44,7 +52,7 @@ export type CapabilityDeps = Pick<AppDeps, "config" | "registry" | "meter" | "cl
 export function createServices(
   config: Config,
   db: Database,
-  opts: { clock?: Clock; logger?: Logger; engines?: EngineFactories } = {},
+  opts: { clock?: Clock; logger?: Logger; engines?: EngineFactories; discoveredGpus?: DiscoveredGpu[]; launchers?: Record<string, Launcher> } = {},
 ): AppDeps {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
@@ -65,6 +73,26 @@ export function createServices(
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });
+  const r = config.rentals;
+  const publicHost = r.public_host || (config.server.host === "0.0.0.0" || config.server.host === "::" ? hostname() : config.server.host);
+  const nodes = buildInventory({
+    declared: config.rental_nodes,
+    discovered: opts.discoveredGpus ?? [],
+    defaults: { price_per_hour: r.price_per_hour, country: r.country || undefined, country_code: r.country_code || undefined, launcher: r.launcher },
+  });
+  const rentals = createRentalsService({
+    db,
+    clock,
+    logger,
+    dataDir: config.server.data_dir,
+    nodes: () => nodes,
+    launchers: opts.launchers ?? {
+      process: createProcessLauncher({ command: r.process.command, bind: r.process.bind, publicHost }),
+      docker: createDockerLauncher({ socketPath: r.docker.socket, image: r.docker.image, hostAddress: publicHost }),
+    },
+    maxHours: r.max_hours,
+    readyTimeoutMs: r.ready_timeout_s * 1000,
+  });
   return {
     config,
     db,
@@ -81,6 +109,7 @@ export function createServices(
     files,
     batches: createBatchesService({ db, files, clock, notify: batchWorker.notify }),
     batchWorker,
+    rentals,
     startedAt: clock.now(),
   };
 }

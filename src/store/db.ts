@@ -4,6 +4,7 @@ import { join } from "node:path";
 import m001 from "./migrations/001-initial.sql" with { type: "text" };
 import m002 from "./migrations/002-files-batches.sql" with { type: "text" };
 import m003 from "./migrations/003-batch-lines-pending.sql" with { type: "text" };
+import m004 from "./migrations/004-rentals.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -11,6 +12,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "001-initial", sql: m001 },
   { name: "002-files-batches", sql: m002 },
   { name: "003-batch-lines-pending", sql: m003 },
+  { name: "004-rentals", sql: m004 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -1,0 +1,116 @@
+import { spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import type { LaunchHandle, Launcher, LaunchSpec, Liveness } from "./types";
+
+// The `process` launcher: JupyterLab (or a configured command taking the same flags) as a child
+// process bound to the rental's GPUs with CUDA_VISIBLE_DEVICES, on a free port, requiring the
+// rental's token. It runs in its own process group, so stopping it stops what it started, and it
+// outlives a restart of the appliance (which finds it again by pid and the rental id in its
+// environment). Its output goes to `<workDir>/jupyter.log`.
+
+export interface ProcessLauncherOptions {
+  /** The program and its first arguments; the launcher adds --port, --ip, the token, the root dir. */
+  command: string[];
+  /** Address the notebook server listens on. */
+  bind: string;
+  /** Host or IP the owner connects to (the connection url). */
+  publicHost: string;
+  /** Where readiness is probed. */
+  probeHost?: string;
+}
+
+const ENV_TAG = "APPLIANCE_RENTAL_ID";
+
+export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
+  const probeHost = o.probeHost ?? "127.0.0.1";
+  return {
+    name: "process",
+    async start(spec: LaunchSpec): Promise<LaunchHandle> {
+      const port = await freePort();
+      const log = join(spec.workDir, "jupyter.log");
+      const fd = openSync(log, "a");
+      try {
+        const [program, ...args] = o.command;
+        const child = spawn(
+          program!,
+          [...args, `--ip=${o.bind}`, `--port=${port}`, "--no-browser", `--IdentityProvider.token=${spec.token}`, `--ServerApp.root_dir=${spec.workDir}`, "--ServerApp.port_retries=0"],
+          {
+            cwd: spec.workDir,
+            detached: true, // its own process group: stop() signals the whole group
+            stdio: ["ignore", fd, fd],
+            env: { ...process.env, CUDA_VISIBLE_DEVICES: spec.gpus.join(","), [ENV_TAG]: spec.rentalId },
+          },
+        );
+        const pid = await new Promise<number>((resolve, reject) => {
+          child.once("error", (e) => reject(new Error(`cannot start ${program}: ${e.message}`)));
+          child.once("spawn", () => resolve(child.pid!));
+        });
+        child.unref();
+        return { launcher: "process", url: `http://${o.publicHost}:${port}/lab`, data: { pid, port, log, rentalId: spec.rentalId } };
+      } finally {
+        closeSync(fd);
+      }
+    },
+
+    async probe(handle: LaunchHandle): Promise<Liveness> {
+      const { pid, port, rentalId } = handle.data as { pid: number; port: number; rentalId: string };
+      if (!ours(pid, rentalId)) return "dead";
+      try {
+        const res = await fetch(`http://${probeHost}:${port}/api`, { signal: AbortSignal.timeout(2000) });
+        await res.arrayBuffer();
+        return res.ok ? "ready" : "starting";
+      } catch {
+        return ours(pid, rentalId) ? "starting" : "dead";
+      }
+    },
+
+    async stop(handle: LaunchHandle): Promise<void> {
+      const { pid, rentalId } = handle.data as { pid: number; rentalId: string };
+      if (!ours(pid, rentalId)) return;
+      signal(pid, "SIGTERM");
+      for (let i = 0; i < 50 && ours(pid, rentalId); i++) await Bun.sleep(100);
+      if (ours(pid, rentalId)) signal(pid, "SIGKILL");
+      for (let i = 0; i < 20 && ours(pid, rentalId); i++) await Bun.sleep(50);
+    },
+  };
+}
+
+/** The process group first (what the server started), then the process itself. */
+function signal(pid: number, sig: NodeJS.Signals) {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {}
+  }
+}
+
+/** Whether `pid` is alive and is this rental's process (a reused pid is not). */
+function ours(pid: number, rentalId: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    if (/\) Z /.test(stat)) return false; // exited, not yet reaped
+    return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`${ENV_TAG}=${rentalId}`);
+  } catch {
+    return true; // no /proc (not Linux): the pid check is all there is
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,36 @@
+// One interface between the rental state machine (src/rentals/service.ts) and whatever starts a
+// JupyterLab on a GPU: the state machine and billing know nothing of processes or containers.
+
+/** What a launcher needs to start one rental. */
+export interface LaunchSpec {
+  rentalId: string;
+  /** The GPU(s) to hand out: UUIDs as nvidia-smi reports them (`GPU-…`), or indexes. */
+  gpus: string[];
+  /** The access token the notebook server must require (`--IdentityProvider.token`). */
+  token: string;
+  /** A directory owned by this rental (working dir / logs). */
+  workDir: string;
+}
+
+/**
+ * What a launcher records about a started rental: stored as JSON with the rental, so a restarted
+ * server can find the process/container again. Launcher-specific fields live in `data`.
+ */
+export interface LaunchHandle {
+  launcher: string;
+  /** The URL the owner opens (token not included; `connection.token` carries it). */
+  url: string;
+  data: Record<string, unknown>;
+}
+
+export type Liveness = "starting" | "ready" | "dead";
+
+export interface Launcher {
+  readonly name: string;
+  /** Starts the notebook server; resolves once it was started (not necessarily ready). */
+  start(spec: LaunchSpec): Promise<LaunchHandle>;
+  /** Whether the started server answers yet (`ready`), is still coming up, or is gone (`dead`). */
+  probe(handle: LaunchHandle): Promise<Liveness>;
+  /** Stops it and releases the GPU; safe to call on something already gone. */
+  stop(handle: LaunchHandle): Promise<void>;
+}

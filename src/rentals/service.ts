@@ -1,0 +1,320 @@
+import type { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Principal } from "../accounts/types";
+import { ApiError } from "../api/http/errors";
+import type { Clock } from "../clock";
+import { newId, randomBase62 } from "../ids";
+import type { Logger } from "../log";
+import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../store/rentals";
+import { usageRepo } from "../store/usage";
+import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "./billing";
+import type { LaunchHandle, Launcher } from "./launchers/types";
+
+// The rental state machine (spec §2.3, §3 Rental): pending → running → stopping → stopped, or
+// failed. It knows launchers only through their interface, and bills per started minute from
+// `running_at` at the price fixed at creation (spec §8), charged as each minute starts, in the same
+// transaction that records it. Everything is in the store, so a restarted server reconciles what it
+// finds (`reconcile`).
+
+/** A rentable GPU node as the inventory describes it. */
+export interface InventoryNode {
+  node_id: string;
+  gpu: string;
+  gpu_uuids: string[];
+  vram_mb: number;
+  compute_cap: number;
+  country: string;
+  country_code: string;
+  price_per_hour: number | null;
+  launcher: string;
+}
+
+export interface RentalsOptions {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  dataDir: string;
+  /** The nodes this appliance can hand out (config and discovery). */
+  nodes: () => InventoryNode[];
+  launchers: Record<string, Launcher>;
+  /** Nodes reserved for a loaded inference model: not rentable. */
+  reserved?: () => ReadonlySet<string>;
+  maxHours: number;
+  /** How long a launch may take to answer before the rental fails. */
+  readyTimeoutMs: number;
+  /** How often launches are probed and running rentals billed, probed and auto-stopped. */
+  tickMs?: number;
+  /** How long an Idempotency-Key is remembered. */
+  idempotencyMs?: number;
+}
+
+export interface CreateRental {
+  node_id?: unknown;
+  type?: unknown;
+  hours?: unknown;
+}
+
+export type RentalsService = ReturnType<typeof createRentalsService>;
+
+export function createRentalsService(o: RentalsOptions) {
+  const repo = rentalsRepo(o.db);
+  const usage = usageRepo(o.db);
+  const tickMs = o.tickMs ?? 1000;
+  const idempotencyMs = o.idempotencyMs ?? 86_400_000;
+  const launching = new Map<string, Promise<void>>();
+  const stopping = new Map<string, Promise<void>>();
+  const lastProbe = new Map<string, number>();
+  let timer: ReturnType<typeof setInterval> | null = null;
+
+  const launcherOf = (name: string) => {
+    const l = o.launchers[name];
+    if (!l) throw new Error(`no launcher "${name}" is configured`);
+    return l;
+  };
+  const handleOf = (r: RentalRow): LaunchHandle | null => (r.handle ? (JSON.parse(r.handle) as LaunchHandle) : null);
+
+  /** Nodes that are priced, have a working launcher, and are not reserved; `free` adds: no active rental. */
+  function rentable(): InventoryNode[] {
+    const reserved = o.reserved?.() ?? new Set<string>();
+    return o.nodes().filter((n) => n.price_per_hour !== null && o.launchers[n.launcher] && !reserved.has(n.node_id));
+  }
+
+  function toObject(r: RentalRow) {
+    const handle = handleOf(r);
+    return {
+      rental_id: r.id,
+      object: "rental" as const,
+      node_id: r.node_id,
+      type: r.type,
+      status: r.status,
+      stop_reason: r.stop_reason,
+      failure: r.failure,
+      connection: r.status === "running" && handle ? { url: `${handle.url}?token=${r.token}`, token: r.token } : null,
+      hours: r.hours,
+      price_per_hour: fromMicros(r.price_per_hour_micros),
+      billed_minutes: r.billed_minutes,
+      cost: fromMicros(r.cost_micros),
+      created_at: seconds(r.created_at),
+      running_at: seconds(r.running_at),
+      stopped_at: seconds(r.stopped_at),
+      expires_at: seconds(r.expires_at),
+    };
+  }
+
+  function owned(p: Principal, id: string): RentalRow {
+    const r = repo.byId(id);
+    if (!r || r.key_id !== p.keyId) throw new ApiError("not_found", `No such rental: ${id}`, { param: "rental_id" });
+    return r;
+  }
+
+  function validate(body: CreateRental) {
+    if (typeof body !== "object" || body === null) throw new ApiError("invalid_request", "the body must be a JSON object");
+    if (typeof body.node_id !== "string" || body.node_id === "") throw new ApiError("invalid_request", "node_id is required (a node's UUID from GET /api/v1/gpus)", { param: "node_id" });
+    if (body.type !== "jupyter") throw new ApiError("invalid_request", `type must be "jupyter"${body.type === undefined ? "" : ` (got ${JSON.stringify(body.type)})`}`, { param: "type" });
+    let hours: number | null = null;
+    if (body.hours !== undefined && body.hours !== null) {
+      if (typeof body.hours !== "number" || !Number.isFinite(body.hours) || body.hours <= 0 || body.hours > o.maxHours)
+        throw new ApiError("invalid_request", `hours must be a number > 0 and ≤ ${o.maxHours}`, { param: "hours" });
+      hours = body.hours;
+    }
+    return { node_id: body.node_id, type: "jupyter" as const, hours };
+  }
+
+  // Checks, insert and the idempotency record in one synchronous transaction: 50 concurrent POSTs
+  // with one Idempotency-Key are serialised here and find the first one's rental.
+  const createTx = o.db.transaction((p: Principal, req: ReturnType<typeof validate>, idem: string | null) => {
+    const now = o.clock.now();
+    const hash = new Bun.CryptoHasher("sha256").update(JSON.stringify(req)).digest("hex");
+    if (idem) {
+      const seen = repo.request(p.keyId, idem);
+      if (seen && now - seen.created_at < idempotencyMs) {
+        if (seen.body_hash !== hash)
+          throw new ApiError("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new rental", { param: "Idempotency-Key" });
+        return { row: repo.byId(seen.rental_id)!, created: false };
+      }
+      if (seen) repo.forget(p.keyId, idem);
+    }
+    const node = o.nodes().find((n) => n.node_id === req.node_id);
+    if (!node) throw new ApiError("node_not_found", `no GPU node ${req.node_id}`, { param: "node_id" });
+    if (repo.activeCount(p.keyId) >= p.maxActiveRentals)
+      throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
+    if (!rentable().some((n) => n.node_id === node.node_id) || repo.nodeTaken(node.node_id))
+      throw new ApiError("node_unavailable", `node ${node.node_id} is not free (rented, reserved, offline or unpriced)`, { param: "node_id" });
+    const price = toMicros(node.price_per_hour!);
+    const balance = usage.balance(p.accountId)?.balance_micros ?? 0;
+    if (balance < costOfMinutes(price, 1))
+      throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
+    const id = newId("rent_");
+    repo.insert({ id, key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now });
+    if (idem) repo.remember(p.keyId, idem, hash, id, now);
+    return { row: repo.byId(id)!, created: true };
+  });
+
+  function launch(r: RentalRow): Promise<void> {
+    const node = o.nodes().find((n) => n.node_id === r.node_id);
+    const work = (async () => {
+      const launcher = launcherOf(r.launcher);
+      const workDir = join(o.dataDir, "rentals", r.id);
+      mkdirSync(workDir, { recursive: true });
+      const handle = await launcher.start({ rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir });
+      repo.setHandle(r.id, JSON.stringify(handle));
+      o.logger.info("rental launched", { rental: r.id, node: r.node_id, launcher: launcher.name });
+    })().catch((e) => fail(r.id, `the launch failed: ${(e as Error).message}`));
+    launching.set(r.id, work);
+    return work.finally(() => launching.delete(r.id));
+  }
+
+  /** A pending rental's server answers: running from now, first minute charged. */
+  function started(r: RentalRow) {
+    const now = o.clock.now();
+    const expires = r.hours === null ? null : now + Math.round(r.hours * 3_600_000);
+    if (!repo.transition(r.id, ["pending"], "running", { running_at: now, expires_at: expires })) return;
+    o.logger.info("rental running", { rental: r.id, node: r.node_id });
+    bill(repo.byId(r.id)!, now);
+  }
+
+  /**
+   * Charges every minute started by `t`. Returns false when the balance cannot pay the next one
+   * (nothing is charged then; the caller stops the rental).
+   */
+  function bill(r: RentalRow, t: number, upTo = minutesStarted(r.running_at!, t)): boolean {
+    if (upTo <= r.billed_minutes) return true;
+    const cost = costOfMinutes(r.price_per_hour_micros, upTo) - costOfMinutes(r.price_per_hour_micros, r.billed_minutes);
+    const balance = usage.balance(r.account_id)?.balance_micros ?? 0;
+    if (cost > balance) return false;
+    usage.settle.immediate({
+      request_id: `${r.id}:m${upTo}`,
+      account_id: r.account_id,
+      key_id: r.key_id,
+      model: `gpu:${r.node_id}`,
+      endpoint: "/api/v1/rentals",
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      images: 0,
+      batch: 0,
+      cost_micros: cost,
+      trial_tokens: 0,
+      created_at: t,
+    });
+    repo.billed(r.id, upTo, cost);
+    return true;
+  }
+
+  function fail(id: string, reason: string) {
+    const r = repo.byId(id);
+    if (!r || !ACTIVE.includes(r.status)) return;
+    o.logger.warn("rental failed", { rental: id, reason });
+    const now = o.clock.now();
+    if (r.status === "running") bill(r, now, minutesRun(r.running_at!, now));
+    repo.transition(id, ACTIVE, "failed", { failure: reason, stop_reason: "error", stopped_at: now });
+    const handle = handleOf(r);
+    if (handle) void launcherOf(r.launcher).stop(handle).catch(() => {});
+  }
+
+  /** Stops a rental (idempotent): the process/container goes, the GPU is free, billing ends. */
+  function stop(id: string, reason: StopReason): Promise<void> {
+    const inFlight = stopping.get(id);
+    if (inFlight) return inFlight;
+    const work = (async () => {
+      await launching.get(id); // a launch in progress finishes first, so its process is known
+      const r = repo.byId(id);
+      if (!r || (r.status !== "pending" && r.status !== "running" && r.status !== "stopping")) return;
+      const now = o.clock.now();
+      const end = r.expires_at !== null && reason === "auto_stop" ? Math.min(now, r.expires_at) : now;
+      if (r.status === "running") bill(r, end, minutesRun(r.running_at!, end));
+      if (r.status !== "stopping") repo.transition(id, ["pending", "running"], "stopping", { stopping_at: now, stop_reason: reason });
+      const handle = handleOf(r);
+      if (handle) await launcherOf(r.launcher).stop(handle);
+      repo.transition(id, ["stopping"], "stopped", { stopped_at: end });
+      o.logger.info("rental stopped", { rental: id, reason });
+    })().catch((e) => o.logger.error("rental stop failed", { rental: id, error: (e as Error).message }));
+    stopping.set(id, work);
+    return work.finally(() => stopping.delete(id));
+  }
+
+  /** One pass over active rentals: launches answer, minutes are charged, due rentals stop. */
+  async function tick() {
+    const now = o.clock.now();
+    for (const r of repo.active()) {
+      if (launching.has(r.id) || stopping.has(r.id)) continue;
+      const handle = handleOf(r);
+      if (r.status === "stopping") void stop(r.id, r.stop_reason ?? "user");
+      else if (r.status === "pending") {
+        if (!handle) continue; // launch() is starting it, or reconcile decides
+        const state = await launcherOf(r.launcher).probe(handle).catch(() => "starting" as const);
+        if (state === "ready") started(r);
+        else if (state === "dead") fail(r.id, "the notebook server exited before it answered");
+        else if (now - r.created_at > o.readyTimeoutMs) fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
+      } else {
+        if (r.expires_at !== null && now >= r.expires_at) {
+          void stop(r.id, "auto_stop");
+          continue;
+        }
+        if (!bill(r, now)) {
+          void stop(r.id, "insufficient_credit");
+          continue;
+        }
+        if (handle && now - (lastProbe.get(r.id) ?? 0) >= 5000) {
+          lastProbe.set(r.id, now);
+          if ((await launcherOf(r.launcher).probe(handle).catch(() => "ready" as const)) === "dead") fail(r.id, "the notebook server exited");
+        }
+      }
+    }
+    repo.forgetBefore(now - idempotencyMs);
+  }
+
+  let ticking: Promise<void> | null = null;
+  const runTick = () => {
+    if (ticking) return ticking;
+    ticking = tick()
+      .catch((e) => o.logger.error("rental tick failed", { error: (e as Error).message }))
+      .finally(() => (ticking = null));
+    return ticking;
+  };
+
+  return {
+    /** GET /api/v1/gpus: nodes online, priced and free. */
+    gpus() {
+      const taken = new Set(repo.active().map((r) => r.node_id));
+      return rentable().filter((n) => !taken.has(n.node_id));
+    },
+    async create(p: Principal, body: CreateRental, idempotencyKey: string | null) {
+      if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
+        throw new ApiError("invalid_request", "Idempotency-Key must be 1–255 characters", { param: "Idempotency-Key" });
+      const { row, created } = createTx.immediate(p, validate(body), idempotencyKey);
+      if (created) void launch(row);
+      return toObject(row);
+    },
+    get: (p: Principal, id: string) => toObject(owned(p, id)),
+    list: (p: Principal, limit = 100) => ({ object: "list" as const, data: repo.byKey(p.keyId, limit).map(toObject) }),
+    async remove(p: Principal, id: string) {
+      const r = owned(p, id);
+      if (ACTIVE.includes(r.status)) await stop(id, "user");
+      return toObject(repo.byId(id)!);
+    },
+    /** At start: pending rentals whose launch was lost fail; the rest is picked up by the ticks. */
+    reconcile() {
+      for (const r of repo.active()) {
+        if (r.status === "pending" && !r.handle) fail(r.id, "the server restarted before the launch started");
+      }
+    },
+    start() {
+      this.reconcile();
+      timer = setInterval(runTick, tickMs);
+      timer.unref();
+      void runTick();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await ticking;
+      await Promise.all([...launching.values(), ...stopping.values()]);
+    },
+    /** One pass now (tests with an injected clock). */
+    tick: runTick,
+  };
+}
+
+const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
