@@ -3,6 +3,13 @@ export interface Clock {
   now(): number;
 }
 
+/** Epoch ms → the wire's Unix seconds (null stays null). */
+export function unixSeconds(ms: number): number;
+export function unixSeconds(ms: number | null): number | null;
+export function unixSeconds(ms: number | null): number | null {
+  return ms === null ? null : Math.floor(ms / 1000);
+}
+
 export const systemClock: Clock = { now: () => Date.now() };
 
 /** A clock tests move by hand. */

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import type { Database } from "bun:sqlite";
 import { createAccountService, type AccountService } from "./accounts/service";
 import { createLimits, type Limits } from "./billing/limits";
@@ -21,7 +22,6 @@ import { createDockerLauncher } from "./rentals/launchers/docker";
 import { createProcessLauncher } from "./rentals/launchers/process";
 import type { Launcher } from "./rentals/launchers/types";
 import { createRentalsService, type RentalsService } from "./rentals/service";
-import { hostname } from "node:os";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
 export interface AppDeps {

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import type { Principal } from "../accounts/types";
 import { ApiError } from "../api/http/errors";
-import type { Clock } from "../clock";
+import { unixSeconds as seconds, type Clock } from "../clock";
 import type { FilesService, Owner } from "../files/service";
 import { newId } from "../ids";
 import { batchesRepo, type BatchRow } from "../store/batches";
@@ -130,7 +130,6 @@ function checkMetadata(m: Record<string, string> | null | undefined) {
   }
 }
 
-const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
 
 export function toObject(row: BatchRow): BatchObject {
   return {
@@ -143,9 +142,9 @@ export function toObject(row: BatchRow): BatchObject {
     status: row.status,
     output_file_id: row.output_file_id,
     error_file_id: row.error_file_id,
-    created_at: seconds(row.created_at)!,
+    created_at: seconds(row.created_at),
     in_progress_at: seconds(row.in_progress_at),
-    expires_at: seconds(row.expires_at)!,
+    expires_at: seconds(row.expires_at),
     finalizing_at: seconds(row.finalizing_at),
     completed_at: seconds(row.completed_at),
     failed_at: seconds(row.failed_at),

@@ -302,13 +302,15 @@ export function buildInventory(opts: {
   return nodes;
 }
 
+/** Priced, and naming the GPU(s) a launcher hands out (without them it could only hand out none, or all). */
 export function isRentable(node: RentalNode): node is RentableNode {
-  return node.price_per_hour !== null;
+  return node.price_per_hour !== null && node.gpu_uuids.length > 0;
 }
 
 /** Why a node is not rentable (for `doctor`), or null when it is. */
 export function whyNotRentable(node: RentalNode): string | null {
   if (isRentable(node)) return null;
+  if (node.price_per_hour !== null) return "no gpu_uuid: set the GPU's UUID (nvidia-smi -L) in its rental_nodes entry";
   const lacking = [
     !node.country && "country",
     !node.country_code && "country_code",

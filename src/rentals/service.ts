@@ -3,12 +3,13 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Principal } from "../accounts/types";
 import { ApiError } from "../api/http/errors";
-import type { Clock } from "../clock";
+import { unixSeconds as seconds, type Clock } from "../clock";
 import { newId, randomBase62 } from "../ids";
 import type { Logger } from "../log";
 import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../store/rentals";
 import { usageRepo } from "../store/usage";
 import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "./billing";
+import { isRentable, type RentableNode, type RentalNode } from "./inventory";
 import type { LaunchHandle, Launcher } from "./launchers/types";
 
 // The rental state machine (spec §2.3, §3 Rental): pending → running → stopping → stopped, or
@@ -17,26 +18,13 @@ import type { LaunchHandle, Launcher } from "./launchers/types";
 // transaction that records it. Everything is in the store, so a restarted server reconciles what it
 // finds (`reconcile`).
 
-/** A rentable GPU node as the inventory describes it. */
-export interface InventoryNode {
-  node_id: string;
-  gpu: string;
-  gpu_uuids: string[];
-  vram_mb: number;
-  compute_cap: number;
-  country: string;
-  country_code: string;
-  price_per_hour: number | null;
-  launcher: string;
-}
-
 export interface RentalsOptions {
   db: Database;
   clock: Clock;
   logger: Logger;
   dataDir: string;
   /** The nodes this appliance can hand out (config and discovery). */
-  nodes: () => InventoryNode[];
+  nodes: () => RentalNode[];
   launchers: Record<string, Launcher>;
   /** Nodes reserved for a loaded inference model: not rentable. */
   reserved?: () => ReadonlySet<string>;
@@ -74,10 +62,10 @@ export function createRentalsService(o: RentalsOptions) {
   };
   const handleOf = (r: RentalRow): LaunchHandle | null => (r.handle ? (JSON.parse(r.handle) as LaunchHandle) : null);
 
-  /** Nodes that are priced, have a working launcher, and are not reserved; `free` adds: no active rental. */
-  function rentable(): InventoryNode[] {
+  /** Nodes that are rentable (inventory), have a configured launcher, and are not reserved. */
+  function rentable(): RentableNode[] {
     const reserved = o.reserved?.() ?? new Set<string>();
-    return o.nodes().filter((n) => n.price_per_hour !== null && o.launchers[n.launcher] && !reserved.has(n.node_id));
+    return o.nodes().filter((n): n is RentableNode => isRentable(n) && !!o.launchers[n.launcher] && !reserved.has(n.node_id));
   }
 
   function toObject(r: RentalRow) {
@@ -141,7 +129,7 @@ export function createRentalsService(o: RentalsOptions) {
       throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
     if (!rentable().some((n) => n.node_id === node.node_id) || repo.nodeTaken(node.node_id))
       throw new ApiError("node_unavailable", `node ${node.node_id} is not free (rented, reserved, offline or unpriced)`, { param: "node_id" });
-    const price = toMicros(node.price_per_hour!);
+    const price = toMicros(node.price_per_hour!); // rentable() above: priced
     const balance = usage.balance(p.accountId)?.balance_micros ?? 0;
     if (balance < costOfMinutes(price, 1))
       throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
@@ -149,6 +137,27 @@ export function createRentalsService(o: RentalsOptions) {
     repo.insert({ id, key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now });
     if (idem) repo.remember(p.keyId, idem, hash, id, now);
     return { row: repo.byId(id)!, created: true };
+  });
+
+  // The usage row (keyed by rental and minute: a repeat charges nothing) and the rental's billed
+  // minutes commit together.
+  const chargeTx = o.db.transaction((r: RentalRow, upTo: number, cost: number, t: number) => {
+    const charged = usage.settle({
+      request_id: `${r.id}:m${upTo}`,
+      account_id: r.account_id,
+      key_id: r.key_id,
+      model: `gpu:${r.node_id}`,
+      endpoint: "/api/v1/rentals",
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      images: 0,
+      batch: 0,
+      cost_micros: cost,
+      trial_tokens: 0,
+      created_at: t,
+    });
+    if (charged) repo.billed(r.id, upTo, cost);
   });
 
   function launch(r: RentalRow): Promise<void> {
@@ -183,22 +192,7 @@ export function createRentalsService(o: RentalsOptions) {
     const cost = costOfMinutes(r.price_per_hour_micros, upTo) - costOfMinutes(r.price_per_hour_micros, r.billed_minutes);
     const balance = usage.balance(r.account_id)?.balance_micros ?? 0;
     if (cost > balance) return false;
-    usage.settle.immediate({
-      request_id: `${r.id}:m${upTo}`,
-      account_id: r.account_id,
-      key_id: r.key_id,
-      model: `gpu:${r.node_id}`,
-      endpoint: "/api/v1/rentals",
-      input_tokens: 0,
-      output_tokens: 0,
-      cached_tokens: 0,
-      images: 0,
-      batch: 0,
-      cost_micros: cost,
-      trial_tokens: 0,
-      created_at: t,
-    });
-    repo.billed(r.id, upTo, cost);
+    chargeTx.immediate(r, upTo, cost, t);
     return true;
   }
 
@@ -276,7 +270,7 @@ export function createRentalsService(o: RentalsOptions) {
 
   return {
     /** GET /api/v1/gpus: nodes online, priced and free. */
-    gpus() {
+    gpus(): RentableNode[] {
       const taken = new Set(repo.active().map((r) => r.node_id));
       return rentable().filter((n) => !taken.has(n.node_id));
     },
@@ -316,5 +310,3 @@ export function createRentalsService(o: RentalsOptions) {
     tick: runTick,
   };
 }
-
-const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));

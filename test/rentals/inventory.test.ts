@@ -283,6 +283,14 @@ describe("buildInventory", () => {
     expect(whyNotRentable(node!)).toBe(`no compute_cap: declare ${UUID_B} in rental_nodes`);
   });
 
+  test("a declared node naming no gpu_uuid is listed but not rentable: a launcher could hand out no GPU, or all", () => {
+    const { gpu_uuid: _, ...noUuid } = declaredA;
+    const [node] = buildInventory({ declared: [noUuid], discovered: [], defaults: {} });
+    expect(node).toMatchObject({ price_per_hour: 0.45, gpu_uuids: [] });
+    expect(isRentable(node!)).toBe(false);
+    expect(whyNotRentable(node!)).toContain("no gpu_uuid");
+  });
+
   test("a declared GPU that nvidia-smi does not see is still listed as the config says", () => {
     const nodes = buildInventory({ declared: [declaredA], discovered: [], defaults: {} });
     expect(nodes).toHaveLength(1);
