@@ -207,6 +207,14 @@ export function validateConfig(raw: unknown, source = "config"): Config {
     if (r.replaced_by && !ids.has(r.replaced_by))
       throw new ConfigError(`${source}: retired_models[${i}].replaced_by: "${r.replaced_by}" is not a served model`);
   });
+  const gpus = new Map<string, number>();
+  config.rental_nodes.forEach((n, i) => {
+    if (n.gpu_uuid === undefined) return;
+    const uuid = n.gpu_uuid.trim().toLowerCase();
+    const earlier = gpus.get(uuid);
+    if (earlier !== undefined) throw new ConfigError(`${source}: rental_nodes[${i}].gpu_uuid: "${n.gpu_uuid}" is also declared by rental_nodes[${earlier}]`);
+    gpus.set(uuid, i);
+  });
   return config;
 }
 

@@ -54,7 +54,7 @@ export async function startServer(
     const sweeper = setInterval(() => deps.files.sweep(), 3_600_000);
     sweeper.unref();
     deps.batchWorker.start();
-    deps.rentals.start();
+    await deps.rentals.start();
     const app = createApp(deps);
     const server = Bun.serve({
       hostname: config.server.host,

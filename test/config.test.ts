@@ -123,6 +123,16 @@ describe("errors name the bad field", () => {
     const r2 = `${m}[[retired_models]]\nid="old"\nreplaced_by="zzz"\n`;
     expect(configError(() => loadConfig({ file: write("ret2.toml", r2), env }))).toContain("retired_models[0].replaced_by");
   });
+
+  test("a GPU declared twice as a rental node is refused when the config is read, naming both entries", () => {
+    const node = (uuid: string) =>
+      `[[rental_nodes]]\ngpu_uuid="${uuid}"\ngpu="NVIDIA L4"\nvram_mb=23034\ncompute_cap=8.9\ncountry="Germany"\ncountry_code="DE"\nprice_per_hour=0.5\n`;
+    const uuid = "GPU-5f1c2b1e-9d4a-4c3e-8f2a-0a1b2c3d4e5f";
+    const msg = configError(() => loadConfig({ file: write("gpus.toml", node(uuid) + node(uuid.toUpperCase())), env }));
+    expect(msg).toContain("rental_nodes[1].gpu_uuid");
+    expect(msg).toContain("rental_nodes[0]");
+    expect(msg).toContain("gpus.toml");
+  });
 });
 
 test("JSON pointers become dotted field names", () => {

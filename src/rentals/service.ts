@@ -45,6 +45,15 @@ export interface CreateRental {
 
 export type RentalsService = ReturnType<typeof createRentalsService>;
 
+/** How often a running rental's server is probed (a dead one fails and stops billing). */
+const PROBE_EVERY_MS = 5000;
+
+/** How often launchers are checked (an offline one's nodes are not listed or rentable). */
+const HEALTH_EVERY_MS = 30_000;
+
+/** How much of a rental's log GET /api/v1/rentals/{id}/logs returns (the end of it). */
+export const LOG_TAIL_BYTES = 256 * 1024;
+
 export function createRentalsService(o: RentalsOptions) {
   const repo = rentalsRepo(o.db);
   const usage = usageRepo(o.db);
@@ -62,10 +71,28 @@ export function createRentalsService(o: RentalsOptions) {
   };
   const handleOf = (r: RentalRow): LaunchHandle | null => (r.handle ? (JSON.parse(r.handle) as LaunchHandle) : null);
 
-  /** Nodes that are rentable (inventory), have a configured launcher, and are not reserved. */
+  /** What is wrong with each launcher (null: healthy), as last checked; unchecked counts as healthy. */
+  const launcherProblems = new Map<string, string | null>();
+  let lastHealthCheck = -Infinity;
+
+  async function checkLaunchers() {
+    lastHealthCheck = o.clock.now();
+    const used = new Set(o.nodes().map((n) => n.launcher));
+    for (const [name, l] of Object.entries(o.launchers)) {
+      if (!used.has(name)) continue;
+      const problem = await l.health().catch((e) => `health check failed: ${(e as Error).message}`);
+      if (problem !== (launcherProblems.get(name) ?? null)) {
+        if (problem) o.logger.warn("rental launcher offline", { launcher: name, problem });
+        else if (launcherProblems.has(name)) o.logger.info("rental launcher online", { launcher: name });
+      }
+      launcherProblems.set(name, problem);
+    }
+  }
+
+  /** Nodes that are rentable (inventory), whose launcher is configured and healthy, and are not reserved. */
   function rentable(): RentableNode[] {
     const reserved = o.reserved?.() ?? new Set<string>();
-    return o.nodes().filter((n): n is RentableNode => isRentable(n) && !!o.launchers[n.launcher] && !reserved.has(n.node_id));
+    return o.nodes().filter((n): n is RentableNode => isRentable(n) && !!o.launchers[n.launcher] && !launcherProblems.get(n.launcher) && !reserved.has(n.node_id));
   }
 
   function toObject(r: RentalRow) {
@@ -127,8 +154,10 @@ export function createRentalsService(o: RentalsOptions) {
     if (!node) throw new ApiError("node_not_found", `no GPU node ${req.node_id}`, { param: "node_id" });
     if (repo.activeCount(p.keyId) >= p.maxActiveRentals)
       throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
-    if (!rentable().some((n) => n.node_id === node.node_id) || repo.nodeTaken(node.node_id))
-      throw new ApiError("node_unavailable", `node ${node.node_id} is not free (rented, reserved, offline or unpriced)`, { param: "node_id" });
+    if (!rentable().some((n) => n.node_id === node.node_id) || repo.nodeTaken(node.node_id)) {
+      const why = repo.nodeTaken(node.node_id) ? "it is rented" : (launcherProblems.get(node.launcher) ? "it is offline" : "it is not offered (reserved, unpriced or offline)");
+      throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
+    }
     const price = toMicros(node.price_per_hour!); // rentable() above: priced
     const balance = usage.balance(p.accountId)?.balance_micros ?? 0;
     if (balance < costOfMinutes(price, 1))
@@ -196,15 +225,21 @@ export function createRentalsService(o: RentalsOptions) {
     return true;
   }
 
-  function fail(id: string, reason: string) {
+  /**
+   * Ends a rental that broke. `charge`: bill the minutes started until now (the server saw it
+   * alive until moments ago); false when it ended at an unknown time (found dead after a restart):
+   * then what was billed before stays the bill.
+   */
+  function fail(id: string, reason: string, charge = true) {
     const r = repo.byId(id);
     if (!r || !ACTIVE.includes(r.status)) return;
     o.logger.warn("rental failed", { rental: id, reason });
     const now = o.clock.now();
-    if (r.status === "running") bill(r, now, minutesRun(r.running_at!, now));
+    if (r.status === "running" && charge) bill(r, now, minutesRun(r.running_at!, now));
     repo.transition(id, ACTIVE, "failed", { failure: reason, stop_reason: "error", stopped_at: now });
+    lastProbe.delete(id);
     const handle = handleOf(r);
-    if (handle) void launcherOf(r.launcher).stop(handle).catch(() => {});
+    if (handle) void o.launchers[r.launcher]?.stop(handle).catch(() => {});
   }
 
   /** Stops a rental (idempotent): the process/container goes, the GPU is free, billing ends. */
@@ -222,6 +257,7 @@ export function createRentalsService(o: RentalsOptions) {
       const handle = handleOf(r);
       if (handle) await launcherOf(r.launcher).stop(handle);
       repo.transition(id, ["stopping"], "stopped", { stopped_at: end });
+      lastProbe.delete(id);
       o.logger.info("rental stopped", { rental: id, reason });
     })().catch((e) => o.logger.error("rental stop failed", { rental: id, error: (e as Error).message }));
     stopping.set(id, work);
@@ -231,32 +267,44 @@ export function createRentalsService(o: RentalsOptions) {
   /** One pass over active rentals: launches answer, minutes are charged, due rentals stop. */
   async function tick() {
     const now = o.clock.now();
+    if (now - lastHealthCheck >= HEALTH_EVERY_MS) await checkLaunchers();
     for (const r of repo.active()) {
       if (launching.has(r.id) || stopping.has(r.id)) continue;
-      const handle = handleOf(r);
-      if (r.status === "stopping") void stop(r.id, r.stop_reason ?? "user");
-      else if (r.status === "pending") {
-        if (!handle) continue; // launch() is starting it, or reconcile decides
-        const state = await launcherOf(r.launcher).probe(handle).catch(() => "starting" as const);
-        if (state === "ready") started(r);
-        else if (state === "dead") fail(r.id, "the notebook server exited before it answered");
-        else if (now - r.created_at > o.readyTimeoutMs) fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
-      } else {
-        if (r.expires_at !== null && now >= r.expires_at) {
-          void stop(r.id, "auto_stop");
-          continue;
-        }
-        if (!bill(r, now)) {
-          void stop(r.id, "insufficient_credit");
-          continue;
-        }
-        if (handle && now - (lastProbe.get(r.id) ?? 0) >= 5000) {
-          lastProbe.set(r.id, now);
-          if ((await launcherOf(r.launcher).probe(handle).catch(() => "ready" as const)) === "dead") fail(r.id, "the notebook server exited");
-        }
+      try {
+        await tickOne(r, now);
+      } catch (e) {
+        o.logger.error("rental tick failed", { rental: r.id, error: (e as Error).message });
       }
     }
     repo.forgetBefore(now - idempotencyMs);
+  }
+
+  async function tickOne(r: RentalRow, now: number) {
+    const handle = handleOf(r);
+    if (r.status === "stopping") {
+      void stop(r.id, r.stop_reason ?? "user"); // a stop the server did not finish (restart)
+      return;
+    }
+    if (r.status === "pending") {
+      if (!handle) return; // launch() is starting it, or reconcile decides
+      const state = await launcherOf(r.launcher).probe(handle).catch(() => "starting" as const);
+      if (state === "ready") started(r);
+      else if (state === "dead") fail(r.id, "the notebook server exited before it answered");
+      else if (now - r.created_at > o.readyTimeoutMs) fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
+      return;
+    }
+    if (r.expires_at !== null && now >= r.expires_at) {
+      void stop(r.id, "auto_stop");
+      return;
+    }
+    if (!bill(r, now)) {
+      void stop(r.id, "insufficient_credit");
+      return;
+    }
+    if (handle && now - (lastProbe.get(r.id) ?? 0) >= PROBE_EVERY_MS) {
+      lastProbe.set(r.id, now);
+      if ((await launcherOf(r.launcher).probe(handle).catch(() => "ready" as const)) === "dead") fail(r.id, "the notebook server exited");
+    }
   }
 
   let ticking: Promise<void> | null = null;
@@ -288,14 +336,33 @@ export function createRentalsService(o: RentalsOptions) {
       if (ACTIVE.includes(r.status)) await stop(id, "user");
       return toObject(repo.byId(id)!);
     },
-    /** At start: pending rentals whose launch was lost fail; the rest is picked up by the ticks. */
-    reconcile() {
+    /** The tail of the notebook server's stdout/stderr (owner only), also after it stopped. */
+    async logs(p: Principal, id: string): Promise<string> {
+      const r = owned(p, id);
+      const handle = handleOf(r);
+      return handle ? launcherOf(r.launcher).logs(handle, LOG_TAIL_BYTES) : "";
+    },
+    /**
+     * At start, before any billing: what the store says is active is checked against what really
+     * runs. A launch the server lost fails; a running rental whose server is gone fails with no
+     * charge for the time the appliance was down; a launcher no longer configured fails its
+     * rentals. The rest (still running, due or not) is picked up by the ticks.
+     */
+    async reconcile() {
       for (const r of repo.active()) {
-        if (r.status === "pending" && !r.handle) fail(r.id, "the server restarted before the launch started");
+        const handle = handleOf(r);
+        if (!o.launchers[r.launcher]) fail(r.id, `the "${r.launcher}" launcher is no longer configured`, false);
+        else if (r.status === "pending" && !handle) fail(r.id, "the server restarted before the launch started");
+        else if (r.status === "running" && handle) {
+          const state = await o.launchers[r.launcher]!.probe(handle).catch(() => "starting" as const);
+          if (state === "dead") fail(r.id, "the notebook server was gone when the appliance restarted", false);
+          else o.logger.info("rental found running", { rental: r.id, node: r.node_id });
+        }
       }
     },
-    start() {
-      this.reconcile();
+    async start() {
+      await checkLaunchers();
+      await this.reconcile();
       timer = setInterval(runTick, tickMs);
       timer.unref();
       void runTick();
@@ -308,5 +375,7 @@ export function createRentalsService(o: RentalsOptions) {
     },
     /** One pass now (tests with an injected clock). */
     tick: runTick,
+    /** Launchers and what is wrong with each (null: healthy), as last checked. */
+    launcherProblems: (): Record<string, string | null> => Object.fromEntries(Object.keys(o.launchers).map((n) => [n, launcherProblems.get(n) ?? null])),
   };
 }

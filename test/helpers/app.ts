@@ -22,7 +22,7 @@ export interface TestApp {
   dir: string;
   logs: Record<string, any>[];
   /** A new account with one key; returns the full key. */
-  key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number }): string;
+  key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number; maxActiveRentals?: number }): string;
   request(method: string, path: string, opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
   /** Stops the batch worker and the engines, then closes the store and removes the temp dir. */
   close(): Promise<void>;
@@ -62,6 +62,7 @@ export function testApp(
         scopes: k.scopes,
         rpm: k.rpm,
         inflight: k.inflight,
+        maxActiveRentals: k.maxActiveRentals,
       }).key;
     },
     request(method, path, r = {}) {

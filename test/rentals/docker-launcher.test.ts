@@ -2,18 +2,21 @@
 // replays a recorded Docker Engine API v1.43 exchange (test/fixtures/docker/engine-api.json) and
 // keeps every request it received, so the tests see the exact bodies the launcher sent.
 import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import recorded from "../fixtures/docker/engine-api.json";
-import { createDockerLauncher } from "../../src/rentals/launchers/docker";
+import { createDockerLauncher, demultiplex } from "../../src/rentals/launchers/docker";
 import type { LaunchHandle } from "../../src/rentals/launchers/types";
 
 interface Exchange {
   method: string;
   path: string;
   status: number;
-  body: any;
+  body?: any;
+  /** A binary answer (the log stream), base64, with its content type. */
+  rawBase64?: string;
+  contentType?: string;
 }
 interface Received {
   method: string;
@@ -50,6 +53,8 @@ function startEngine(answers: Exchange[]) {
       if (i < 0) return Response.json({ message: `stand-in: nothing recorded for ${req.method} ${path}` }, { status: 500 });
       const [answer] = unused.splice(i, 1);
       const headers = { "api-version": "1.43", server: "Docker/24.0.7 (linux)" };
+      if (answer!.rawBase64 !== undefined)
+        return new Response(Buffer.from(answer!.rawBase64, "base64"), { status: answer!.status, headers: { ...headers, "content-type": answer!.contentType ?? "application/octet-stream" } });
       // The daemon sends 204 and 304 without a body.
       if (answer!.body === null) return new Response(null, { status: answer!.status, headers });
       return Response.json(answer!.body, { status: answer!.status, headers });
@@ -87,7 +92,11 @@ test("start creates the container with the rental's GPU, token, label, work dir 
   const engine = startEngine(exchanges);
   const handle = await launcherFor(engine.socketPath).start(spec("rent_01"));
 
-  expect(handle).toEqual({ launcher: "docker", url: "http://gpu-box.lan:49153/lab", data: { containerId: RUNNING, port: 49153 } });
+  expect(handle).toEqual({
+    launcher: "docker",
+    url: "http://gpu-box.lan:49153/lab",
+    data: { containerId: RUNNING, port: 49153, log: "/var/lib/appliance/rentals/rent_01/jupyter.log" },
+  });
   expect(engine.received.map((r) => `${r.method} ${r.path}`)).toEqual([
     "POST /v1.43/containers/create?name=appliance-rent_01",
     `POST /v1.43/containers/${RUNNING}/start`,
@@ -116,20 +125,30 @@ test("start creates the container with the rental's GPU, token, label, work dir 
   expect(engine.received[1]!.body).toBeUndefined();
 });
 
-test("a whole rental replays the recorded exchange in order, from create to a second stop", async () => {
-  const engine = startEngine([...recordedFor("rent_01"), ...recordedFor(RUNNING)]);
+test("a whole rental replays the recorded exchange in order, from create to a second stop; its log outlives the container", async () => {
+  // The owner reads the log once more after the container is gone: the daemon says 404 again.
+  const logGone = recordedFor(RUNNING).find((e) => e.path.includes("/logs?") && e.status === 404)!;
+  const replay = [...recordedFor("rent_01"), ...recordedFor(RUNNING), logGone];
+  const engine = startEngine(replay);
   const launcher = launcherFor(engine.socketPath, refused);
+  const workDir = mkdtempSync(join(tmpdir(), "docker-rental-"));
+  cleanups.push(() => rmSync(workDir, { recursive: true, force: true }));
 
   // The handle is stored as JSON with the rental; a restarted server probes and stops from that.
-  const handle = JSON.parse(JSON.stringify(await launcher.start(spec("rent_01")))) as LaunchHandle;
+  const handle = JSON.parse(JSON.stringify(await launcher.start({ ...spec("rent_01"), workDir }))) as LaunchHandle;
   expect(await launcher.probe(handle)).toBe("starting");
   await launcher.stop(handle);
+  // Saved from the container's multiplexed stream before it was removed: stderr and stdout frames in order.
+  const saved = readFileSync(join(workDir, "jupyter.log"), "utf8");
+  expect(saved).toContain("Jupyter Server 2.14.2 is running at:\n");
+  expect(saved).toEndWith("Using GPU: NVIDIA GeForce RTX 4090\n");
+  expect(saved).not.toContain("\u0000");
   expect(await launcher.probe(handle)).toBe("dead");
   await launcher.stop(handle);
+  expect(readFileSync(join(workDir, "jupyter.log"), "utf8")).toBe(saved); // the second stop kept it
+  expect(await launcher.logs(handle, 35)).toBe("Using GPU: NVIDIA GeForce RTX 4090\n");
 
-  expect(engine.received.map((r) => `${r.method} ${r.path}`)).toEqual(
-    [...recordedFor("rent_01"), ...recordedFor(RUNNING)].map((e) => `${e.method} ${e.path}`),
-  );
+  expect(engine.received.map((r) => `${r.method} ${r.path}`)).toEqual(replay.map((e) => `${e.method} ${e.path}`));
   expect(engine.unused).toEqual([]);
 });
 
@@ -177,6 +196,19 @@ test("stop on a container that is already gone does not throw", async () => {
   ]);
 });
 
+test("the log stream is demultiplexed; a TTY container's raw text passes through", () => {
+  const frame = (stream: number, text: string) => {
+    const payload = Buffer.from(text);
+    const head = Buffer.alloc(8);
+    head[0] = stream;
+    head.writeUInt32BE(payload.length, 4);
+    return Buffer.concat([head, payload]);
+  };
+  expect(demultiplex(Buffer.concat([frame(1, "out é\n"), frame(2, "err\n"), frame(1, "")]))).toBe("out é\nerr\n");
+  expect(demultiplex(Buffer.from("plain tty output\n"))).toBe("plain tty output\n");
+  expect(demultiplex(frame(1, "cut short").subarray(0, 12))).toHaveLength(12); // a torn frame is shown raw, not dropped
+});
+
 test("a missing image fails naming the image and docker pull, and nothing is pulled", async () => {
   const engine = startEngine(exchanges);
   const failure = launcherFor(engine.socketPath).start(spec("rent_02"));
@@ -194,4 +226,21 @@ test("a start that fails after create removes the container and reports the daem
     `POST /v1.43/containers/${FAILS_TO_START}/start`,
     `DELETE /v1.43/containers/${FAILS_TO_START}?force=true`,
   ]);
+});
+
+test("health: the daemon answers /_ping and has the image → healthy; a missing image or daemon is named with its fix", async () => {
+  const ping = { method: "GET", path: "/v1.43/_ping", status: 200, rawBase64: Buffer.from("OK").toString("base64"), contentType: "text/plain; charset=utf-8" };
+  const imagePath = `/v1.43/images/${encodeURIComponent(IMAGE)}/json`;
+  const present = { method: "GET", path: imagePath, status: 200, body: { Id: "sha256:3b1e4c0a7f2d9e8b6a5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a", RepoTags: [IMAGE] } };
+  const absent = { method: "GET", path: imagePath, status: 404, body: { message: `No such image: ${IMAGE}` } };
+
+  const ok = startEngine([ping, present]);
+  expect(await launcherFor(ok.socketPath).health()).toBeNull();
+  expect(ok.received.map((r) => `${r.method} ${r.path}`)).toEqual([`GET /v1.43/_ping`, `GET ${imagePath}`]);
+
+  const noImage = startEngine([ping, absent]);
+  expect(await launcherFor(noImage.socketPath).health()).toContain(`docker pull ${IMAGE}`);
+
+  const nowhere = join(mkdtempSync(join(tmpdir(), "docker-none-")), "docker.sock");
+  expect(await launcherFor(nowhere).health()).toContain(`does not answer on ${nowhere}`);
 });

@@ -12,5 +12,6 @@ export function rentalsRoutes(rentals: RentalsService) {
     .post("/api/v1/rentals", ({ request, body }) => rentals.create(principalOf(request), (body ?? {}) as object, request.headers.get("idempotency-key")))
     .get("/api/v1/rentals", ({ request }) => rentals.list(principalOf(request)))
     .get("/api/v1/rentals/:id", ({ request, params }) => rentals.get(principalOf(request), params.id))
+    .get("/api/v1/rentals/:id/logs", async ({ request, params }) => new Response(await rentals.logs(principalOf(request), params.id), { headers: { "content-type": "text/plain; charset=utf-8" } }))
     .delete("/api/v1/rentals/:id", ({ request, params }) => rentals.remove(principalOf(request), params.id));
 }

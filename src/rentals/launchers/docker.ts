@@ -1,6 +1,8 @@
 // Starts a rental's JupyterLab as a Docker container through the Docker Engine API on its unix
 // socket (https://docs.docker.com/reference/api/engine/version/v1.43/). The appliance never pulls
 // images: the image must already be on the machine.
+import { join } from "node:path";
+import { LOG_FILE, saveLog, tailOf } from "./log-tail";
 import type { LaunchHandle, LaunchSpec, Launcher, Liveness } from "./types";
 
 export interface DockerLauncherOptions {
@@ -36,14 +38,18 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
   const engineFetch = opts.fetch ?? fetch;
   const probeFetch = opts.probeFetch ?? fetch;
 
-  async function engine(method: string, path: string, body?: unknown): Promise<EngineReply> {
+  function send(method: string, path: string, body?: unknown): Promise<Response> {
     // Over a unix socket the URL's host is never resolved; the daemon only reads the path.
-    const res = await engineFetch(`http://docker/${apiVersion}${path}`, {
+    return engineFetch(`http://docker/${apiVersion}${path}`, {
       method,
       unix: socketPath,
       headers: body === undefined ? undefined : { "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
+  }
+
+  async function engine(method: string, path: string, body?: unknown): Promise<EngineReply> {
+    const res = await send(method, path, body);
     const text = await res.text();
     let parsed: unknown = text;
     try {
@@ -74,7 +80,8 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
         if (started.status !== 204 && started.status !== 304) throw engineError("start container", started);
         const port = publishedPort(await inspect(containerId));
         if (port === undefined) throw new Error(`docker: container ${containerId} published no host port for ${JUPYTER_PORT}`);
-        return { launcher: "docker", url: `http://${opts.hostAddress}:${port}/lab`, data: { containerId, port } };
+        const log = join(spec.workDir, LOG_FILE);
+        return { launcher: "docker", url: `http://${opts.hostAddress}:${port}/lab`, data: { containerId, port, log } };
       } catch (err) {
         await remove(containerId).catch(() => {});
         throw err;
@@ -104,9 +111,43 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
       // t=10: the image's stop signal, then SIGKILL after 10 s, so Jupyter can save its state.
       // Any failure here is left to the forced remove, which kills the container anyway.
       await engine("POST", `${containerPath(id)}/stop?t=10`).catch(() => {});
+      // The container's log goes with it: keep a copy in the rental's work dir for the owner.
+      if (typeof handle.data.log === "string") {
+        const text = await containerLog(id).catch(() => undefined);
+        if (text !== undefined) saveLog(handle.data.log, text);
+      }
       await remove(id);
     },
+
+    async health(): Promise<string | null> {
+      let ping: EngineReply;
+      try {
+        ping = await engine("GET", "/_ping");
+      } catch (e) {
+        return `the Docker daemon does not answer on ${socketPath} (${(e as Error).message}); is docker running, and may this user use its socket?`;
+      }
+      if (ping.status !== 200) return `the Docker daemon answered /_ping with HTTP ${ping.status}`;
+      const image = await engine("GET", `/images/${encodeURIComponent(opts.image)}/json`);
+      if (image.status === 404) return `docker image ${opts.image} is not on this machine; run \`docker pull ${opts.image}\``;
+      if (image.status !== 200) return `docker: inspecting image ${opts.image} failed: ${messageOf(image)}`;
+      return null;
+    },
+
+    async logs(handle: LaunchHandle, maxBytes: number): Promise<string> {
+      const text = await containerLog(containerIdOf(handle)).catch(() => undefined);
+      if (text !== undefined) return tailBytes(text, maxBytes);
+      return typeof handle.data.log === "string" ? tailOf(handle.data.log, maxBytes) : "";
+    },
   };
+
+  /** The container's stdout and stderr, or undefined when the daemon knows no such container. */
+  async function containerLog(id: string): Promise<string | undefined> {
+    const res = await send("GET", `${containerPath(id)}/logs?stdout=true&stderr=true&tail=2000`);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    if (res.status === 404) return undefined;
+    if (res.status !== 200) throw new Error(`docker: read container log failed: HTTP ${res.status}`);
+    return demultiplex(bytes);
+  }
 
   /** The container's inspect JSON, or undefined when the daemon knows no such container. */
   async function inspect(id: string): Promise<any> {
@@ -143,6 +184,29 @@ function createBody(spec: LaunchSpec, image: string) {
       Binds: [`${spec.workDir}:${WORK_DIR}`],
     },
   };
+}
+
+/**
+ * A container without a TTY sends its log as frames: 1 byte stream (1 stdout, 2 stderr), 3 zero
+ * bytes, a big-endian uint32 length, then the payload. A stream that does not parse as frames is
+ * taken as raw text (a TTY container).
+ */
+export function demultiplex(bytes: Uint8Array): string {
+  const parts: Uint8Array[] = [];
+  let at = 0;
+  while (at < bytes.length) {
+    if (at + 8 > bytes.length || bytes[at]! > 2 || bytes[at + 1] !== 0 || bytes[at + 2] !== 0 || bytes[at + 3] !== 0) return new TextDecoder().decode(bytes);
+    const size = new DataView(bytes.buffer, bytes.byteOffset + at + 4, 4).getUint32(0);
+    if (at + 8 + size > bytes.length) return new TextDecoder().decode(bytes);
+    parts.push(bytes.subarray(at + 8, at + 8 + size));
+    at += 8 + size;
+  }
+  return new TextDecoder().decode(Buffer.concat(parts));
+}
+
+function tailBytes(text: string, maxBytes: number): string {
+  const buf = Buffer.from(text);
+  return buf.length <= maxBytes ? text : buf.subarray(buf.length - maxBytes).toString("utf8");
 }
 
 /** The host port the daemon published for Jupyter (IPv4 and IPv6 bindings share it). */

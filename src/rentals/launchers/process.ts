@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
-import { closeSync, openSync, readFileSync } from "node:fs";
+import { accessSync, closeSync, constants, openSync, readdirSync, readFileSync } from "node:fs";
+import { LOG_FILE, tailOf } from "./log-tail";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import type { LaunchHandle, Launcher, LaunchSpec, Liveness } from "./types";
@@ -19,6 +20,8 @@ export interface ProcessLauncherOptions {
   publicHost: string;
   /** Where readiness is probed. */
   probeHost?: string;
+  /** How long stop waits after SIGTERM before SIGKILL (default 5 s: Jupyter saves and shuts kernels down). */
+  stopGraceMs?: number;
 }
 
 const ENV_TAG = "APPLIANCE_RENTAL_ID";
@@ -29,7 +32,7 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
     name: "process",
     async start(spec: LaunchSpec): Promise<LaunchHandle> {
       const port = await freePort();
-      const log = join(spec.workDir, "jupyter.log");
+      const log = join(spec.workDir, LOG_FILE);
       const fd = openSync(log, "a");
       try {
         const [program, ...args] = o.command;
@@ -68,24 +71,68 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
 
     async stop(handle: LaunchHandle): Promise<void> {
       const { pid, rentalId } = handle.data as { pid: number; rentalId: string };
-      if (!ours(pid, rentalId)) return;
-      signal(pid, "SIGTERM");
-      for (let i = 0; i < 50 && ours(pid, rentalId); i++) await Bun.sleep(100);
-      if (ours(pid, rentalId)) signal(pid, "SIGKILL");
-      for (let i = 0; i < 20 && ours(pid, rentalId); i++) await Bun.sleep(50);
+      // Everything carrying the rental's tag goes: the server, its kernels, whatever they started
+      // (also when the server itself already exited and left them behind).
+      const left = () => [...new Set([...(ours(pid, rentalId) ? [pid] : []), ...tagged(rentalId)])];
+      if (left().length === 0) return;
+      if (ours(pid, rentalId)) signal(pid, "SIGTERM"); // the group first: Jupyter shuts its kernels down
+      for (const p of left()) signal(p, "SIGTERM", false);
+      const grace = Date.now() + (o.stopGraceMs ?? 5000);
+      while (Date.now() < grace && left().length > 0) await Bun.sleep(100);
+      for (const p of left()) signal(p, "SIGKILL", false);
+      for (let i = 0; i < 20 && left().length > 0; i++) await Bun.sleep(50);
+    },
+
+    async logs(handle: LaunchHandle, maxBytes: number): Promise<string> {
+      return tailOf(handle.data.log as string, maxBytes);
+    },
+
+    async health(): Promise<string | null> {
+      const program = o.command[0]!;
+      const hint = "install JupyterLab (`pip install jupyterlab`) or set rentals.process.command";
+      if (program.includes("/")) {
+        try {
+          accessSync(program, constants.X_OK);
+          return null;
+        } catch {
+          return `${program} is not an executable file (${hint})`;
+        }
+      }
+      return Bun.which(program) ? null : `\`${program}\` is not on the PATH (${hint})`;
     },
   };
 }
 
-/** The process group first (what the server started), then the process itself. */
-function signal(pid: number, sig: NodeJS.Signals) {
+/** The process group first (what the server started) unless `group` is false, then the process itself. */
+function signal(pid: number, sig: NodeJS.Signals, group = true) {
   try {
+    if (!group) throw new Error("process only");
     process.kill(-pid, sig);
   } catch {
     try {
       process.kill(pid, sig);
     } catch {}
   }
+}
+
+/** Live processes whose environment carries the rental's tag (empty where there is no /proc). */
+function tagged(rentalId: string): number[] {
+  const pids: number[] = [];
+  let names: string[];
+  try {
+    names = readdirSync("/proc");
+  } catch {
+    return pids;
+  }
+  const tag = `${ENV_TAG}=${rentalId}`;
+  for (const name of names) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    try {
+      if (/\) Z /.test(readFileSync(`/proc/${name}/stat`, "utf8"))) continue;
+      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(tag)) pids.push(Number(name));
+    } catch {}
+  }
+  return pids;
 }
 
 /** Whether `pid` is alive and is this rental's process (a reused pid is not). */

@@ -33,4 +33,11 @@ export interface Launcher {
   probe(handle: LaunchHandle): Promise<Liveness>;
   /** Stops it and releases the GPU; safe to call on something already gone. */
   stop(handle: LaunchHandle): Promise<void>;
+  /**
+   * The last `maxBytes` of the notebook server's stdout and stderr (for the owner), also after it
+   * stopped; "" when there is none.
+   */
+  logs(handle: LaunchHandle, maxBytes: number): Promise<string>;
+  /** Whether it can start rentals now: null when healthy, else what is wrong and how to fix it. */
+  health(): Promise<string | null>;
 }

@@ -1,0 +1,65 @@
+import { afterAll, expect, test } from "bun:test";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createProcessLauncher } from "../../src/rentals/launchers/process";
+import { FAKE_JUPYTER, processesOf } from "../api/rentals/setup";
+
+// The process launcher on its own: the real spawn of the stand-in JupyterLab, its readiness, its
+// log, its stop (the whole process group), and that a pid it does not own is never signalled.
+
+const dir = mkdtempSync(join(tmpdir(), "process-launcher-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const launcher = (command: string[]) => createProcessLauncher({ command, bind: "127.0.0.1", publicHost: "gpu-box.lan", stopGraceMs: 300 });
+
+test("start, ready, log, stop: the server gets the GPU, token, port and work dir; stop ends it and what it started", async () => {
+  const id = `rent_a${Date.now()}`;
+  const workDir = mkdtempSync(join(dir, "rent_a-"));
+  const l = launcher([process.execPath, FAKE_JUPYTER, "--delay-ms=300", "--stubborn-kernel"]);
+  const handle = await l.start({ rentalId: id, gpus: ["GPU-aaaa", "GPU-bbbb"], token: "tok123", workDir });
+  expect(handle.url).toMatch(/^http:\/\/gpu-box\.lan:\d+\/lab$/);
+  expect(await l.probe(handle)).toBe("starting"); // listening only after 300 ms
+  let state = await l.probe(handle);
+  for (let i = 0; i < 100 && state !== "ready"; i++) state = (await Bun.sleep(50), await l.probe(handle));
+  expect(state).toBe("ready");
+  const port = handle.data.port as number;
+  const lab = await (await fetch(`http://127.0.0.1:${port}/lab?token=tok123`)).json();
+  expect(lab).toMatchObject({ lab: true, gpus: "GPU-aaaa,GPU-bbbb" });
+  expect(lab.cwd).toBe(workDir);
+  expect(await l.logs(handle, 1 << 20)).toContain(`fake-jupyter listening on ${port}`);
+  expect(await l.logs(handle, 10)).toHaveLength(10);
+  expect(processesOf(id)).toHaveLength(2); // the server and its "kernel" (which ignores SIGTERM)
+
+  await l.stop(handle);
+  expect(await l.probe(handle)).toBe("dead");
+  expect(processesOf(id)).toEqual([]);
+  await l.stop(handle); // already gone: safe
+  expect(readFileSync(join(workDir, "jupyter.log"), "utf8")).toContain("listening");
+});
+
+test("a pid that is not the rental's (reused, or another program) is dead to the launcher and never signalled", async () => {
+  const other = Bun.spawn(["sleep", "30"]);
+  try {
+    const handle = { launcher: "process", url: "http://x/lab", data: { pid: other.pid, port: 1, log: join(dir, "none.log"), rentalId: "rent_b" } };
+    const l = launcher([process.execPath, FAKE_JUPYTER]);
+    expect(await l.probe(handle)).toBe("dead");
+    await l.stop(handle);
+    expect(other.killed).toBe(false);
+    expect(other.exitCode).toBeNull();
+    expect(() => process.kill(other.pid, 0)).not.toThrow();
+  } finally {
+    other.kill();
+  }
+});
+
+test("health: a program on the PATH or an executable path is healthy; otherwise the fix is named", async () => {
+  expect(await launcher(["sh", "-c", "true"]).health()).toBeNull();
+  expect(await launcher(["no-such-jupyter-here"]).health()).toBe(
+    "`no-such-jupyter-here` is not on the PATH (install JupyterLab (`pip install jupyterlab`) or set rentals.process.command)",
+  );
+  const script = join(dir, "lab.sh");
+  writeFileSync(script, "#!/bin/sh\n");
+  expect(await launcher([script]).health()).toContain("is not an executable file");
+  chmodSync(script, 0o755);
+  expect(await launcher([script]).health()).toBeNull();
+});
