@@ -21,6 +21,7 @@ import { buildInventory, type DiscoveredGpu } from "./rentals/inventory";
 import { createDockerLauncher } from "./rentals/launchers/docker";
 import { createProcessLauncher } from "./rentals/launchers/process";
 import type { Launcher } from "./rentals/launchers/types";
+import { inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { createRentalsService, type RentalsService } from "./rentals/service";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
@@ -80,6 +81,7 @@ export function createServices(
     discovered: opts.discoveredGpus ?? [],
     defaults: { price_per_hour: r.price_per_hour, country: r.country || undefined, country_code: r.country_code || undefined, launcher: r.launcher },
   });
+  const inferenceGpuSet = inferenceGpus(opts.discoveredGpus ?? [], process.env.CUDA_VISIBLE_DEVICES);
   const rentals = createRentalsService({
     db,
     clock,
@@ -92,6 +94,8 @@ export function createServices(
     },
     maxHours: r.max_hours,
     readyTimeoutMs: r.ready_timeout_s * 1000,
+    // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts).
+    reserved: () => reservedNodes(nodes, inferenceGpuSet, registry.engines().some((e) => e.loaded && e.device === "cuda")),
   });
   return {
     config,

@@ -51,6 +51,8 @@ export interface ChatLease {
 export interface ModelEngine {
   readonly modelId: string;
   readonly loaded: boolean;
+  /** Where the loaded model computes (undefined while not loaded); CUDA use reserves GPUs from rentals. */
+  readonly device?: "cpu" | "cuda";
   load(): Promise<void>;
   unload(): Promise<void>;
 }

@@ -9,6 +9,7 @@ import type { EngineFactories } from "../../src/engines/registry";
 import { memoryLogger, type Logger } from "../../src/log";
 import { createServices, type AppDeps } from "../../src/services";
 import { openStore } from "../../src/store/db";
+import { rentalsRepo } from "../../src/store/rentals";
 
 export const BASE = "http://localhost";
 
@@ -76,6 +77,9 @@ export function testApp(
       return app.handle(new Request(BASE + path, { method, headers, body }));
     },
     async close() {
+      // Rentals outlive a server by design; a test's must not outlive the test.
+      for (const r of rentalsRepo(deps.db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+      await deps.rentals.stop();
       await deps.batchWorker.stop();
       await deps.registry.unloadAll();
       db.close();

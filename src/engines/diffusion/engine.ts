@@ -39,6 +39,9 @@ export class DiffusionImageEngine implements ImageEngine {
   get loaded(): boolean {
     return this.isLoaded;
   }
+  get device(): "cpu" | "cuda" | undefined {
+    return this.isLoaded ? this.opts.device : undefined;
+  }
 
   load(): Promise<void> {
     this.loading ??= (async () => {

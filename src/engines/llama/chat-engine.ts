@@ -52,6 +52,7 @@ interface Loaded {
   thinks: boolean;
   /** Rows of token_embd.weight: token ids at or above it do not exist. */
   vocabularySize: number;
+  device: "cpu" | "cuda";
 }
 
 class Slot {
@@ -78,6 +79,9 @@ export class LlamaChatEngine implements ChatEngine {
   }
   get loaded() {
     return this.state !== null;
+  }
+  get device() {
+    return this.state?.device;
   }
 
   stats() {
@@ -108,7 +112,7 @@ export class LlamaChatEngine implements ChatEngine {
   private async doLoad(): Promise<Loaded> {
     const o = this.opts;
     const started = performance.now();
-    const { llama } = await o.runtime();
+    const { llama, device } = await o.runtime();
     const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
     try {
       const context = await model.createContext({
@@ -139,7 +143,8 @@ export class LlamaChatEngine implements ChatEngine {
       const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId });
       const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize };
+      // A CUDA runtime with no layers offloaded computes on the CPU.
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: device === "cuda" && model.gpuLayers > 0 ? "cuda" : "cpu" };
     } catch (e) {
       await model.dispose();
       throw e;

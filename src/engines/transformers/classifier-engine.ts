@@ -32,6 +32,9 @@ export class TransformersClassifierEngine implements ClassifierEngine {
   get loaded() {
     return this.encoder.loaded;
   }
+  get device() {
+    return this.encoder.device;
+  }
   get maxTokens() {
     return Math.min(this.describe().maxTokens, this.opts.maxContext ?? Infinity);
   }

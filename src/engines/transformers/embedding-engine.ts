@@ -30,6 +30,9 @@ export class TransformersEmbeddingEngine implements EmbeddingEngine {
   get loaded() {
     return this.encoder.loaded;
   }
+  get device() {
+    return this.encoder.device;
+  }
   get dimensions() {
     return this.describe().dimensions;
   }

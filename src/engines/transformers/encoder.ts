@@ -82,6 +82,10 @@ export class Encoder {
   get loaded(): boolean {
     return this.state !== null;
   }
+  /** The device the session really runs on (CPU after a CUDA fallback). */
+  get device(): OnnxDevice | undefined {
+    return this.state?.device;
+  }
 
   ensure(): Promise<Loaded> {
     if (this.state) return Promise.resolve(this.state);

@@ -1,0 +1,35 @@
+import { expect, test } from "bun:test";
+import { buildInventory, type DiscoveredGpu } from "../../src/rentals/inventory";
+import { inferenceGpus, reservedNodes } from "../../src/rentals/reserved";
+
+// Which nodes inference keeps for itself: the GPUs this process's CUDA engines may use
+// (CUDA_VISIBLE_DEVICES, by UUID, UUID prefix or index; unset = all), while a model runs on CUDA.
+
+const A = "GPU-5f1c2b1e-9d4a-4c3e-8f2a-0a1b2c3d4e5f";
+const B = "GPU-6a2d3c2f-0e5b-4d4f-9a3b-1b2c3d4e5f60";
+const gpus: DiscoveredGpu[] = [
+  { uuid: A, name: "NVIDIA L4", vram_mb: 23034, compute_cap: 8.9, index: 0 },
+  { uuid: B, name: "NVIDIA L4", vram_mb: 23034, compute_cap: 8.9, index: 1 },
+];
+const nodes = buildInventory({ declared: [], discovered: gpus, defaults: { price_per_hour: 0.5, country: "Germany", country_code: "DE", launcher: "process" } });
+const nodeOf = (uuid: string) => nodes.find((n) => n.gpu_uuids[0] === uuid.toLowerCase() || n.gpu_uuids[0] === uuid)!.node_id;
+
+test("unset CUDA_VISIBLE_DEVICES: every GPU may serve inference", () => {
+  expect(inferenceGpus(gpus, undefined)).toEqual(new Set([A.toLowerCase(), B.toLowerCase()]));
+});
+
+test("CUDA_VISIBLE_DEVICES by index, by UUID, by unique UUID prefix; empty or unknown entries name no GPU", () => {
+  expect(inferenceGpus(gpus, "1")).toEqual(new Set([B.toLowerCase()]));
+  expect(inferenceGpus(gpus, A)).toEqual(new Set([A.toLowerCase()]));
+  expect(inferenceGpus(gpus, "GPU-6a2d")).toEqual(new Set([B.toLowerCase()]));
+  expect(inferenceGpus(gpus, "5f1c2b1e")).toEqual(new Set([A.toLowerCase()]));
+  expect(inferenceGpus(gpus, "")).toEqual(new Set()); // CUDA sees no GPU: nothing is reserved
+  expect(inferenceGpus(gpus, "7, GPU-ffff")).toEqual(new Set());
+});
+
+test("nodes holding an inference GPU are reserved only while a model computes on CUDA", () => {
+  const visible = inferenceGpus(gpus, "0");
+  expect(reservedNodes(nodes, visible, false)).toEqual(new Set());
+  expect(reservedNodes(nodes, visible, true)).toEqual(new Set([nodeOf(A)]));
+  expect(reservedNodes(nodes, inferenceGpus(gpus, undefined), true)).toEqual(new Set([nodeOf(A), nodeOf(B)]));
+});
