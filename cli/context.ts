@@ -1,3 +1,4 @@
+import type { Database } from "bun:sqlite";
 import { InvalidArgumentError, type Command } from "commander";
 import { parseUsd } from "../src/billing/pricing";
 import { createAccountService, type AccountService } from "../src/accounts/service";
@@ -20,13 +21,13 @@ export function globals(cmd: Command): GlobalOptions {
  * Offline commands work on the local data dir through the same services the server uses, so
  * `appliance keys create` works before the server ever ran (SQLite WAL lets both run at once).
  */
-export async function withAccounts<T>(cmd: Command, fn: (accounts: AccountService, config: Config) => T | Promise<T>): Promise<void> {
+export async function withAccounts<T>(cmd: Command, fn: (accounts: AccountService, config: Config, db: Database) => T | Promise<T>): Promise<void> {
   try {
     const g = globals(cmd);
     const { config } = loadConfig({ file: g.config, flags: { dataDir: g.dataDir } });
     const db = openStore(config.server.data_dir);
     try {
-      await fn(createAccountService(db, config.limits, systemClock), config);
+      await fn(createAccountService(db, config.limits, systemClock), config, db);
     } finally {
       db.close();
     }

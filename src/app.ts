@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
 import { authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
-import { bindContext, contextOf, pathOf, type RequestContext } from "./api/http/context";
+import { consoleRoutes } from "./api/console/routes";
+import { bindContext, clientAddressOf, contextOf, pathOf, type RequestContext } from "./api/http/context";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
@@ -48,7 +49,8 @@ export function createApp(deps: AppDeps): App {
     .use(imagesRoutes(deps))
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
-    .use(rentalsRoutes(deps.rentals));
+    .use(rentalsRoutes(deps.rentals))
+    .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf));
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;

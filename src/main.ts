@@ -1,5 +1,6 @@
 import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
+import { setClientAddress } from "./api/http/context";
 import { createApp, maxBodyBytesOf } from "./app";
 import { formatMicros, usdToMicros } from "./billing/pricing";
 import type { Config } from "./config";
@@ -10,6 +11,7 @@ import { createServices, type AppDeps } from "./services";
 import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
 import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
+import { randomBase62 } from "./ids";
 import { VERSION } from "./version";
 
 export interface RunningServer {
@@ -48,7 +50,7 @@ export async function startServer(
       else logger.info("GPU discovery", { gpus: found.gpus.length });
     }
     const deps = createServices(config, db, { logger, discoveredGpus });
-    const firstKey = bootstrapFirstAccount(deps);
+    const first = await bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
     deps.files.sweep();
     const sweeper = setInterval(() => deps.files.sweep(), 3_600_000);
@@ -62,11 +64,14 @@ export async function startServer(
       // Bodies announced as too large get a 413 in the API's envelope from createApp; this is the
       // backstop for chunked bodies that announce no length.
       maxRequestBodySize: maxBodyBytesOf(config) + 1024 * 1024,
-      fetch: (req) => app.handle(req),
+      fetch: (req, srv) => {
+        setClientAddress(req, srv.requestIP(req)?.address);
+        return app.handle(req);
+      },
     });
     const url = `http://${server.hostname}:${server.port}`;
     logger.info("listening", { url, version: VERSION, data_dir: dataDir, models: deps.registry.list().map((m) => m.id) });
-    if (firstKey) banner(firstStartBanner(firstKey, deps, url));
+    if (first) banner(firstStartBanner(first, deps, url));
     banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir})`);
     let stopped = false;
     return {
@@ -98,16 +103,18 @@ export async function startServer(
  * On an empty store, create the first (admin) account with a premium key. The key is returned to
  * be printed this once: it is never stored in clear.
  */
-function bootstrapFirstAccount(deps: AppDeps): string | null {
+async function bootstrapFirstAccount(deps: AppDeps): Promise<{ key: string; password: string } | null> {
   if (deps.accounts.accountCount() > 0) return null;
   const { account, credit_usd } = deps.config.bootstrap;
   deps.accounts.createAccount(account, { role: "admin", creditMicros: usdToMicros(credit_usd), note: "bootstrap credit" });
   const { key, info } = deps.accounts.createKey({ account, kind: "premium", name: "bootstrap" });
+  const password = randomBase62(20);
+  await deps.console.auth.setPassword(account, password);
   deps.logger.info("bootstrap account created", { account, key: info.display });
-  return key;
+  return { key, password };
 }
 
-function firstStartBanner(key: string, deps: AppDeps, url: string): string {
+function firstStartBanner({ key, password }: { key: string; password: string }, deps: AppDeps, url: string): string {
   const { account } = deps.config.bootstrap;
   const balance = formatMicros(deps.accounts.getAccount(account).balance_micros);
   return [
@@ -119,6 +126,9 @@ function firstStartBanner(key: string, deps: AppDeps, url: string): string {
     "This key is shown once; only its hash is stored. Use it as a Bearer token, e.g.",
     `    curl -H "Authorization: Bearer ${key}" ${url}/v1/models`,
     "More keys: appliance keys create --account NAME [--premium]",
+    "",
+    `Web console: ${url}/console — account "${account}", password ${password}`,
+    `(also shown once; change it with: appliance accounts password ${account})`,
     "",
   ].join("\n");
 }

@@ -21,6 +21,8 @@ import { buildInventory, type DiscoveredGpu } from "./rentals/inventory";
 import { createDockerLauncher } from "./rentals/launchers/docker";
 import { createProcessLauncher } from "./rentals/launchers/process";
 import type { Launcher } from "./rentals/launchers/types";
+import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
+import { createConsoleViews, type ConsoleViews } from "./console/views";
 import { inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { createRentalsService, type RentalsService } from "./rentals/service";
 
@@ -44,6 +46,8 @@ export interface AppDeps {
   batchWorker: BatchWorker;
   /** GPU rentals; its ticks (launch, billing, auto-stop) are started by main.ts (and tests). */
   rentals: RentalsService;
+  /** The web console: sign-in sessions and the account views it shows. */
+  console: { auth: ConsoleAuth; views: ConsoleViews };
   startedAt: number;
 }
 
@@ -82,6 +86,7 @@ export function createServices(
     defaults: { price_per_hour: r.price_per_hour, country: r.country || undefined, country_code: r.country_code || undefined, launcher: r.launcher },
   });
   const inferenceGpuSet = inferenceGpus(opts.discoveredGpus ?? [], process.env.CUDA_VISIBLE_DEVICES);
+  const batches = createBatchesService({ db, files, clock, notify: batchWorker.notify });
   const rentals = createRentalsService({
     db,
     clock,
@@ -111,9 +116,13 @@ export function createServices(
     classify: createClassifyService(capability),
     images: createImagesService(capability),
     files,
-    batches: createBatchesService({ db, files, clock, notify: batchWorker.notify }),
+    batches,
     batchWorker,
     rentals,
+    console: {
+      auth: createConsoleAuth({ db, clock, accounts }),
+      views: createConsoleViews({ db, clock, accounts, batches, files, rentals, registry }),
+    },
     startedAt: clock.now(),
   };
 }

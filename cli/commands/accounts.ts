@@ -1,6 +1,8 @@
 import { Command } from "commander";
 import { formatMicros, parseUsd } from "../../src/billing/pricing";
 import type { AccountInfo } from "../../src/accounts/types";
+import { createConsoleAuth } from "../../src/console/auth";
+import { systemClock } from "../../src/clock";
 import { usd, withAccounts } from "../context";
 import { emit, table, UsageError, when } from "../output";
 
@@ -61,7 +63,46 @@ export function accountsCommand(): Command {
       withAccounts(c, (accounts) => emit(opts.json, accounts.credit(name, usdArgument(amount), opts.note), human)),
     );
 
+  cmd
+    .command("password <name>")
+    .description("set the account's web console password (typed without echo, or one line on stdin); ends its console sessions")
+    .action((name: string, _opts: object, c: Command) =>
+      withAccounts(c, async (accounts, _config, db) => {
+        const password = await readSecret(`password for ${name}: `);
+        await createConsoleAuth({ db, clock: systemClock, accounts }).setPassword(name, password);
+        process.stderr.write(`console password set for ${name}\n`);
+      }),
+    );
+
   return cmd;
+}
+
+/** A line from the terminal without echo, or the first line of piped stdin. */
+async function readSecret(prompt: string): Promise<string> {
+  if (!process.stdin.isTTY) {
+    const text = await new Response(Bun.stdin.stream()).text();
+    return text.split(/\r?\n/)[0] ?? "";
+  }
+  process.stderr.write(prompt);
+  process.stdin.setRawMode(true);
+  return new Promise((resolve) => {
+    let line = "";
+    const onData = (buf: Buffer) => {
+      for (const ch of buf.toString("utf8")) {
+        if (ch === "\r" || ch === "\n" || ch === "\u0004") {
+          process.stdin.setRawMode(false);
+          process.stdin.off("data", onData);
+          process.stdin.pause();
+          process.stderr.write("\n");
+          return resolve(line);
+        }
+        if (ch === "\u0003") process.exit(130);
+        if (ch === "\u007f") line = line.slice(0, -1);
+        else line += ch;
+      }
+    };
+    process.stdin.on("data", onData);
+  });
 }
 
 function usdArgument(text: string): number {

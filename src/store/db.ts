@@ -5,6 +5,7 @@ import m001 from "./migrations/001-initial.sql" with { type: "text" };
 import m002 from "./migrations/002-files-batches.sql" with { type: "text" };
 import m003 from "./migrations/003-batch-lines-pending.sql" with { type: "text" };
 import m004 from "./migrations/004-rentals.sql" with { type: "text" };
+import m005 from "./migrations/005-console.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -13,6 +14,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "002-files-batches", sql: m002 },
   { name: "003-batch-lines-pending", sql: m003 },
   { name: "004-rentals", sql: m004 },
+  { name: "005-console", sql: m005 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -26,6 +26,18 @@ export function contextOf(req: Request): RequestContext {
   return rc;
 }
 
+const addresses = new WeakMap<Request, string>();
+
+/** Set by the listener (main.ts) from the socket: the client's address, never from a header. */
+export function setClientAddress(req: Request, address: string | undefined): void {
+  if (address) addresses.set(req, address);
+}
+
+/** The client's address as the socket saw it; "local" for requests served without a socket (tests). */
+export function clientAddressOf(req: Request): string {
+  return addresses.get(req) ?? "local";
+}
+
 /** The authenticated caller of a route under /v1 or /api/v1 (auth has already run). */
 export function principalOf(req: Request): Principal {
   const p = contextOf(req).principal;

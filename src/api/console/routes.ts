@@ -1,0 +1,66 @@
+import { Elysia } from "elysia";
+import type { ConsoleAuth } from "../../console/auth";
+import type { ConsoleViews } from "../../console/views";
+import { ApiError } from "../http/errors";
+import { consoleAsset } from "./assets";
+import { assertSameOrigin, cookieValue, requireAdmin, requireSession, sessionCookie } from "./session";
+
+// The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
+// Sessions, not API keys; the logic lives in src/console, over the same services as the API.
+
+type Body = Record<string, unknown>;
+const bodyOf = (b: unknown): Body => {
+  if (typeof b !== "object" || b === null || Array.isArray(b)) throw new ApiError("invalid_request", "the body must be a JSON object");
+  return b as Body;
+};
+
+export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf: (req: Request) => string) {
+  const signedIn = (req: Request) => requireSession(auth, req);
+  return new Elysia({ name: "console" })
+    .get("/", () => Response.redirect("/console", 302))
+    .get("/console", () => consoleAsset("index.html")!)
+    .get("/console/:file", ({ params }) => consoleAsset(params.file) ?? new Response("not found", { status: 404 }))
+    .post("/console/api/login", async ({ request, body }) => {
+      assertSameOrigin(request);
+      const b = bodyOf(body);
+      const { token, session } = await auth.signIn(b.account, b.password, addressOf(request));
+      return Response.json(
+        { account: { id: session.accountId, name: session.account, role: session.role }, csrf: session.csrf },
+        { headers: { "set-cookie": sessionCookie(request, token), "cache-control": "no-store" } },
+      );
+    })
+    .post("/console/api/logout", ({ request }) => {
+      signedIn(request);
+      auth.signOut(cookieValue(request));
+      return Response.json({ ok: true }, { headers: { "set-cookie": sessionCookie(request, null) } });
+    })
+    .get("/console/api/session", ({ request }) => {
+      const s = signedIn(request);
+      return { account: { id: s.accountId, name: s.account, role: s.role }, csrf: s.csrf };
+    })
+    .get("/console/api/account", ({ request }) => views.account(signedIn(request).accountId))
+    .get("/console/api/keys", ({ request }) => views.keys(signedIn(request).account))
+    .post("/console/api/keys", ({ request, body }) => views.createKey(signedIn(request).account, bodyOf(body)))
+    .post("/console/api/keys/:id/revoke", ({ request, params }) => views.revokeKey(signedIn(request).account, params.id))
+    .post("/console/api/keys/:id/rotate", ({ request, params }) => views.rotateKey(signedIn(request).account, params.id))
+    .patch("/console/api/keys/:id", ({ request, params, body }) => views.updateKey(signedIn(request).account, params.id, bodyOf(body)))
+    .get("/console/api/usage", ({ request, query }) => views.usage(signedIn(request).accountId, query.days === undefined ? 30 : Number(query.days)))
+    .get("/console/api/batches", ({ request }) => views.batches(signedIn(request).accountId))
+    .post("/console/api/batches/:id/cancel", ({ request, params }) => views.cancelBatch(signedIn(request).accountId, params.id))
+    .get("/console/api/files/:id/content", ({ request, params }) => {
+      const { file, name } = views.fileContent(signedIn(request).accountId, params.id);
+      return new Response(file, { headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${name.replace(/["\\\r\n]/g, "_")}"` } });
+    })
+    .get("/console/api/gpus", ({ request }) => (signedIn(request), views.gpus()))
+    .get("/console/api/rentals", ({ request }) => views.rentals(signedIn(request).accountId))
+    .post("/console/api/rentals/:id/stop", ({ request, params }) => views.stopRental(signedIn(request).accountId, params.id))
+    .get("/console/api/models", ({ request }) => (signedIn(request), views.models()))
+    .get("/console/api/admin/accounts", ({ request }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.accounts();
+    })
+    .post("/console/api/admin/accounts/:name/credit", ({ request, params, body }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.credit(params.name, bodyOf(body));
+    });
+}

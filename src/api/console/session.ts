@@ -1,0 +1,56 @@
+import { SESSION_COOKIE, SESSION_MAX_MS, type ConsoleAuth, type ConsoleSession } from "../../console/auth";
+import { ApiError } from "../http/errors";
+
+// The console's edge: its session cookie, and the checks every state-changing request passes
+// (same origin, and the session's CSRF token in `X-CSRF-Token`). Pure functions of the request.
+
+export function cookieValue(req: Request, name = SESSION_COOKIE): string | null {
+  const header = req.headers.get("cookie");
+  if (!header) return null;
+  for (const part of header.split(";")) {
+    const i = part.indexOf("=");
+    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return null;
+}
+
+/** HttpOnly, SameSite=Strict, scoped to /console; Secure when the request came over https. */
+export function sessionCookie(req: Request, token: string | null): string {
+  const secure = new URL(req.url).protocol === "https:" || req.headers.get("x-forwarded-proto") === "https";
+  const value = token ?? "";
+  const age = token ? Math.floor(SESSION_MAX_MS / 1000) : 0;
+  return `${SESSION_COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${age}${secure ? "; Secure" : ""}`;
+}
+
+const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** Refuses a state-changing request sent from another site (Origin / Sec-Fetch-Site). */
+export function assertSameOrigin(req: Request): void {
+  if (SAFE.has(req.method)) return;
+  if (req.headers.get("sec-fetch-site") === "cross-site") throw new ApiError("csrf_failed", "cross-site request refused");
+  const origin = req.headers.get("origin");
+  if (origin === null) return;
+  const host = req.headers.get("host") ?? new URL(req.url).host;
+  let originHost: string;
+  try {
+    originHost = new URL(origin).host;
+  } catch {
+    throw new ApiError("csrf_failed", "cross-site request refused");
+  }
+  if (originHost !== host) throw new ApiError("csrf_failed", "cross-site request refused");
+}
+
+/** The signed-in session, with the CSRF check for anything but reads. */
+export function requireSession(auth: ConsoleAuth, req: Request): ConsoleSession {
+  const session = auth.session(cookieValue(req));
+  if (!session) throw new ApiError("not_signed_in", "not signed in (sign in to the console; API keys are not accepted here)");
+  if (!SAFE.has(req.method)) {
+    assertSameOrigin(req);
+    if (!auth.csrfMatches(session, req.headers.get("x-csrf-token"))) throw new ApiError("csrf_failed", "missing or wrong X-CSRF-Token; reload the console");
+  }
+  return session;
+}
+
+export function requireAdmin(session: ConsoleSession): void {
+  if (session.role !== "admin") throw new ApiError("admin_only", "this needs an admin account");
+}
