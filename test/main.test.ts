@@ -6,7 +6,7 @@ import { memoryLogger } from "../src/log";
 import { startServer } from "../src/main";
 import { DataDirBusyError } from "../src/store/lock";
 import { tempDir } from "./helpers/app";
-import { CLI, cli } from "./helpers/cli";
+import { cli, serveCli } from "./helpers/cli";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -70,20 +70,8 @@ test("a second server on the same data dir is refused while the first runs", asy
 test("`appliance serve` listens, answers with the printed key and stops cleanly on SIGTERM", async () => {
   const dir = tempDir();
   dirs.push(dir);
-  const child = Bun.spawn([process.execPath, CLI, "serve", "--port", "0", "--demo"], {
-    env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "none"), APPLIANCE_DATA_DIR: dir },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  let err = "";
-  const reader = child.stderr.getReader();
-  while (!/listening on (http:\/\/\S+)/.test(err)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited early: ${err}`);
-    err += new TextDecoder().decode(value);
-  }
-  const url = /listening on (http:\/\/\S+)/.exec(err)![1]!;
-  const key = /sk-apl-[0-9A-Za-z]{44}/.exec(err)![0];
+  const { child, url, banner } = await serveCli(dir, ["--port", "0", "--demo"]);
+  const key = /sk-apl-[0-9A-Za-z]{44}/.exec(banner)![0];
   const res = await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
   expect(res.status).toBe(200);
   expect((await fetch(`${url}/health`)).status).toBe(200);

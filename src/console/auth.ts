@@ -83,12 +83,13 @@ export function createConsoleAuth(o: { db: Database; clock: Clock; accounts: Acc
       if (typeof password !== "string" || password === "" || password.length > 1024) throw new ApiError("invalid_request", "password is required", { param: "password" });
       const keys = [`account:${name.toLowerCase()}`, `address:${address}`];
       throttle(keys, now);
+      const decoy = await decoyHash(); // made once, before any verify, so no sign-in pays for it
       let account: ReturnType<AccountService["getAccount"]> | null = null;
       try {
         account = o.accounts.getAccount(name);
       } catch {}
       const hash = account ? repo.passwordHash(account.id) : null;
-      const ok = await Bun.password.verify(password, hash ?? (await decoyHash())).catch(() => false);
+      const ok = await Bun.password.verify(password, hash ?? decoy).catch(() => false);
       if (!account || !hash || !ok) {
         for (const key of keys) failures.set(key, [...recent(key, now), now]);
         throw new ApiError("invalid_credentials", "wrong account or password");

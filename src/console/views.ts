@@ -58,26 +58,16 @@ export function createConsoleViews(d: ConsoleDeps) {
     rental: d.db.query<{ key_id: string; account_id: string }, [string]>("SELECT key_id, account_id FROM rentals WHERE id = ?"),
   };
 
-  const keyDisplay = new Map<string, string>();
-  function displayOf(keyId: string): string {
-    let v = keyDisplay.get(keyId);
-    if (!v) keyDisplay.set(keyId, (v = d.accounts.getKey(keyId).display));
-    return v;
-  }
   /** A resource of this account, as its key: another account's is "not found", as in the API. */
   function ownerOf(row: { key_id: string; account_id: string } | null | undefined, accountId: string, what: string, id: string): Owner & { principal: Principal } {
     if (!row || row.account_id !== accountId) throw new ApiError("not_found", `No such ${what}: ${id}`);
     const principal = d.accounts.principalById(row.key_id)!;
     return { keyId: row.key_id, accountId, principal };
   }
+  /** One of the account's keys by id (a full key is not a reference here). */
   function ownKey(accountName: string, keyId: string) {
-    let info;
-    try {
-      info = d.accounts.getKey(keyId);
-    } catch {
-      info = null;
-    }
-    if (!info || info.account !== accountName || keyId.startsWith("sk-")) throw new ApiError("not_found", `No such key: ${keyId}`, { param: "key" });
+    const info = keyId.startsWith("key_") ? d.accounts.listKeys(accountName).find((k) => k.id === keyId) : undefined;
+    if (!info) throw new ApiError("not_found", `No such key: ${keyId}`, { param: "key" });
     return info;
   }
 
@@ -140,7 +130,10 @@ export function createConsoleViews(d: ConsoleDeps) {
 
     gpus: () => ({ data: d.rentals.gpus().map(toGpuEntry) }),
     rentals(accountId: string) {
-      const data = q.rentals.all({ account: accountId, limit: 100 }).map((r) => ({ ...d.rentals.get(d.accounts.principalById(r.key_id)!, r.id), key: displayOf(r.key_id) }));
+      const data = q.rentals.all({ account: accountId, limit: 100 }).map((r) => {
+        const principal = d.accounts.principalById(r.key_id)!;
+        return { ...d.rentals.get(principal, r.id), key: principal.display };
+      });
       return { data };
     },
     async stopRental(accountId: string, id: string) {

@@ -154,8 +154,9 @@ export function createRentalsService(o: RentalsOptions) {
     if (!node) throw new ApiError("node_not_found", `no GPU node ${req.node_id}`, { param: "node_id" });
     if (repo.activeCount(p.keyId) >= p.maxActiveRentals)
       throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
-    if (!rentable().some((n) => n.node_id === node.node_id) || repo.nodeTaken(node.node_id)) {
-      const why = repo.nodeTaken(node.node_id) ? "it is rented" : (launcherProblems.get(node.launcher) ? "it is offline" : "it is not offered (reserved, unpriced or offline)");
+    const taken = repo.nodeTaken(node.node_id);
+    if (taken || !rentable().some((n) => n.node_id === node.node_id)) {
+      const why = taken ? "it is rented" : launcherProblems.get(node.launcher) ? "it is offline" : "it is not offered (reserved, unpriced or offline)";
       throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
     }
     const price = toMicros(node.price_per_hour!); // rentable() above: priced

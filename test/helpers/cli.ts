@@ -19,3 +19,24 @@ export function cli(dir: string, args: string[], env: Record<string, string> = {
   const stdout = r.stdout.toString();
   return { code: r.exitCode ?? -1, stdout, stderr: r.stderr.toString(), json: () => JSON.parse(stdout) };
 }
+
+/**
+ * `appliance serve …` in a child process against `dir`, with no user config in reach; resolves once
+ * it listens, with its URL and what it printed on stderr so far (the first-start banner).
+ */
+export async function serveCli(dir: string, args: string[], env: Record<string, string> = {}) {
+  const child = Bun.spawn([process.execPath, CLI, "serve", ...args], {
+    env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "no-config"), APPLIANCE_DATA_DIR: dir, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let banner = "";
+  const reader = child.stderr.getReader();
+  while (!/listening on (http:\/\/\S+)/.test(banner)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited early: ${banner}`);
+    banner += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { child, url: /listening on (http:\/\/\S+)/.exec(banner)![1]!, banner };
+}

@@ -2,7 +2,8 @@
 // socket (https://docs.docker.com/reference/api/engine/version/v1.43/). The appliance never pulls
 // images: the image must already be on the machine.
 import { join } from "node:path";
-import { LOG_FILE, saveLog, tailOf } from "./log-tail";
+import { writeFileSync } from "node:fs";
+import { LOG_FILE, tailOf } from "./log-tail";
 import type { LaunchHandle, LaunchSpec, Launcher, Liveness } from "./types";
 
 export interface DockerLauncherOptions {
@@ -114,7 +115,7 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
       // The container's log goes with it: keep a copy in the rental's work dir for the owner.
       if (typeof handle.data.log === "string") {
         const text = await containerLog(id).catch(() => undefined);
-        if (text !== undefined) saveLog(handle.data.log, text);
+        if (text !== undefined) writeFileSync(handle.data.log, text);
       }
       await remove(id);
     },

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, openSync, readSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 
 // A rental's notebook-server log lives in its work dir (`jupyter.log`): the process launcher writes
 // it as the server runs; the docker launcher saves the container's log there before removing it.
@@ -18,8 +18,4 @@ export function tailOf(path: string, maxBytes: number): string {
   } finally {
     closeSync(fd);
   }
-}
-
-export function saveLog(path: string, text: string): void {
-  writeFileSync(path, text);
 }

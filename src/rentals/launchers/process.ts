@@ -105,14 +105,15 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
 
 /** The process group first (what the server started) unless `group` is false, then the process itself. */
 function signal(pid: number, sig: NodeJS.Signals, group = true) {
-  try {
-    if (!group) throw new Error("process only");
-    process.kill(-pid, sig);
-  } catch {
+  if (group) {
     try {
-      process.kill(pid, sig);
+      process.kill(-pid, sig);
+      return;
     } catch {}
   }
+  try {
+    process.kill(pid, sig);
+  } catch {}
 }
 
 /** Live processes whose environment carries the rental's tag (empty where there is no /proc). */

@@ -69,7 +69,7 @@ describe("refusals", () => {
     const second = await post(a, { node_id: n2, type: "jupyter" });
     expect(second.status).toBe(200);
     expect((await post(b, { node_id: n1, type: "jupyter" })).status).toBe(200);
-    for (const [k, r] of [[a, await second.json()]] as const) await t.request("DELETE", `/api/v1/rentals/${r.rental_id}`, { key: k });
+    await t.request("DELETE", `/api/v1/rentals/${(await second.json()).rental_id}`, { key: a });
     for (const r of (await (await t.request("GET", "/api/v1/rentals", { key: b })).json()).data) await t.request("DELETE", `/api/v1/rentals/${r.rental_id}`, { key: b });
   }, 30_000);
 

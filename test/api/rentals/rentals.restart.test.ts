@@ -9,7 +9,7 @@ import { createServices } from "../../../src/services";
 import { openStore } from "../../../src/store/db";
 import { rentalsRepo } from "../../../src/store/rentals";
 import { BASE, tempDir } from "../../helpers/app";
-import { CLI, cli } from "../../helpers/cli";
+import { cli, serveCli } from "../../helpers/cli";
 import { FAKE_JUPYTER, processesOf, rentalConfig, rentalNode, until } from "./setup";
 
 // Rentals outlive the appliance's process: a restarted server finds what runs, keeps billing it,
@@ -107,22 +107,7 @@ test("`appliance serve` killed with SIGKILL while a rental runs: the restarted s
       ...Object.entries(node).map(([k, v]) => `${k} = ${JSON.stringify(v)}`),
     ].join("\n"),
   );
-  const serve = async () => {
-    const child = Bun.spawn([process.execPath, CLI, "serve", "--config", config, "--port", "0"], {
-      env: { PATH: process.env.PATH ?? "", HOME: dir, APPLIANCE_DATA_DIR: dir },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    let err = "";
-    const reader = child.stderr.getReader();
-    while (!/listening on (http:\/\/\S+)/.test(err)) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`server exited early: ${err}`);
-      err += new TextDecoder().decode(value);
-    }
-    reader.releaseLock();
-    return { child, url: /listening on (http:\/\/\S+)/.exec(err)![1]! };
-  };
+  const serve = () => serveCli(dir, ["--config", config, "--port", "0"]);
 
   let s = await serve();
   const made = cli(dir, ["keys", "create", "--account", "admin", "--premium", "--scope", "rental", "--json"]);
