@@ -50,7 +50,7 @@ export async function render({ view, signal }) {
   const reasoning = h('div', { id: 'pg-reasoning', class: 'pre' });
   const reasoningBox = h('details', { class: 'reasoning', open: true, hidden: true }, h('summary', { text: 'Reasoning' }), reasoning);
   const answer = h('div', { id: 'pg-answer', class: 'pre' });
-  const output = h('div', { id: 'pg-output', class: 'output', 'aria-live': 'polite', 'aria-label': 'Model output' }, reasoningBox, answer);
+  const output = h('div', { id: 'pg-output', class: 'output', role: 'log', 'aria-live': 'polite', 'aria-label': 'Model output' }, reasoningBox, answer);
   const chatForm = h('form', { id: 'pg-chat-form', novalidate: true }, chatErr, modelWrap,
     h('div', { class: 'field' }, h('label', { for: 'pg-prompt', text: 'Prompt' }), promptIn),
     h('div', { class: 'buttons' }, sendBtn, stopBtn), status, output);

@@ -1,12 +1,15 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { ensureChatModel } from "../../models/cache";
+import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
+import { rentalsRepo } from "../../src/store/rentals";
 import { tempDir } from "../helpers/app";
+import { processesOf, rentalConfig } from "../api/rentals/setup";
 
 // The web console in a real browser (Debian's chromium, driven by playwright-core) against the
 // real server over HTTP, signed in with the admin password the first start printed. Screenshots
@@ -23,11 +26,15 @@ let adminPassword: string;
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   const chat = await ensureChatModel("chat");
+  const turbo = ensureDiffusionModel("diffusion-turbo");
   const config = validateConfig({
     server: { data_dir: dir, port: 0 },
-    rentals: { discover: false },
+    ...rentalConfig(),
     engines: { device: "cpu", threads: 1 },
-    models: [{ id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 2048, slots: 1, load: "start" }],
+    models: [
+      { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 2048, slots: 1, load: "start" },
+      { id: "turbo", name: "Tiny turbo", kind: "image", files: { model: turbo }, max_context: 77, slots: 1, load: "first_use" },
+    ],
   });
   const banner: string[] = [];
   server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
@@ -41,6 +48,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  if (server) for (const r of rentalsRepo(server.deps.db).active()) await server.deps.rentals.remove(server.deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -135,3 +143,131 @@ test("the playground streams a chat answer with one's own key", async () => {
   expect(after).toBe(before + 1);
   await shot("playground-chat");
 }, 60_000);
+
+const jsonl = (lines: unknown[]) => lines.map((l) => JSON.stringify(l)).join("\n") + "\n";
+
+async function createBatch(key: string, lines: number, maxTokens: number): Promise<string> {
+  const form = new FormData();
+  form.append("purpose", "batch");
+  const body = Array.from({ length: lines }, (_, i) => ({ custom_id: `r${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "chat", messages: [{ role: "user", content: `line ${i}` }], max_tokens: maxTokens } }));
+  form.append("file", new File([jsonl(body)], "in.jsonl"));
+  const file = (await (await fetch(`${server.url}/v1/files`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: form })).json()) as { id: string };
+  const batch = (await (await api("/v1/batches", key, { method: "POST", body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }) })).json()) as { id: string };
+  return batch.id;
+}
+
+test("batches: a finished batch shows full progress and its output downloads; a running one is cancelled", async () => {
+  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "batches" });
+  const done = await createBatch(key, 2, 4);
+  const status = (id: string) => api(`/v1/batches/${id}`, key).then((r) => r.json() as Promise<any>);
+  expect((await eventually(() => status(done), (b) => b.status === "completed", 60_000)).status).toBe("completed");
+
+  await page.goto(`${server.url}/console#/batches`);
+  const row = page.locator(`#batches-table tr[data-batch-id="${done}"]`);
+  await row.waitFor();
+  expect(await row.textContent()).toContain("2 of 2");
+  expect(await row.locator("progress").getAttribute("aria-label")).toContain("2 of 2");
+  const [download] = await Promise.all([page.waitForEvent("download"), row.getByRole("link", { name: "Output" }).click()]);
+  const lines = readFileSync((await download.path())!, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  expect(lines.map((l) => l.custom_id).sort()).toEqual(["r0", "r1"]);
+  expect(lines[0].response.status_code).toBe(200);
+
+  const running = await createBatch(key, 200, 64);
+  await page.reload();
+  const runningRow = page.locator(`#batches-table tr[data-batch-id="${running}"]`);
+  await runningRow.getByRole("button", { name: "Cancel" }).click();
+  await page.getByText(`Cancellation requested for batch ${running}.`).waitFor();
+  const ended = await eventually(() => status(running), (b) => b.status === "cancelled", 60_000);
+  expect(ended.status).toBe("cancelled");
+  expect(ended.request_counts.completed).toBeLessThan(200);
+  await page.reload();
+  expect(await eventually(async () => (await runningRow.textContent()) ?? "", (t) => t.includes("cancelled"))).toContain("cancelled");
+  expect(await runningRow.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+  await shot("batches-used");
+}, 150_000);
+
+test("rentals: a running rental shows live status and a JupyterLab link that opens, and is stopped from the browser", async () => {
+  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "rentals", scopes: ["inference", "rental"] });
+  await page.goto(`${server.url}/console#/rentals`);
+  const gpuRow = page.locator("#gpus-table tbody tr").first();
+  expect(await gpuRow.textContent()).toContain("NVIDIA GeForce RTX 4090");
+  const nodeId = (await gpuRow.getAttribute("data-row"))!;
+  const created = (await (await api("/api/v1/rentals", key, { method: "POST", body: JSON.stringify({ node_id: nodeId, type: "jupyter" }) })).json()) as { rental_id: string };
+  const row = page.locator(`#rentals-table tr[data-rental-id="${created.rental_id}"]`);
+  // One reload shows the new (pending) rental; while it is active the page polls, so it turns running by itself.
+  await page.reload();
+  const link = row.getByRole("link", { name: "Open JupyterLab" });
+  await link.waitFor({ timeout: 30_000 });
+  expect(await row.textContent()).toContain("running");
+  await shot("rentals-running");
+  const [lab] = await Promise.all([page.context().waitForEvent("page"), link.click()]);
+  await lab.waitForLoadState();
+  expect(JSON.parse((await lab.textContent("body")) ?? "{}")).toMatchObject({ lab: true, gpus: expect.any(String) });
+  await lab.close();
+
+  await row.getByRole("button", { name: "Stop" }).click();
+  expect(await eventually(async () => (await row.textContent()) ?? "", (t) => t.includes("stopped"), 20_000)).toContain("stopped");
+  expect(await row.textContent()).toContain("user");
+  expect(await row.getByRole("link", { name: "Open JupyterLab" }).count()).toBe(0);
+  expect(processesOf(created.rental_id)).toEqual([]);
+}, 60_000);
+
+test("the playground generates an image with one's own key", async () => {
+  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "image" });
+  await page.goto(`${server.url}/console#/playground`);
+  await page.getByLabel("API key").fill(key);
+  await page.locator("#pg-image-model").selectOption("turbo");
+  await page.locator("#pg-image-prompt").fill("a red square");
+  await page.locator("#pg-generate").click();
+  const img = page.locator("#pg-image");
+  await img.waitFor({ timeout: 60_000 });
+  const size = await img.evaluate((el: HTMLImageElement) => el.decode().then(() => [el.naturalWidth, el.naturalHeight]));
+  expect(size).toEqual([256, 256]);
+  const used = server.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/images/generations'").get() as { n: number };
+  expect(used.n).toBe(1);
+  await shot("playground-image");
+}, 90_000);
+
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+
+/** WCAG 2 A/AA violations axe-core finds on the page as it is now (rule id and the elements). */
+async function axeViolations(): Promise<string[]> {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
+  return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works from the keyboard alone", async () => {
+  await page.goto(`${server.url}/console#/keys`);
+  await page.locator("#sign-out").click();
+  await page.locator("#signin-form").waitFor();
+  expect(await axeViolations()).toEqual([]);
+
+  // Keyboard only: the account field has focus, Tab moves to the password, Enter submits.
+  expect(await page.evaluate(() => document.activeElement?.id)).toBe("account");
+  await page.keyboard.type("admin");
+  await page.keyboard.press("Tab");
+  await page.keyboard.type(adminPassword);
+  await page.keyboard.press("Enter");
+  await page.locator("#keys-table").waitFor();
+  // From a fresh load, Tab reaches the skip link first, then the navigation; Enter follows a link.
+  await page.reload();
+  await page.locator("#keys-table").waitFor();
+  await page.keyboard.press("Tab");
+  expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
+  let reached = "";
+  for (let i = 0; i < 10 && reached !== "Usage"; i++) {
+    await page.keyboard.press("Tab");
+    reached = (await page.evaluate(() => document.activeElement?.textContent)) ?? "";
+  }
+  expect(reached).toBe("Usage");
+  await page.keyboard.press("Enter");
+  expect(await eventually(async () => (await page.locator("#page-title").textContent()) ?? "", (t) => t === "Usage")).toBe("Usage");
+
+  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "admin"]) {
+    await page.goto(`${server.url}/console#/${route}`);
+    await page.waitForLoadState("networkidle");
+    await page.locator("#view > *").first().waitFor();
+    expect({ route, violations: await axeViolations() }).toEqual({ route, violations: [] });
+  }
+}, 90_000);
