@@ -2,18 +2,22 @@
 # Installs the appliance from this checkout:
 #   - Bun from the npm registry when no bun is on PATH (nothing is fetched from outside the registry)
 #   - the project's dependencies (bun install, from the lockfile)
+#   - the multimodal addon for image input (llama.cpp's tools/mtmd from the source node-llama-cpp
+#     ships, built with cmake and a C++ compiler; --no-vision skips it)
 #   - `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
 # Safe to run again: every step checks what is already there.
 set -euo pipefail
 
 BUN_VERSION="1.4.5"
 PREFIX="${HOME}/.local"
+VISION=1
 
 usage() {
   cat <<USAGE
-usage: ./install.sh [--prefix DIR]
+usage: ./install.sh [--prefix DIR] [--no-vision]
 
   --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance, DIR/bin/bun
+  --no-vision    do not build the multimodal addon (vision models then refuse to load)
 USAGE
 }
 
@@ -21,6 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) [ $# -ge 2 ] || { usage >&2; exit 2; }; PREFIX="$2"; shift 2 ;;
     --prefix=*) PREFIX="${1#--prefix=}"; shift ;;
+    --no-vision) VISION=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -56,6 +61,16 @@ fi
 # 2. Dependencies, exactly as locked. Install scripts stay blocked (see bunfig.toml).
 say "installing dependencies"
 (cd "$CHECKOUT" && "$BUN" install --frozen-lockfile) || die "bun install failed"
+
+# 2b. Image input: llama.cpp's multimodal library and its binding, linked against node-llama-cpp's
+#     own libraries (a few minutes the first time; skipped when already built).
+if [ "$VISION" = 1 ]; then
+  missing=""
+  for tool in cmake git c++; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+  [ -z "$missing" ] || die "building the multimodal addon needs:$missing (Debian: apt install cmake g++ git); or run with --no-vision"
+  say "building the multimodal addon (image input)"
+  (cd "$CHECKOUT" && "$BUN" src/engines/llama/vision/build.ts) || die "the multimodal addon did not build (see above); --no-vision skips it"
+fi
 
 # 3. The `appliance` command: runs the CLI of this checkout with this Bun.
 LAUNCHER="$PREFIX/bin/appliance"

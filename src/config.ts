@@ -99,6 +99,17 @@ const Engines = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+const ImageInput = T.Object(
+  {
+    allow_private_urls: T.Boolean({ default: false, description: "let image URLs reach loopback, private and link-local addresses" }),
+    allow_http_urls: T.Boolean({ default: false, description: "accept http:// image URLs besides https://" }),
+    fetch_timeout_s: T.Number({ default: 10, exclusiveMinimum: 0, description: "whole fetch of one image URL" }),
+    max_bytes: T.Integer({ default: 20 * 1024 * 1024, minimum: 1024, description: "largest image accepted, data URL or fetched" }),
+    max_side: T.Integer({ default: 2048, minimum: 64, description: "larger images are scaled down to fit this many pixels a side" }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -118,6 +129,7 @@ export const Config = T.Object(
     retired_models: T.Array(RetiredModel, { default: [] }),
     rental_nodes: T.Array(RentalNode, { default: [] }),
     rentals: Rentals,
+    image_input: ImageInput,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },
@@ -201,6 +213,9 @@ export function validateConfig(raw: unknown, source = "config"): Config {
     if (ids.has(m.id)) throw new ConfigError(`${source}: models[${i}].id: duplicate model id "${m.id}"`);
     ids.add(m.id);
     if (m.kind === "chat" && !m.files.model) throw new ConfigError(`${source}: models[${i}].files.model: a chat model needs a model file`);
+    if (m.vision && (m.kind !== "chat" || !m.files.mmproj))
+      throw new ConfigError(`${source}: models[${i}].files.mmproj: a vision model is a chat model with its projector file (mmproj GGUF)`);
+    if (m.files.mmproj && !m.vision) throw new ConfigError(`${source}: models[${i}].vision: a model with an mmproj file must set vision = true`);
   });
   config.retired_models.forEach((r, i) => {
     if (ids.has(r.id)) throw new ConfigError(`${source}: retired_models[${i}].id: "${r.id}" is also a served model`);

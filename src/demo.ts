@@ -1,6 +1,8 @@
 import { ensureChatModel } from "../models/cache";
 import { DIFFUSION_DEMO_GENERATORS } from "../models/diffusion/demo";
 import { ONNX_DEMO_GENERATORS } from "../models/onnx/demo";
+import { ensureProjector } from "../models/projector-cache";
+import { builtAddon } from "./engines/llama/vision/addon-path";
 import type { ModelManifest } from "./engines/manifest";
 
 // `--demo`: tiny generated models, written into <data_dir>/demo-models when missing, so the
@@ -11,6 +13,8 @@ export interface DemoGenerator {
   kind: ModelManifest["kind"];
   /** Writes the model's files under `dir` if they are missing and returns its manifest. */
   ensure(dir: string): Promise<ModelManifest>;
+  /** False when this install cannot serve it (then it is left out). */
+  available?: () => boolean;
 }
 
 const chatDefaults = { kind: "chat" as const, vision: false, load: "start" as const, queue_wait_s: 30 };
@@ -38,6 +42,20 @@ export const DEMO_GENERATORS: DemoGenerator[] = [
       slots: 1,
     }),
   },
+  {
+    kind: "chat",
+    // Image input needs the multimodal addon (install.sh builds it; --no-vision leaves it out).
+    available: () => builtAddon() !== null,
+    ensure: async (dir) => ({
+      ...chatDefaults,
+      id: "demo-vision",
+      name: "Demo vision chat (tiny random qwen3 + Gemma-3-family projector)",
+      vision: true,
+      files: { model: await ensureChatModel("chat", dir), mmproj: await ensureProjector("chat-vision", dir) },
+      max_context: 8192,
+      slots: 1,
+    }),
+  },
   ...ONNX_DEMO_GENERATORS,
   ...DIFFUSION_DEMO_GENERATORS,
 ];
@@ -45,6 +63,6 @@ export const DEMO_GENERATORS: DemoGenerator[] = [
 export async function ensureDemoModels(dataDir: string, generators = DEMO_GENERATORS): Promise<ModelManifest[]> {
   const dir = `${dataDir}/demo-models`;
   const out: ModelManifest[] = [];
-  for (const g of generators) out.push(await g.ensure(dir));
+  for (const g of generators) if (g.available?.() ?? true) out.push(await g.ensure(dir));
   return out;
 }

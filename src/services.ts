@@ -74,7 +74,7 @@ export function createServices(
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
   const accounts = createAccountService(db, config.limits, clock);
-  const chat = createChatService({ registry, meter, clock, logger });
+  const chat = createChatService({ registry, meter, clock, logger, imageInput: config.image_input });
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });

@@ -112,7 +112,7 @@ function userContent(m: ChatMessage, at: string): { text: string; images: ImageI
     if (p.type === "text") texts.push(textOf(p, param));
     else if (p.type === "image_url") {
       if (!p.image_url?.url) throw bad(`${param}.image_url.url`, "is required on an image_url part");
-      images.push({ url: p.image_url.url, param });
+      images.push({ url: p.image_url.url, param, at: texts.join("\n").length });
     } else throw bad(`${param}.type`, `unsupported content part "${p.type}" (text and image_url are supported)`);
   });
   return { text: texts.join("\n"), images };

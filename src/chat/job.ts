@@ -7,6 +7,19 @@ export interface ImageInput {
   url: string;
   /** Where the part sits in the request, for errors: "messages[1].content[0]". */
   param: string;
+  /** Offset in the user turn's text where the image sits (between the text parts around it). */
+  at: number;
+  /** The pixels, once the service has fetched and decoded the image (chat/images.ts). */
+  decoded?: DecodedImage;
+}
+
+export interface DecodedImage {
+  /** 8-bit RGB, row-major, width*height*3 bytes. */
+  rgb: Uint8Array;
+  width: number;
+  height: number;
+  /** SHA-256 of the pixels and size: the same image gives the same hash (prompt-cache identity). */
+  hash: string;
 }
 
 export interface ToolCallIn {

@@ -10,6 +10,7 @@ import type { Logger } from "../log";
 import { AsyncQueue } from "./async-queue";
 import { aggregate, chunk, eventDelta, toUsage, usageChunk, type ChatCompletion, type ChatCompletionChunk, type CompletionIds } from "./completion";
 import { toChatJob } from "./from-request";
+import { decodeImages, imagesOf, type ImageInputOptions } from "./images";
 import type { ChatJob } from "./job";
 
 // THE chat-completions service: all three wire formats end here (STYLE). It checks the request,
@@ -56,13 +57,13 @@ interface RunEnd {
   usage: ActualUsage | null;
 }
 
-export function createChatService(deps: { registry: Registry; meter: Meter; clock: Clock; logger: Logger }) {
-  const { registry, meter, clock, logger } = deps;
+export function createChatService(deps: { registry: Registry; meter: Meter; clock: Clock; logger: Logger; imageInput: ImageInputOptions }) {
+  const { registry, meter, clock, logger, imageInput } = deps;
 
   async function start(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatRun> {
     const job = toChatJob(req);
     const manifest = registry.resolve(job.model, "chat");
-    checkImages(job, manifest.id, manifest.vision);
+    await takeImages(job, manifest.id, manifest.vision, imageInput);
     const engine = registry.chatEngine(manifest.id);
     const prepared = await engine.prepare(job);
     const ticket = meter.reserve(principal, {
@@ -160,7 +161,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
     async countTokens(req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
       const manifest = registry.resolve(job.model, "chat");
-      checkImages(job, manifest.id, manifest.vision);
+      await takeImages(job, manifest.id, manifest.vision, imageInput);
       return registry.chatEngine(manifest.id).countTokens(job);
     },
     /**
@@ -182,15 +183,13 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
   };
 }
 
-function checkImages(job: ChatJob, modelId: string, vision: boolean) {
-  for (const t of job.turns) {
-    if (t.role !== "user") continue;
-    for (const img of t.images) {
-      if (!vision)
-        throw new ApiError("invalid_request", `${img.param}: model "${modelId}" does not accept images (supports_vision is false)`, {
-          param: img.param,
-        });
-      throw new ApiError("invalid_request", `${img.param}: image input is not available on this server yet`, { param: img.param });
-    }
-  }
+/** Images only for vision models; fetched and decoded before the engine counts the prompt. */
+async function takeImages(job: ChatJob, modelId: string, vision: boolean, options: ImageInputOptions) {
+  const images = imagesOf(job);
+  if (images.length === 0) return;
+  if (!vision)
+    throw new ApiError("invalid_request", `${images[0]!.param}: model "${modelId}" does not accept images (supports_vision is false)`, {
+      param: images[0]!.param,
+    });
+  await decodeImages(job, options);
 }

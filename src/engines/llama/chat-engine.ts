@@ -10,7 +10,9 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
+import { randomBytes } from "node:crypto";
 import { ApiError } from "../../api/http/errors";
+import { imagesOf } from "../../chat/images";
 import type { ChatJob } from "../../chat/job";
 import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
@@ -20,10 +22,14 @@ import { DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
+import { imageMarker, imageChatWrapper } from "./vision/prompt";
+import { Projector, type ImageSpan } from "./vision/projector";
 
 export interface LlamaChatEngineOptions {
   modelId: string;
   modelPath: string;
+  /** The multimodal projector (mmproj GGUF) of a vision model. */
+  projectorPath?: string;
   runtime: () => Promise<LlamaRuntime>;
   /** Tokens per slot. */
   contextSize: number;
@@ -53,11 +59,20 @@ interface Loaded {
   /** Rows of token_embd.weight: token ids at or above it do not exist. */
   vocabularySize: number;
   device: "cpu" | "cuda";
+  projector: Projector | null;
 }
+
+/** Prompts with images: their spans, so a slot's reusable prefix compares images by content. */
+const imagePrompts = new WeakMap<readonly number[], { projector: Projector; images: ImageSpan[] }>();
 
 class Slot {
   constructor(readonly sequence: LlamaContextSequence) {}
   sharedPrefix(tokens: readonly number[]): number {
+    const withImages = imagePrompts.get(tokens);
+    if (withImages) {
+      const { projector, images } = withImages;
+      return projector.reusable(this.sequence, tokens, projector.runs(tokens, images), images);
+    }
     return this.sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
   }
 }
@@ -144,7 +159,12 @@ export class LlamaChatEngine implements ChatEngine {
       const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
       // A CUDA runtime with no layers offloaded computes on the CPU.
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: device === "cuda" && model.gpuLayers > 0 ? "cuda" : "cpu" };
+      const onCuda = device === "cuda" && model.gpuLayers > 0;
+      const projector = o.projectorPath
+        ? await Projector.load(model, context, o.projectorPath, { useGpu: onCuda, threads: o.threads }, slots[0]!.sequence)
+        : null;
+      if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device: onCuda ? "cuda" : "cpu", placeholder: projector.placeholderText });
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector };
     } catch (e) {
       await model.dispose();
       throw e;
@@ -155,6 +175,7 @@ export class LlamaChatEngine implements ChatEngine {
     const s = this.state;
     this.state = null;
     if (!s) return;
+    s.projector?.dispose();
     await s.context.dispose();
     await s.model.dispose();
     this.opts.logger.info("chat model unloaded", { model: this.opts.modelId });
@@ -166,16 +187,45 @@ export class LlamaChatEngine implements ChatEngine {
     const forcedTool = job.toolChoice === "required" || typeof job.toolChoice === "object";
     // A forced tool call is made at once, without a reasoning pass first (README "API").
     const thinking = s.thinks && !forcedTool && (job.thinking ?? true);
-    const wrapper = thinking ? s.wrappers.on : s.wrappers.off;
     const functions: ChatModelFunctions | undefined =
       job.toolChoice !== "none" && job.tools.length ? toLlamaFunctions(job.tools) : undefined;
-    const history = toLlamaHistory(job.turns);
+    const { wrapper, history, images } = await this.withImages(s, job, thinking ? s.wrappers.on : s.wrappers.off);
     const rendered = wrapper.generateContextState({
       chatHistory: withOpenModelResponse(history),
       availableFunctions: functions,
       documentFunctionParams: true,
     });
-    return { s, forcedTool, thinking, wrapper, functions, history, promptTokens: rendered.contextText.tokenize(s.model.tokenizer) };
+    const promptTokens = rendered.contextText.tokenize(s.model.tokenizer);
+    if (images.length) {
+      s.projector!.runs(promptTokens, images); // every image placed, each with its own run
+      imagePrompts.set(promptTokens, { projector: s.projector!, images });
+    }
+    return { s, forcedTool, thinking, wrapper, functions, history, images, promptTokens };
+  }
+
+  /**
+   * The history and wrapper of a job: images become markers in their user messages, which the
+   * wrapper renders as runs of placeholder tokens as long as each image's span.
+   */
+  private async withImages(s: Loaded, job: ChatJob, base: ChatWrapper) {
+    const inputs = imagesOf(job);
+    if (inputs.length === 0) return { wrapper: base, history: toLlamaHistory(job.turns), images: [] as ImageSpan[] };
+    if (!s.projector)
+      throw new ApiError("invalid_request", `${inputs[0]!.param}: model "${this.opts.modelId}" does not accept images`, { param: inputs[0]!.param });
+    const images = await Promise.all(
+      inputs.map((i) => {
+        if (!i.decoded) throw new Error(`${i.param}: the image was not decoded before the engine`);
+        return s.projector!.span(i.decoded).catch((e: Error) => {
+          throw new ApiError("invalid_image", `${i.param}: ${e.message}`, { param: i.param });
+        });
+      }),
+    );
+    const nonce = randomBytes(6).toString("hex");
+    return {
+      wrapper: imageChatWrapper(base, nonce, images.map((i) => i.tokens), s.projector.placeholderText),
+      history: toLlamaHistory(job.turns, (k) => imageMarker(nonce, k)),
+      images,
+    };
   }
 
   async countTokens(job: ChatJob): Promise<number> {
@@ -183,7 +233,7 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   async prepare(job: ChatJob): Promise<PreparedChat> {
-    const { s, forcedTool, thinking, wrapper, functions, history, promptTokens } = await this.render(job);
+    const { s, forcedTool, thinking, wrapper, functions, history, images, promptTokens } = await this.render(job);
     const { model } = s;
     if (functions && job.format)
       throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
@@ -220,6 +270,7 @@ export class LlamaChatEngine implements ChatEngine {
           run: async (onEvent, runSignal) => {
             const promptDone = !batch && s.gate ? s.gate.livePrompt(sequence) : () => {};
             try {
+              if (images.length) await s.projector!.prime(sequence, promptTokens, images);
               return await generate({
                 sequence,
                 wrapper,

@@ -17,6 +17,7 @@ export function llamaChatFactory(
     new LlamaChatEngine({
       modelId: m.id,
       modelPath: file("model"),
+      ...(m.vision ? { projectorPath: file("mmproj") } : {}),
       runtime,
       contextSize: m.max_context,
       slots: m.slots,

@@ -1,12 +1,14 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp";
 import type { ChatTurn, ToolSpec } from "../../chat/job";
 import { toGrammarSchema } from "./json-schema";
+import { withMarkers } from "./vision/prompt";
 
 // ChatJob turns → node-llama-cpp chat history. Pure. node-llama-cpp keeps a tool result inside
 // the model response that made the call, so tool turns are folded into the assistant turn before
 // them, and assistant turns separated only by tool turns become one model response.
 
-export function toLlamaHistory(turns: ChatTurn[]): ChatHistoryItem[] {
+export function toLlamaHistory(turns: ChatTurn[], imageMarker?: (index: number) => string): ChatHistoryItem[] {
+  let images = 0;
   const results = new Map<string, string>();
   for (const t of turns) if (t.role === "tool") results.set(t.toolCallId, t.text);
 
@@ -14,7 +16,13 @@ export function toLlamaHistory(turns: ChatTurn[]): ChatHistoryItem[] {
   let previous: ChatTurn["role"] | null = null;
   for (const t of turns) {
     if (t.role === "system") items.push({ type: "system", text: t.text });
-    else if (t.role === "user") items.push({ type: "user", text: t.text });
+    else if (t.role === "user") {
+      // Images become markers where they sat among the text parts, numbered across the request.
+      const first = images;
+      images += t.images.length;
+      const text = imageMarker && t.images.length ? withMarkers(t.text, t.images.map((i) => i.at), imageMarker, first) : t.text;
+      items.push({ type: "user", text });
+    }
     else if (t.role === "assistant") {
       const response: ChatModelResponse["response"] = [];
       if (t.reasoning) response.push({ type: "segment", segmentType: "thought", text: t.reasoning, ended: true });

@@ -1,0 +1,171 @@
+import { createHash } from "node:crypto";
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import sharp from "sharp";
+import { ApiError } from "../api/http/errors";
+import type { Config } from "../config";
+import type { ChatJob, DecodedImage, ImageInput } from "./job";
+
+// Images of a chat request, fetched and decoded before the engine sees them: base64 data URLs, or
+// https URLs fetched by the server (timeout, size cap, no private addresses unless the admin
+// allows them, every redirect checked again). PNG, JPEG, WebP and GIF (first frame), decoded by
+// sharp into RGB and scaled down to `max_side`. Errors name the part ("messages[1].content[0]").
+
+/** Spec: a chat request carries at most this many images. */
+export const MAX_IMAGES_PER_REQUEST = 2;
+const FORMATS = new Set(["png", "jpeg", "webp", "gif"]);
+const MAX_REDIRECTS = 3;
+
+export type ImageInputOptions = Config["image_input"];
+
+export function imagesOf(job: ChatJob): ImageInput[] {
+  return job.turns.flatMap((t) => (t.role === "user" ? t.images : []));
+}
+
+/** Fetches and decodes every image of the job into `decoded`. */
+export async function decodeImages(job: ChatJob, o: ImageInputOptions): Promise<void> {
+  const images = imagesOf(job);
+  if (images.length > MAX_IMAGES_PER_REQUEST)
+    throw new ApiError("too_many_images", `a request may carry at most ${MAX_IMAGES_PER_REQUEST} images; this one has ${images.length} (${images[MAX_IMAGES_PER_REQUEST]!.param} is one too many)`, {
+      param: images[MAX_IMAGES_PER_REQUEST]!.param,
+    });
+  await Promise.all(
+    images.map(async (img) => {
+      img.decoded = await decode(await bytesOf(img, o), img.param, o.max_side);
+    }),
+  );
+}
+
+async function bytesOf(img: ImageInput, o: ImageInputOptions): Promise<Uint8Array> {
+  const url = img.url.trim();
+  if (/^data:/i.test(url)) return dataUrlBytes(url, img.param, o.max_bytes);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw urlError(img.param, "is neither a data URL nor an https URL");
+  }
+  return fetchBytes(parsed, img.param, o);
+}
+
+function dataUrlBytes(url: string, param: string, maxBytes: number): Uint8Array {
+  const m = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/is.exec(url);
+  if (!m || !/;base64$/i.test(m[2]!)) throw imageError(param, "a data URL image must be base64 (data:image/png;base64,...)");
+  const b64 = m[3]!.replace(/\s+/g, "");
+  if (b64.length === 0) throw imageError(param, "the data URL holds no data");
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(b64)) throw imageError(param, "the data URL is not valid base64");
+  if ((b64.length * 3) / 4 > maxBytes) throw imageError(param, `the image is larger than ${maxBytes} bytes`);
+  return Buffer.from(b64, "base64");
+}
+
+async function fetchBytes(start: URL, param: string, o: ImageInputOptions): Promise<Uint8Array> {
+  const signal = AbortSignal.timeout(o.fetch_timeout_s * 1000);
+  let url = start;
+  for (let hop = 0; ; hop++) {
+    await checkTarget(url, param, o);
+    let res: Response;
+    try {
+      res = await fetch(url, { redirect: "manual", signal, headers: { accept: "image/*" } });
+    } catch (e) {
+      const why = signal.aborted ? `timed out after ${o.fetch_timeout_s} s` : (e as Error).message;
+      throw urlError(param, `could not be fetched (${why})`);
+    }
+    if (res.status >= 300 && res.status < 400 && res.headers.get("location")) {
+      await res.body?.cancel();
+      if (hop >= MAX_REDIRECTS) throw urlError(param, `redirected more than ${MAX_REDIRECTS} times`);
+      url = new URL(res.headers.get("location")!, url);
+      continue;
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw urlError(param, `could not be fetched (the server answered ${res.status})`);
+    }
+    return readCapped(res, param, o.max_bytes, signal);
+  }
+}
+
+async function readCapped(res: Response, param: string, maxBytes: number, signal: AbortSignal): Promise<Uint8Array> {
+  const declared = Number(res.headers.get("content-length") ?? NaN);
+  if (declared > maxBytes) {
+    await res.body?.cancel();
+    throw imageError(param, `the image is larger than ${maxBytes} bytes`);
+  }
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for await (const c of res.body as unknown as AsyncIterable<Uint8Array>) {
+      total += c.byteLength;
+      if (total > maxBytes) {
+        await res.body?.cancel().catch(() => {});
+        throw imageError(param, `the image is larger than ${maxBytes} bytes`);
+      }
+      chunks.push(c);
+    }
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw urlError(param, `could not be fetched (${signal.aborted ? "timed out" : (e as Error).message})`);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Scheme and address checks, before every request (redirects included). */
+async function checkTarget(url: URL, param: string, o: ImageInputOptions) {
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && o.allow_http_urls))
+    throw urlError(param, `must be https:// or a base64 data URL (got ${url.protocol}//)`);
+  if (url.username || url.password) throw urlError(param, "must not carry credentials");
+  if (o.allow_private_urls) return;
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  let addresses: string[];
+  try {
+    addresses = isIP(host) ? [host] : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+  } catch {
+    throw urlError(param, `names a host that does not resolve (${host})`);
+  }
+  const bad = addresses.find(isInternalAddress);
+  if (bad !== undefined)
+    throw urlError(param, `points at an internal address (${bad}); the server fetches only public addresses unless image_input.allow_private_urls is set`);
+}
+
+/** Loopback, private, link-local, unique-local, CGNAT, multicast, unspecified and mapped forms of them. */
+export function isInternalAddress(address: string): boolean {
+  const a = address.toLowerCase();
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
+  if (mapped) return isInternalAddress(mapped[1]!);
+  if (isIP(a) === 4) {
+    const [x, y] = a.split(".").map(Number) as [number, number];
+    return x === 0 || x === 10 || x === 127 || (x === 100 && y >= 64 && y < 128) || (x === 169 && y === 254) || (x === 172 && y >= 16 && y < 32) ||
+      (x === 192 && y === 168) || (x === 192 && y === 0) || (x === 198 && (y === 18 || y === 19)) || x >= 224;
+  }
+  if (isIP(a) === 6)
+    return a === "::" || a === "::1" || /^f[cd]/.test(a) || /^fe[89ab]/.test(a) || /^ff/.test(a) || a.startsWith("64:ff9b:") || a.startsWith("2001:db8:");
+  return true;
+}
+
+async function decode(bytes: Uint8Array, param: string, maxSide: number): Promise<DecodedImage> {
+  let format: string | undefined;
+  try {
+    format = (await sharp(bytes).metadata()).format;
+  } catch {
+    throw imageError(param, "is not an image (PNG, JPEG, WebP or GIF expected)");
+  }
+  if (!format || !FORMATS.has(format)) throw imageError(param, `is a ${format ?? "unknown"} image; PNG, JPEG, WebP and GIF are accepted`);
+  try {
+    const { data, info } = await sharp(bytes, { pages: 1, limitInputPixels: 100_000_000 })
+      .rotate()
+      .resize({ width: maxSide, height: maxSide, fit: "inside", withoutEnlargement: true })
+      .flatten({ background: "#ffffff" })
+      .toColourspace("srgb")
+      .removeAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    if (info.channels !== 3) throw new Error(`${info.channels} channels`);
+    const rgb = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const hash = createHash("sha256").update(`${info.width}x${info.height}:`).update(rgb).digest("hex");
+    return { rgb, width: info.width, height: info.height, hash };
+  } catch (e) {
+    throw imageError(param, `could not be decoded as ${format.toUpperCase()} (${(e as Error).message})`);
+  }
+}
+
+const imageError = (param: string, message: string) => new ApiError("invalid_image", `${param}: ${message}`, { param });
+const urlError = (param: string, message: string) => new ApiError("invalid_image_url", `${param}: the image URL ${message}`, { param });

@@ -1,0 +1,45 @@
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+
+// Where the multimodal addon (native/mtmd-addon.cpp + llama.cpp's tools/mtmd) is built and found.
+// The folder name carries the llama.cpp release node-llama-cpp ships and a hash of the addon's own
+// sources, so a new node-llama-cpp or a changed binding is rebuilt instead of loaded stale.
+
+export const NATIVE_DIR = join(import.meta.dir, "native");
+export const ADDON_FILE = "appliance-mtmd.node";
+
+export function nodeLlamaCppDir(): string {
+  return dirname(require.resolve("node-llama-cpp/package.json"));
+}
+
+/** The llama.cpp release tag node-llama-cpp was built from (llama/llama.cpp.info.json). */
+export function llamaTag(): string {
+  const info = JSON.parse(readFileSync(join(nodeLlamaCppDir(), "llama", "llama.cpp.info.json"), "utf8")) as { tag: string };
+  return info.tag;
+}
+
+/** node-llama-cpp's prebuilt CPU binaries for this platform: the shared libllama/libggml the addon links against. */
+export function prebuiltLibDir(): string {
+  const name = `${process.platform}-${process.arch}`;
+  const pkg = dirname(require.resolve(`@node-llama-cpp/${name}/package.json`));
+  return join(pkg, "bins", name);
+}
+
+function sourceHash(): string {
+  const h = createHash("sha256");
+  for (const f of ["CMakeLists.txt", "mtmd-addon.cpp"]) h.update(readFileSync(join(NATIVE_DIR, f)));
+  return h.digest("hex").slice(0, 10);
+}
+
+/** `node_modules/.appliance/mtmd/<tag>-<hash>/`, unless APPLIANCE_MTMD_DIR names the folder holding the addon. */
+export function addonBuildDir(): string {
+  if (process.env.APPLIANCE_MTMD_DIR) return resolve(process.env.APPLIANCE_MTMD_DIR);
+  return join(nodeLlamaCppDir(), "..", ".appliance", "mtmd", `${llamaTag()}-${sourceHash()}`);
+}
+
+/** The built addon, or null when it has not been built (install.sh builds it). */
+export function builtAddon(): string | null {
+  const f = join(addonBuildDir(), ADDON_FILE);
+  return existsSync(f) ? f : null;
+}

@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import sharp from "sharp";
+import { ApiError } from "../../src/api/http/errors";
+import { decodeImages, isInternalAddress, type ImageInputOptions } from "../../src/chat/images";
+import type { ChatJob, ImageInput } from "../../src/chat/job";
+
+// Fetching and decoding a chat request's images: formats, limits, and the URL rules (no SSRF).
+
+const defaults: ImageInputOptions = { allow_private_urls: false, allow_http_urls: false, fetch_timeout_s: 2, max_bytes: 1 << 20, max_side: 2048 };
+
+const png = (w = 8, h = 6, color = "#ff0000") => sharp({ create: { width: w, height: h, channels: 3, background: color } }).png().toBuffer();
+const dataUrl = (mime: string, bytes: Uint8Array) => `data:${mime};base64,${Buffer.from(bytes).toString("base64")}`;
+
+function job(urls: string[]): ChatJob {
+  const images: ImageInput[] = urls.map((url, i) => ({ url, param: `messages[0].content[${i}]`, at: 0 }));
+  return { model: "m", turns: [{ role: "user", text: "what is it", images }], tools: [], toolChoice: "auto", parallelToolCalls: true, format: null, thinking: null, maxTokens: null, stop: [], sampling: {}, stream: false, includeUsage: false };
+}
+
+async function decoded(urls: string[], o: Partial<ImageInputOptions> = {}) {
+  const j = job(urls);
+  await decodeImages(j, { ...defaults, ...o });
+  return (j.turns[0] as { images: ImageInput[] }).images.map((i) => i.decoded!);
+}
+
+async function refusal(urls: string[], o: Partial<ImageInputOptions> = {}): Promise<ApiError> {
+  try {
+    await decoded(urls, o);
+  } catch (e) {
+    if (e instanceof ApiError) return e;
+    throw e;
+  }
+  throw new Error("expected a refusal");
+}
+
+describe("formats", () => {
+  test("PNG, JPEG, WebP and GIF (first frame) decode to RGB with a content hash", async () => {
+    const base = sharp({ create: { width: 10, height: 4, channels: 4, background: { r: 0, g: 128, b: 255, alpha: 1 } } });
+    const [p, j, w, g] = await Promise.all([base.clone().png().toBuffer(), base.clone().jpeg().toBuffer(), base.clone().webp().toBuffer(), base.clone().gif().toBuffer()]);
+    const out = await decoded([dataUrl("image/png", p), dataUrl("image/jpeg", j)]);
+    const out2 = await decoded([dataUrl("image/webp", w), dataUrl("image/gif", g)]);
+    for (const d of [...out, ...out2]) {
+      expect([d.width, d.height, d.rgb.length]).toEqual([10, 4, 10 * 4 * 3]);
+      expect(d.hash).toMatch(/^[0-9a-f]{64}$/);
+    }
+    expect(out[0]!.rgb[2]).toBe(255); // blue channel of the first pixel
+  });
+
+  test("the same pixels give the same hash, other pixels another", async () => {
+    const [a, b, c] = await decoded([dataUrl("image/png", await png()), dataUrl("image/png", await png())]).then(async (x) => [...x, ...(await decoded([dataUrl("image/png", await png(8, 6, "#00ff00"))]))]);
+    expect(a!.hash).toBe(b!.hash);
+    expect(c!.hash).not.toBe(a!.hash);
+  });
+
+  test("large images are scaled down to max_side", async () => {
+    const [d] = await decoded([dataUrl("image/png", await png(400, 100))], { max_side: 64 });
+    expect([d!.width, d!.height]).toEqual([64, 16]);
+  });
+
+  test("text disguised as a PNG is refused naming the part", async () => {
+    const e = await refusal([dataUrl("image/png", Buffer.from("just some text, not an image"))]);
+    expect([e.code, e.status]).toEqual(["invalid_image", 400]);
+    expect(e.message).toContain("messages[0].content[0]");
+    expect(e.message).toContain("not an image");
+  });
+
+  test("another image format (TIFF) is refused naming the accepted ones", async () => {
+    const tiff = await sharp({ create: { width: 4, height: 4, channels: 3, background: "#000" } }).tiff().toBuffer();
+    const e = await refusal([dataUrl("image/tiff", tiff)]);
+    expect(e.message).toContain("PNG, JPEG, WebP and GIF");
+  });
+
+  test("a data URL that is not base64, or holds nothing, is refused", async () => {
+    expect((await refusal(["data:image/png,rawbytes"])).message).toContain("must be base64");
+    expect((await refusal(["data:image/png;base64,"])).message).toContain("no data");
+    expect((await refusal(["data:image/png;base64,@@@@"])).message).toContain("not valid base64");
+  });
+
+  test("an image over max_bytes is refused", async () => {
+    const e = await refusal([dataUrl("image/png", new Uint8Array(4096))], { max_bytes: 1024 });
+    expect(e.message).toContain("larger than 1024 bytes");
+  });
+
+  test("three images are one too many: 400 naming the limit", async () => {
+    const u = dataUrl("image/png", await png());
+    const e = await refusal([u, u, u]);
+    expect([e.code, e.status, e.param]).toEqual(["too_many_images", 400, "messages[0].content[2]"]);
+    expect(e.message).toContain("at most 2 images");
+  });
+});
+
+describe("URLs", () => {
+  let server: ReturnType<typeof Bun.serve>;
+  let image: Buffer;
+  beforeAll(async () => {
+    image = await png(5, 5, "#123456");
+    server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        const path = new URL(req.url).pathname;
+        if (path === "/img.png") return new Response(new Uint8Array(image), { headers: { "content-type": "image/png" } });
+        if (path === "/slow.png") return Bun.sleep(5000).then(() => new Response(new Uint8Array(image)));
+        if (path === "/big.png") return new Response(new Uint8Array(4 << 20));
+        if (path === "/redirect") return new Response(null, { status: 302, headers: { location: "file:///etc/passwd" } });
+        if (path === "/loop") return new Response(null, { status: 302, headers: { location: "/loop" } });
+        if (path === "/missing.png") return new Response("no", { status: 404 });
+        return new Response("?", { status: 400 });
+      },
+    });
+  });
+  afterAll(() => server.stop(true));
+  const local = (p: string) => `http://127.0.0.1:${server.port}${p}`;
+
+  test("https to a loopback address is refused by default", async () => {
+    const e = await refusal([`https://127.0.0.1:${server.port}/img.png`]);
+    expect([e.code, e.status]).toEqual(["invalid_image_url", 400]);
+    expect(e.message).toContain("internal address (127.0.0.1)");
+  });
+
+  test("http URLs are refused unless allowed", async () => {
+    expect((await refusal([local("/img.png")], { allow_private_urls: true })).message).toContain("must be https://");
+  });
+
+  test("a local server's image is fetched when the admin allows it", async () => {
+    const [d] = await decoded([local("/img.png")], { allow_private_urls: true, allow_http_urls: true });
+    expect([d!.width, d!.height]).toEqual([5, 5]);
+  });
+
+  test("fetch failures, timeouts and oversize bodies are 400 naming the part", async () => {
+    const o = { allow_private_urls: true, allow_http_urls: true };
+    expect((await refusal([local("/missing.png")], o)).message).toContain("answered 404");
+    expect((await refusal([local("/slow.png")], { ...o, fetch_timeout_s: 0.3 })).message).toContain("timed out");
+    expect((await refusal([local("/big.png")], { ...o, max_bytes: 1 << 20 })).message).toContain("larger than");
+  });
+
+  test("every redirect is checked again, and redirect loops end", async () => {
+    const o = { allow_private_urls: true, allow_http_urls: true };
+    expect((await refusal([local("/redirect")], o)).message).toContain("(got file://)");
+    expect((await refusal([local("/loop")], o)).message).toContain("redirected more than 3 times");
+  });
+
+  test("internal addresses: loopback, private, link-local, CGNAT, unique-local, mapped", () => {
+    for (const a of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1"])
+      expect([a, isInternalAddress(a)]).toEqual([a, true]);
+    for (const a of ["8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) expect([a, isInternalAddress(a)]).toEqual([a, false]);
+  });
+});
