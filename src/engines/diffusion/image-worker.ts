@@ -2,6 +2,7 @@ import type { Logger } from "../../log";
 import type { PoolSlot } from "../slots";
 import type { ImageRequest } from "../types";
 import type { PipelineInfo } from "./pipeline";
+import { workerUrl } from "../worker-url";
 import type { FromWorker, ToWorker } from "./worker-protocol";
 
 // The server-side handle of one image worker thread: starts it and has it load the pipeline,
@@ -24,7 +25,7 @@ interface Job {
   signal?: AbortSignal;
 }
 
-const WORKER_URL = new URL("./worker.ts", import.meta.url).href;
+const WORKER_URL = workerUrl("src/engines/diffusion/worker.ts", new URL("./worker.ts", import.meta.url));
 
 type BunWorker = Worker & { ref(): void; unref(): void };
 

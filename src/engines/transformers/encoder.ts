@@ -2,6 +2,7 @@ import type { Logger } from "../../log";
 import type { Head, RunMessage, WorkerReply, WorkerRequest } from "./encoder-worker";
 import type { BatchLimits } from "./micro-batcher";
 import type { Dtype } from "./model-folder";
+import { workerUrl } from "../worker-url";
 import { transformersRuntime, type OnnxDevice } from "./runtime";
 
 // One encoder model: its tokenizer on the main thread (requests are counted and checked before
@@ -169,7 +170,7 @@ export class Encoder {
   }
 
   private start(): Worker {
-    const worker = new Worker(new URL("./encoder-worker.ts", import.meta.url).href);
+    const worker = new Worker(workerUrl("src/engines/transformers/encoder-worker.ts", new URL("./encoder-worker.ts", import.meta.url)));
     worker.onmessage = (e: MessageEvent<WorkerReply>) => this.receive(e.data);
     worker.onerror = (e) => this.lost(worker, e.message);
     // A worker that ends without being asked (killed, out of memory) must not leave runs waiting.

@@ -38,8 +38,16 @@ export function addonBuildDir(): string {
   return join(nodeLlamaCppDir(), "..", ".appliance", "mtmd", `${llamaTag()}-${sourceHash()}`);
 }
 
+/** Set by the executable's build (src/build/executable.ts): its native libraries are in lib/ beside it. */
+const COMPILED = process.env.APPLIANCE_COMPILED === "1";
+
+/** The executable's lib/ folder (APPLIANCE_LIB_DIR overrides). */
+export function executableLibDir(): string {
+  return process.env.APPLIANCE_LIB_DIR ?? join(dirname(process.execPath), "lib");
+}
+
 /** The built addon, or null when it has not been built (install.sh builds it). */
 export function builtAddon(): string | null {
-  const f = join(addonBuildDir(), ADDON_FILE);
+  const f = COMPILED ? join(executableLibDir(), ADDON_FILE) : join(addonBuildDir(), ADDON_FILE);
   return existsSync(f) ? f : null;
 }
