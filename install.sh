@@ -4,20 +4,29 @@
 #   - the project's dependencies (bun install, from the lockfile)
 #   - the multimodal addon for image input (llama.cpp's tools/mtmd from the source node-llama-cpp
 #     ships, built with cmake and a C++ compiler; --no-vision skips it)
-#   - `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
+#   - the executable (`bun run build`: dist/appliance + dist/lib) installed under
+#     PREFIX/lib/appliance/current, `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
+#   - a default config (~/.config/appliance/config.toml) and data dir, and with --systemd a unit
+#   - a report of what the host offers CUDA
 # Safe to run again: every step checks what is already there.
 set -euo pipefail
 
 BUN_VERSION="1.4.5"
 PREFIX="${HOME}/.local"
 VISION=1
+CUDA=auto
+SYSTEMD=0
 
 usage() {
   cat <<USAGE
-usage: ./install.sh [--prefix DIR] [--no-vision]
+usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--systemd]
 
-  --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance, DIR/bin/bun
+  --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance (the executable,
+                 with its lib/ in DIR/lib/appliance/current), DIR/bin/bun
   --no-vision    do not build the multimodal addon (vision models then refuse to load)
+  --cuda         ship node-llama-cpp's CUDA backends (default: only when an NVIDIA GPU is present)
+  --cpu-only     ship the CPU backends only
+  --systemd      write a systemd unit (user unit; system unit when run as root)
 USAGE
 }
 
@@ -26,6 +35,9 @@ while [ $# -gt 0 ]; do
     --prefix) [ $# -ge 2 ] || { usage >&2; exit 2; }; PREFIX="$2"; shift 2 ;;
     --prefix=*) PREFIX="${1#--prefix=}"; shift ;;
     --no-vision) VISION=0; shift ;;
+    --cuda) CUDA=1; shift ;;
+    --cpu-only) CUDA=0; shift ;;
+    --systemd) SYSTEMD=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -72,17 +84,96 @@ if [ "$VISION" = 1 ]; then
   (cd "$CHECKOUT" && "$BUN" src/engines/llama/vision/build.ts) || die "the multimodal addon did not build (see above); --no-vision skips it"
 fi
 
-# 3. The `appliance` command: runs the CLI of this checkout with this Bun.
+# 3. The executable: dist/appliance and dist/lib (node-llama-cpp's CUDA backends only where an
+#    NVIDIA GPU is present, or with --cuda), installed under PREFIX/lib/appliance/current and linked
+#    from PREFIX/bin/appliance. The previous install is replaced only once the new one runs.
+BUILD_FLAGS=""
+if [ "$CUDA" = auto ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then CUDA=1; else CUDA=0; fi
+fi
+[ "$CUDA" = 1 ] || BUILD_FLAGS="--cpu-only"
+say "building the executable${BUILD_FLAGS:+ (CPU backends only)}"
+(cd "$CHECKOUT" && "$BUN" src/build/executable.ts $BUILD_FLAGS) || die "the executable did not build (see above)"
+DEST="$PREFIX/lib/appliance/current"
+rm -rf "$DEST.new"
+cp -R "$CHECKOUT/dist" "$DEST.new" || die "cannot copy the executable into $DEST.new"
+"$DEST.new/appliance" --version >/dev/null 2>&1 || die "the built executable does not run: $DEST.new/appliance --version"
+rm -rf "$DEST.old"
+[ ! -e "$DEST" ] || mv "$DEST" "$DEST.old"
+mv "$DEST.new" "$DEST"
+rm -rf "$DEST.old"
+ln -sfn "$DEST/appliance" "$PREFIX/bin/appliance"
 LAUNCHER="$PREFIX/bin/appliance"
-cat > "$LAUNCHER.tmp" <<LAUNCH
-#!/bin/sh
-# Installed by $CHECKOUT/install.sh
-exec "$BUN" "$CHECKOUT/cli/main.ts" "\$@"
-LAUNCH
-chmod 755 "$LAUNCHER.tmp"
-mv -f "$LAUNCHER.tmp" "$LAUNCHER"
-"$LAUNCHER" --version >/dev/null || die "the installed appliance command does not run"
-say "installed $LAUNCHER ($("$LAUNCHER" --version))"
+say "installed $LAUNCHER -> $DEST/appliance ($("$LAUNCHER" --version))"
+
+# 4. A default config and data dir (kept when they exist).
+CONFIG_HOME="${XDG_CONFIG_HOME:-$HOME/.config}/appliance"
+DATA_HOME="${XDG_DATA_HOME:-$HOME/.local/share}/appliance"
+mkdir -p "$CONFIG_HOME" "$DATA_HOME" || die "cannot create $CONFIG_HOME or $DATA_HOME"
+CONFIG="$CONFIG_HOME/config.toml"
+if [ ! -e "$CONFIG" ]; then
+  cat > "$CONFIG.tmp" <<CONF
+# appliance configuration (see README.md "Configuration"). Written by install.sh; edit freely.
+[server]
+host = "127.0.0.1"        # 0.0.0.0 to serve the LAN
+port = 8484
+data_dir = "$DATA_HOME"
+
+[engines]
+device = "auto"           # auto | cpu | cuda
+
+# Models: \`appliance models pull <id>\` downloads one and prints its [[models]] entry to paste here.
+# Without models, \`appliance serve --demo\` serves the tiny generated demo set.
+CONF
+  mv "$CONFIG.tmp" "$CONFIG"
+  say "wrote $CONFIG (data in $DATA_HOME)"
+else
+  say "keeping $CONFIG"
+fi
+
+# 5. Optionally a systemd unit (a user unit, or a system unit when run as root).
+if [ "$SYSTEMD" = 1 ]; then
+  if [ "$(id -u)" = 0 ]; then UNIT_DIR="/etc/systemd/system"; WANTED="multi-user.target"; CTL="systemctl"
+  else UNIT_DIR="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"; WANTED="default.target"; CTL="systemctl --user"; fi
+  UNIT_DIR="${APPLIANCE_SYSTEMD_DIR:-$UNIT_DIR}"   # packaging and tests write the unit elsewhere
+  mkdir -p "$UNIT_DIR" || die "cannot create $UNIT_DIR"
+  cat > "$UNIT_DIR/appliance.service.tmp" <<UNIT
+[Unit]
+Description=appliance: self-hosted inference and GPU rentals
+After=network-online.target
+
+[Service]
+ExecStart=$DEST/appliance serve --config $CONFIG
+Restart=on-failure
+KillSignal=SIGTERM
+TimeoutStopSec=60
+
+[Install]
+WantedBy=$WANTED
+UNIT
+  mv "$UNIT_DIR/appliance.service.tmp" "$UNIT_DIR/appliance.service"
+  say "wrote $UNIT_DIR/appliance.service; start it with: $CTL daemon-reload && $CTL enable --now appliance"
+fi
+
+# 6. What this host offers CUDA (nothing here is required: without it everything runs on the CPU).
+gpu_report() {
+  if ! command -v nvidia-smi >/dev/null 2>&1; then say "GPU: no NVIDIA driver (nvidia-smi not found): engines run on the CPU"; return; fi
+  local gpus driver cuda
+  gpus="$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';' -)"
+  driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+  if [ -z "$gpus" ]; then say "GPU: nvidia-smi is present but lists no GPU (driver/library mismatch?)"; return; fi
+  cuda="$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n1)"
+  say "GPU: $gpus; driver $driver (supports CUDA ${cuda:-?})"
+  local libs; libs="$( (ldconfig -p 2>/dev/null; for d in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64; do ls "$d" 2>/dev/null; done) )"
+  for lib in libcudart.so.13 libcublas.so.13 libcudart.so.12 libcublas.so.12 libcudnn.so.9; do
+    if printf '%s\n' "$libs" | grep -q "$lib"; then say "  present: $lib"; else say "  missing: $lib"; fi
+  done
+  say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13; ONNX models need CUDA 12 + cuDNN 9 and the onnxruntime CUDA provider (README \"GPU hosts\")"
+  local ort="$CHECKOUT/node_modules/onnxruntime-node/bin/napi-v6/linux/x64"
+  if [ -e "$ort/libonnxruntime_providers_cuda.so" ]; then say "  present: onnxruntime CUDA provider"; else say "  missing: onnxruntime CUDA provider ($ort/libonnxruntime_providers_cuda.so)"; fi
+  [ "$CUDA" = 1 ] || say "  note: the executable was built with CPU backends only (--cuda to include CUDA)"
+}
+gpu_report
 
 case ":$PATH:" in
   *":$PREFIX/bin:"*) ;;

@@ -42,6 +42,14 @@ export function nativeLibPlugin(nodeModules: string): BunPlugin {
         loader: "js",
       }));
 
+      // protobufjs (onnx-proto, the demo ONNX generators) looks for optional modules with an
+      // eval'd require at run time, which from an executable resolves against the working
+      // directory's node_modules: never look (as in a folder without node_modules).
+      build.onLoad({ filter: /node_modules\/@protobufjs\/inquire\/index\.js$/ }, () => ({
+        contents: "module.exports = function inquire() { return null; };",
+        loader: "js",
+      }));
+
       // Files that locate their package's folder through import.meta.url: point them at the
       // same relative place under lib/.
       build.onLoad({ filter: /node_modules\/(node-llama-cpp\/dist|@node-llama-cpp\/[^/]+\/dist)\/.*\.js$/ }, async (args) => {

@@ -1,0 +1,253 @@
+import { Command } from "commander";
+import { existsSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import {
+  catalogue,
+  CatalogueError,
+  isDownload,
+  manifestFor,
+  modelFolder,
+  totalBytes,
+  type CatalogueEntry,
+  type DownloadEntry,
+} from "../../models/catalogue";
+import { loadConfig, type Config } from "../../src/config";
+import { ModelManifest } from "../../src/engines/manifest";
+import { pullModel, PullError, type PullProgress } from "../../src/models/pull";
+import { globals } from "../context";
+import { emit, fail, table, UsageError } from "../output";
+
+// `appliance models list|pull`: the catalogue (models/catalogue/*.json) against a models dir, by
+// default <data_dir>/models. A pull prints the [[models]] block to add to config.toml; it does not
+// edit the config (the operator decides what is served, and a config file keeps its comments).
+
+interface ModelsOptions {
+  modelsDir?: string;
+  catalogue?: string;
+}
+
+function setup(c: Command): { config: Config; modelsDir: string; entries: CatalogueEntry[] } {
+  const g = globals(c);
+  const o = c.optsWithGlobals() as ModelsOptions;
+  const { config } = loadConfig({ file: g.config, flags: { dataDir: g.dataDir } });
+  const modelsDir = resolve(o.modelsDir ?? join(config.server.data_dir, "models"));
+  return { config, modelsDir, entries: catalogue(o.catalogue ? resolve(o.catalogue) : undefined) };
+}
+
+function failClean(e: unknown): never {
+  fail(e instanceof PullError || e instanceof CatalogueError ? new UsageError(e.message) : e);
+}
+
+export interface EntryStatus {
+  id: string;
+  name: string;
+  kind: CatalogueEntry["kind"];
+  source: "download" | "generated" | "manual";
+  bytes: number | null;
+  status: "present" | "partial" | "missing" | "generated" | "manual";
+  where: string | null;
+  verified: boolean;
+  configured: boolean;
+}
+
+function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntryStatus {
+  const base = { id: e.id, name: e.name, kind: e.kind, configured: config.models.some((m) => m.id === e.id) };
+  if (!isDownload(e)) {
+    const demoDir = join(config.server.data_dir, "demo-models");
+    return {
+      ...base,
+      source: e.source,
+      bytes: null,
+      status: e.source,
+      where: e.source === "generated" && existsSync(demoDir) ? demoDir : null,
+      verified: true,
+    };
+  }
+  const dir = join(modelsDir, modelFolder(e));
+  const files = Object.values(e.files);
+  const complete = files.filter((f) => {
+    const p = join(dir, f.path);
+    return existsSync(p) && (f.bytes === null || statSync(p).size === f.bytes);
+  }).length;
+  const started = complete > 0 || files.some((f) => existsSync(join(dir, `${f.path}.part`)));
+  return {
+    ...base,
+    source: "download",
+    bytes: totalBytes(e),
+    status: complete === files.length ? "present" : started ? "partial" : "missing",
+    where: started ? dir : null,
+    verified: files.every((f) => f.sha256 !== null),
+  };
+}
+
+export function formatBytes(n: number | null): string {
+  if (n === null) return "?";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = n;
+  let u = 0;
+  while (v >= 1000 && u < units.length - 1) {
+    v /= 1000;
+    u++;
+  }
+  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+function listHuman(rows: EntryStatus[], modelsDir: string): string {
+  const label = (r: EntryStatus) =>
+    r.status === "generated" ? "generated (serve --demo)" : r.status === "manual" ? "not pullable (see pull)" : r.status + (r.verified ? "" : ", unverified");
+  return [
+    `models dir: ${modelsDir}`,
+    table(
+      rows.map((r) => ({
+        id: r.id,
+        kind: r.kind,
+        size: r.source === "download" ? formatBytes(r.bytes) : "-",
+        status: label(r),
+        config: r.configured ? "yes" : "no",
+        where: r.where ?? "-",
+      })),
+      ["id", "kind", "size", "status", "config", "where"],
+    ),
+  ].join("\n");
+}
+
+/** A TOML value: strings as JSON strings (valid TOML basic strings), tables inline. */
+function tomlValue(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  if (v && typeof v === "object")
+    return `{ ${Object.entries(v)
+      .filter(([, x]) => x !== undefined)
+      .map(([k, x]) => `${/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k)} = ${tomlValue(x)}`)
+      .join(", ")} }`;
+  throw new Error(`no TOML form for ${String(v)}`);
+}
+
+/** The [[models]] block of a manifest, fields in the schema's order. */
+export function manifestToml(m: ModelManifest): string {
+  const keys = Object.keys(ModelManifest.properties) as (keyof ModelManifest)[];
+  return ["[[models]]", ...keys.filter((k) => m[k] !== undefined).map((k) => `${k} = ${tomlValue(m[k])}`)].join("\n");
+}
+
+export function configSnippet(m: ModelManifest, modelsDir: string): string {
+  return [
+    "# Add to config.toml. File paths are relative to models_dir, which must be set at the top level",
+    "# (before any [section]):",
+    `#   models_dir = ${JSON.stringify(modelsDir)}`,
+    manifestToml(m),
+  ].join("\n");
+}
+
+function formatDuration(s: number): string {
+  if (!Number.isFinite(s) || s < 0) return "?";
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = Math.floor(s % 60);
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(sec).padStart(2, "0")}s` : `${sec}s`;
+}
+
+/**
+ * Progress on stderr: a redrawn bar on a terminal; plain lines otherwise (file start and end,
+ * retries, and one line every `everyMs` while downloading) so logs stay readable.
+ */
+export function progressPrinter(out: { write(s: string): unknown; isTTY?: boolean }, everyMs = 10_000) {
+  let lastLine = 0;
+  let open = false;
+  const bar = (p: PullProgress) => {
+    const width = 24;
+    const ratio = p.bytesTotal ? Math.min(1, p.bytesDone / p.bytesTotal) : 0;
+    const filled = Math.round(ratio * width);
+    const eta = p.rate > 0 && p.bytesTotal ? ` ETA ${formatDuration((p.bytesTotal - p.bytesDone) / p.rate)}` : "";
+    return (
+      `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${p.bytesTotal ? `${String(Math.floor(ratio * 100)).padStart(3)}%` : "   ?"} ` +
+      `${formatBytes(p.bytesDone)} / ${formatBytes(p.bytesTotal)} ${formatBytes(Math.round(p.rate))}/s${eta}  ${p.file}`
+    );
+  };
+  const line = (s: string) => {
+    if (open) out.write("\n");
+    open = false;
+    out.write(s + "\n");
+  };
+  const counter = (p: PullProgress) => `[${p.fileIndex + 1}/${p.fileCount}]`;
+  return {
+    onProgress(p: PullProgress) {
+      if (p.phase === "start") return line(`${counter(p)} ${p.file} (${formatBytes(p.bytesTotal)})${p.bytesDone ? `, resuming at ${formatBytes(p.bytesDone)}` : ""}`);
+      if (p.phase === "skip") return line(`${counter(p)} ${p.file} already present (${formatBytes(p.bytesDone)})`);
+      if (p.phase === "done") return line(`${counter(p)} ${p.file} verified (${formatBytes(p.bytesDone)})`);
+      if (p.phase === "retry") return line(`${counter(p)} ${p.file}: ${p.message}`);
+      if (out.isTTY) {
+        out.write(`\r\x1b[K${p.phase === "hash" ? `hashing ${formatBytes(p.bytesDone)} of ${p.file}` : bar(p)}`);
+        open = true;
+        return;
+      }
+      const now = Date.now();
+      if (p.phase === "download" && now - lastLine >= everyMs) {
+        lastLine = now;
+        line(bar(p));
+      }
+    },
+    finish() {
+      if (open) out.write("\n");
+      open = false;
+    },
+  };
+}
+
+export function modelsCommand(): Command {
+  const cmd = new Command("models").description("the models catalogue: list it, pull a model's files with checksums");
+  const shared = (sub: Command) =>
+    sub
+      .option("--models-dir <dir>", "where pulled models go (default <data_dir>/models)")
+      .option("--catalogue <dir>", "a catalogue folder of *.json entries (default the built-in one)");
+
+  shared(cmd.command("list"))
+    .description("catalogue entries with kind, size and whether they are in the models dir")
+    .option("--json", "print JSON")
+    .action((opts: { json?: boolean }, c: Command) => {
+      try {
+        const { config, modelsDir, entries } = setup(c);
+        const rows = entries.map((e) => statusOf(e, modelsDir, config));
+        emit(opts.json, rows, (r) => listHuman(r, modelsDir));
+      } catch (e) {
+        failClean(e);
+      }
+    });
+
+  shared(cmd.command("pull <id>"))
+    .description("download a model's files into <models dir>/<id>/ (resumable, size and SHA-256 checked) and print its [[models]] block")
+    .option("--allow-unverified", "also take files the catalogue records no checksum for")
+    .option("--verify", "re-hash files already present instead of trusting their size")
+    .option("--json", "print the result as JSON instead of the config block")
+    .action(async (id: string, opts: { allowUnverified?: boolean; verify?: boolean; json?: boolean }, c: Command) => {
+      const controller = new AbortController();
+      const onSigint = () => controller.abort(new UsageError("interrupted; the partial download is kept: run the same command again to resume"));
+      process.once("SIGINT", onSigint);
+      const progress = progressPrinter(process.stderr);
+      try {
+        const { modelsDir, entries } = setup(c);
+        const entry = entries.find((e) => e.id === id);
+        if (!entry) throw new UsageError(`no model "${id}" in the catalogue (known: ${entries.map((e) => e.id).join(", ")})`);
+        if (entry.source === "generated") throw new UsageError(`"${id}" is generated, not downloaded: \`appliance serve --demo\` writes it into <data_dir>/demo-models`);
+        if (entry.source === "manual") throw new UsageError(`"${id}" has no verifiable download: ${entry.instructions}`);
+        const download = entry as DownloadEntry;
+        process.stderr.write(`pulling ${id} (${formatBytes(totalBytes(download))}) into ${join(modelsDir, modelFolder(download))}\n`);
+        const result = await pullModel(download, {
+          modelsDir,
+          allowUnverified: opts.allowUnverified,
+          verify: opts.verify,
+          signal: controller.signal,
+          onProgress: progress.onProgress,
+        });
+        progress.finish();
+        const manifest = manifestFor(download);
+        emit(opts.json, { ...result, models_dir: modelsDir, manifest }, () => configSnippet(manifest, modelsDir));
+      } catch (e) {
+        progress.finish();
+        failClean(controller.signal.aborted ? controller.signal.reason : e);
+      } finally {
+        process.off("SIGINT", onSigint);
+      }
+    });
+
+  return cmd;
+}

@@ -1,0 +1,163 @@
+import { Type as T, type Static } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, posix } from "node:path";
+import { describeErrors } from "../../src/config";
+import { ModelKind, ModelManifest } from "../../src/engines/manifest";
+
+// The models catalogue: one JSON file per model the appliance knows how to get. A "download" entry
+// names public files with their exact size and SHA-256 (pinned to a repository revision, so the
+// checksums cannot drift); `appliance models pull` fetches them into <models_dir>/<id>/. A
+// "generated" entry is one of the tiny --demo models (written by its generator, never pulled); a
+// "manual" entry is a model with no verifiable download yet, listed with what to do instead.
+
+const Sha256 = T.String({ pattern: "^[0-9a-f]{64}$" });
+
+export const CatalogueFile = T.Object(
+  {
+    url: T.String({ pattern: "^https?://" }),
+    path: T.String({ minLength: 1, description: "where the file goes, relative to the model's folder" }),
+    bytes: T.Union([T.Integer({ minimum: 0 }), T.Null()], { description: "exact size; null = not recorded" }),
+    sha256: T.Union([Sha256, T.Null()], { description: "null = not recorded: pull refuses without --allow-unverified" }),
+  },
+  { additionalProperties: false },
+);
+export type CatalogueFile = Static<typeof CatalogueFile>;
+
+/** Manifest fields an entry adds to its [[models]] block; `files` paths are relative to the model's folder ("." = the folder). */
+const ManifestExtras = T.Partial(T.Omit(ModelManifest, ["id", "name", "kind", "max_context", "vision"]), { additionalProperties: false });
+
+const common = {
+  id: ModelManifest.properties.id,
+  name: T.String({ minLength: 1 }),
+  kind: ModelKind,
+  description: T.String({ minLength: 1 }),
+  max_context: T.Integer({ minimum: 1 }),
+  vision: T.Optional(T.Boolean()),
+  license: T.Optional(T.String({ minLength: 1 })),
+  repository: T.Optional(T.String({ pattern: "^https?://" })),
+};
+
+export const DownloadEntry = T.Object(
+  {
+    ...common,
+    source: T.Optional(T.Literal("download")),
+    revision: T.Optional(T.String({ minLength: 1 })),
+    files: T.Record(T.String({ pattern: "^[A-Za-z0-9_]+$" }), CatalogueFile, { minProperties: 1, description: "role → file" }),
+    manifest: T.Optional(ManifestExtras),
+  },
+  { additionalProperties: false },
+);
+export type DownloadEntry = Static<typeof DownloadEntry>;
+
+export const GeneratedEntry = T.Object(
+  { ...common, source: T.Literal("generated"), generator: T.String({ minLength: 1, description: "the file that defines its generator" }) },
+  { additionalProperties: false },
+);
+export type GeneratedEntry = Static<typeof GeneratedEntry>;
+
+export const ManualEntry = T.Object(
+  { ...common, source: T.Literal("manual"), instructions: T.String({ minLength: 1 }), manifest: T.Optional(ManifestExtras) },
+  { additionalProperties: false },
+);
+export type ManualEntry = Static<typeof ManualEntry>;
+
+export type CatalogueEntry = DownloadEntry | GeneratedEntry | ManualEntry;
+
+export class CatalogueError extends Error {
+  override name = "CatalogueError";
+}
+
+export const CATALOGUE_DIR = import.meta.dir;
+
+export function isDownload(e: CatalogueEntry): e is DownloadEntry {
+  return e.source === undefined || e.source === "download";
+}
+
+/** Every entry of the catalogue in `dir` (default: this folder), validated, ordered by file name. */
+export function catalogue(dir = CATALOGUE_DIR): CatalogueEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith(".json")).sort();
+  } catch (e) {
+    throw new CatalogueError(`catalogue ${dir}: ${(e as Error).message}`);
+  }
+  const entries = names.map((n) => parseEntry(readFileSync(join(dir, n), "utf8"), join(dir, n)));
+  const seen = new Map<string, string>();
+  for (const [i, e] of entries.entries()) {
+    const other = seen.get(e.id);
+    if (other) throw new CatalogueError(`${join(dir, names[i]!)}: id "${e.id}" is also used by ${other}`);
+    seen.set(e.id, names[i]!);
+  }
+  return entries;
+}
+
+/** One catalogue file's text, parsed and checked; problems name the file and the field. */
+export function parseEntry(text: string, source = "catalogue entry"): CatalogueEntry {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new CatalogueError(`${source}: ${(e as Error).message}`);
+  }
+  const kind = (raw as { source?: unknown } | null)?.source;
+  const schema = kind === "generated" ? GeneratedEntry : kind === "manual" ? ManualEntry : DownloadEntry;
+  const problems = describeErrors(schema, raw);
+  if (problems.length) throw new CatalogueError(`${source}: invalid catalogue entry\n  ${problems.join("\n  ")}`);
+  const entry = raw as CatalogueEntry;
+  if (isDownload(entry)) checkPaths(entry, source);
+  if (entry.vision && entry.kind !== "chat") throw new CatalogueError(`${source}: vision: only a chat model takes images`);
+  return entry;
+}
+
+function checkPaths(e: DownloadEntry, source: string): void {
+  const paths = new Set<string>();
+  for (const [role, f] of Object.entries(e.files)) {
+    if (!isSafeRelative(f.path)) throw new CatalogueError(`${source}: files.${role}.path: "${f.path}" must stay inside the model's folder`);
+    if (paths.has(f.path)) throw new CatalogueError(`${source}: files.${role}.path: "${f.path}" is used twice`);
+    paths.add(f.path);
+  }
+  for (const [role, p] of Object.entries(e.manifest?.files ?? {}))
+    if (p !== "." && !isSafeRelative(p)) throw new CatalogueError(`${source}: manifest.files.${role}: "${p}" must stay inside the model's folder`);
+  if (e.vision && !manifestFiles(e).mmproj) throw new CatalogueError(`${source}: a vision model needs an mmproj file`);
+}
+
+function isSafeRelative(p: string): boolean {
+  if (p.includes("\\") || p.startsWith("/") || /^[A-Za-z]:/.test(p)) return false;
+  const n = posix.normalize(p);
+  return n === p && n !== "." && !n.startsWith("../") && n !== "..";
+}
+
+/** role → path inside the model's folder: `manifest.files` when given, else every downloaded file by its role. */
+function manifestFiles(e: DownloadEntry): Record<string, string> {
+  return e.manifest?.files ?? Object.fromEntries(Object.entries(e.files).map(([role, f]) => [role, f.path]));
+}
+
+/** The folder, relative to models_dir, that a pulled entry's files go into. */
+export function modelFolder(e: CatalogueEntry): string {
+  return e.id.replace(/[/:]/g, "_");
+}
+
+/**
+ * The [[models]] manifest for a pulled entry, with file paths relative to models_dir (what config
+ * resolves them against). Validated against the config's own schema, defaults filled.
+ */
+export function manifestFor(e: DownloadEntry): ModelManifest {
+  const folder = modelFolder(e);
+  const files = Object.fromEntries(Object.entries(manifestFiles(e)).map(([role, p]) => [role, p === "." ? folder : `${folder}/${p}`]));
+  const raw = { ...e.manifest, id: e.id, name: e.name, kind: e.kind, max_context: e.max_context, vision: e.vision ?? false, files };
+  const m = Value.Default(ModelManifest, Value.Clone(raw));
+  const problems = describeErrors(ModelManifest, m);
+  if (problems.length) throw new CatalogueError(`catalogue entry ${e.id}: its manifest is not valid\n  ${problems.join("\n  ")}`);
+  return m as ModelManifest;
+}
+
+/** Sum of the recorded sizes, or null when one is not recorded. */
+export function totalBytes(e: DownloadEntry): number | null {
+  let sum = 0;
+  for (const f of Object.values(e.files)) {
+    if (f.bytes === null) return null;
+    sum += f.bytes;
+  }
+  return sum;
+}

@@ -1,0 +1,56 @@
+import type { LoadedConfig } from "../config";
+import { DEMO_GENERATORS } from "../demo";
+import { fail, ok, type Check, type Probes } from "./check";
+import { checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
+import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
+import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
+
+// `appliance doctor`: every check, in the order an operator fixes things. A config that does not
+// load still gets the machine checks (GPUs, CUDA); the rest need the config.
+
+export interface DoctorReport {
+  ok: boolean;
+  checks: Check[];
+}
+
+/** The demo models `serve --demo` would add on this install, one entry per kind (and vision). */
+export function demoServed(generators = DEMO_GENERATORS): Served[] {
+  const out: Served[] = [];
+  for (const g of generators) {
+    if (!(g.available?.() ?? true)) continue;
+    const id = `demo ${g.kind}`;
+    if (!out.some((s) => s.id === id)) out.push({ id, kind: g.kind });
+  }
+  return out;
+}
+
+export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: () => Served[] = demoServed): Promise<DoctorReport> {
+  let loaded: LoadedConfig | null = null;
+  let configCheck: Check;
+  try {
+    loaded = load();
+    configCheck = ok("config", loaded.file ?? "built-in defaults (no config file)");
+  } catch (e) {
+    configCheck = fail("config", (e as Error).message, "fix the config; `appliance config check` validates it");
+  }
+  const [gpus, cuda] = await Promise.all([gatherGpus(probes), gatherCuda(probes)]);
+  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda)];
+  if (loaded) {
+    const { config } = loaded;
+    const served: Served[] = [
+      ...config.models.map((m) => ({ id: m.id, kind: m.kind, device: m.device, vision: m.vision })),
+      ...(config.demo ? demo() : []),
+    ];
+    checks.push(
+      checkChatEngine(config, served, gpus, cuda),
+      checkOnnxEngines(config, served, gpus, cuda),
+      checkImageInput(probes.addon(), served),
+      checkThreads(config, probes.cores()),
+      ...checkModels(config, probes),
+      checkDataDir(config.server.data_dir, probes),
+      checkDisk(config.server.data_dir, probes),
+      await checkPort(config.server, probes),
+    );
+  }
+  return { ok: checks.every((c) => c.status !== "fail"), checks };
+}

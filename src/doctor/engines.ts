@@ -1,0 +1,129 @@
+import type { Config } from "../config";
+import type { Device } from "../engines/llama/runtime";
+import type { ModelKind } from "../engines/manifest";
+import { fail, ok, plural, warn, type Check, type Probes } from "./check";
+import { driverCudaMajor, has, providerHint, type CudaFacts, type GpuFacts } from "./gpu";
+
+// Which backend each engine will use and why, worked out the way the engines decide at load time
+// (llama/runtime.ts, onnx-device.ts) but without loading anything: a prediction, with the reason.
+
+/** A model as far as these checks care; the demo models count as one per kind. */
+export interface Served {
+  id: string;
+  kind: ModelKind;
+  device?: Device;
+  vision?: boolean;
+}
+
+export interface Decision {
+  device: "cpu" | "cuda";
+  reason: string;
+  /** Set when CUDA was wanted but will not be used: why not, and what to do. */
+  unmet?: { why: string; hint: string };
+}
+
+const ONNX_KINDS: ModelKind[] = ["embedding", "classifier", "image"];
+
+const cpu = (reason: string): Decision => ({ device: "cpu", reason });
+const unmet = (reason: string, why: string, hint: string): Decision => ({ device: "cpu", reason, unmet: { why, hint } });
+const noGpu = (g: GpuFacts) => ({ why: `no usable GPU (${g.problem ?? "nvidia-smi lists none"})`, hint: "see the gpus line: the driver must list the GPU first" });
+
+/** runtime.ts: CUDA when configured, or on "auto" with an NVIDIA device, and node-llama-cpp's CUDA build loads. */
+export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision {
+  if (device === "cpu") return cpu('engines.device = "cpu"');
+  if (device === "auto" && !g.nvidiaDevice) return cpu("no NVIDIA device");
+  const wanted = device === "cuda" ? 'engines.device = "cuda"' : "NVIDIA device present";
+  if (!c.llamaCuda.primary && !c.llamaCuda.fallback) {
+    return unmet(wanted, "node-llama-cpp's CUDA prebuilt package is not installed", `reinstall with optional dependencies (\`bun install\`): node-llama-cpp ships its CUDA build as @node-llama-cpp/${process.platform}-${process.arch}-cuda`);
+  }
+  if (!g.gpus.length) {
+    const n = noGpu(g);
+    return unmet(wanted, n.why, n.hint);
+  }
+  const cuda = driverCudaMajor(g.gpus[0]!.driver) ?? 0;
+  if (c.llamaCuda.primary && cuda >= 13 && has(c, "libcudart.so.13", "libcublas.so.13")) return { device: "cuda", reason: `${wanted}; CUDA 13 build, its runtime found` };
+  if (c.llamaCuda.fallback && cuda >= 12 && has(c, "libcudart.so.12", "libcublas.so.12")) return { device: "cuda", reason: `${wanted}; CUDA 12 fallback build, its runtime found` };
+  if (cuda < 13 && has(c, "libcudart.so.13", "libcublas.so.13")) {
+    return unmet(wanted, `driver ${g.gpus[0]!.driver} runs CUDA ≤ ${cuda}.x, the CUDA build needs 13`, "update the NVIDIA driver to R580 or newer");
+  }
+  return unmet(wanted, "libcudart.so.13 / libcublas.so.13 not found", "install the CUDA 13 runtime (libcudart, libcublas) or add its folder to LD_LIBRARY_PATH");
+}
+
+/** onnx-device.ts: CUDA when configured, or on "auto" with an NVIDIA device, and the provider files are there. */
+export function onnxBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision {
+  if (device === "cpu") return cpu('device = "cpu"');
+  if (device === "auto" && !g.nvidiaDevice) return cpu("no NVIDIA device");
+  const wanted = device === "cuda" ? 'device = "cuda"' : "NVIDIA device present";
+  if (c.onnx.missing.length) {
+    return unmet(wanted, `onnxruntime's CUDA provider is missing (${c.onnx.missing.join(", ")})`, providerHint(c.onnx.dir));
+  }
+  // From here resolveOnnxDevice says "cuda"; a session that cannot start on it falls back to CPU at load.
+  if (!g.gpus.length) {
+    const n = noGpu(g);
+    return unmet(wanted, n.why, n.hint);
+  }
+  const lacking = (["libcudart.so.12", "libcublas.so.12", "libcudnn.so.9"] as const).filter((l) => !c.libs[l]);
+  if (lacking.length) {
+    return unmet(wanted, `the provider's CUDA 12 / cuDNN 9 libraries are missing (${lacking.join(", ")})`, "install the CUDA 12 runtime and cuDNN 9, or add their folder to LD_LIBRARY_PATH");
+  }
+  return { device: "cuda", reason: `${wanted}; provider files, CUDA 12 and cuDNN 9 found` };
+}
+
+const describe = (d: Decision) => (d.unmet ? `cpu (CUDA wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
+
+export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts): Check {
+  const name = "chat engine";
+  const d = chatBackend(config.engines.device, g, c);
+  const used = served.filter((m) => m.kind === "chat").length;
+  const detail = `llama.cpp → ${describe(d)}; ${used ? plural(used, "chat model") : "no chat model configured"}`;
+  if (!d.unmet) return ok(name, detail);
+  // Asked for CUDA outright and will not get it: the models would run, slowly, on the CPU.
+  return config.engines.device === "cuda" && used ? fail(name, detail, d.unmet.hint) : warn(name, detail, d.unmet.hint);
+}
+
+export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts): Check {
+  const name = "onnx engines";
+  const models = served.filter((m) => ONNX_KINDS.includes(m.kind));
+  if (!models.length) {
+    const d = onnxBackend(config.engines.device, g, c);
+    const detail = `onnxruntime → ${describe(d)}; no embedding, classifier or image model configured`;
+    return d.unmet ? warn(name, detail, d.unmet.hint) : ok(name, detail);
+  }
+  const groups = new Map<Device, Served[]>();
+  for (const m of models) {
+    const device = m.device ?? config.engines.device;
+    groups.set(device, [...(groups.get(device) ?? []), m]);
+  }
+  const decided = [...groups].map(([device, ms]) => ({ device, ms, d: onnxBackend(device, g, c) }));
+  const detail = "onnxruntime → " + decided.map(({ ms, d }) => `${describe(d)}: ${ms.map((m) => m.id).join(", ")}`).join("; ");
+  const firstUnmet = decided.find((x) => x.d.unmet);
+  if (!firstUnmet) return ok(name, detail);
+  const forced = decided.some((x) => x.d.unmet && x.device === "cuda");
+  return (forced ? fail : warn)(name, detail, firstUnmet.d.unmet!.hint);
+}
+
+/** The multimodal addon (image input): warn when not built, fail when a configured model needs it. */
+export function checkImageInput(addon: ReturnType<Probes["addon"]>, served: Served[]): Check {
+  const name = "image input";
+  const vision = served.filter((m) => m.vision).map((m) => m.id);
+  const needs = vision.length ? `; needed by ${vision.join(", ")}` : "; no vision model configured";
+  if (addon.path) return ok(name, `multimodal addon built (${addon.path})${needs}`);
+  const why = addon.error ? `multimodal addon not found (${addon.error})` : "multimodal addon not built";
+  const hint = "./install.sh builds it (cmake, a C++17 compiler, git; a few minutes); --no-vision leaves it out";
+  if (vision.length) return fail(name, `${why}, but ${vision.join(", ")} take${vision.length === 1 ? "s" : ""} image input`, hint);
+  return warn(name, `${why}: image input is unavailable${needs}`, hint);
+}
+
+/** engines.threads (0 = one per core) against the cores this machine has. */
+export function checkThreads(config: Pick<Config, "engines" | "models">, cores: number): Check {
+  const name = "threads";
+  const set = config.engines.threads;
+  const perModel = set || cores;
+  const overrides = config.models.filter((m) => m.threads !== undefined).map((m) => `${m.id} ${m.threads}`);
+  const detail =
+    `${perModel} per model (${set ? `engines.threads = ${set}` : "engines.threads = 0: one per core"}); ${plural(cores, "core")}` +
+    (overrides.length ? `; set per model: ${overrides.join(", ")}` : "");
+  const over = [set, ...config.models.map((m) => m.threads ?? 0)].some((t) => t > cores);
+  if (over) return warn(name, detail, `more threads than cores makes every model slower: set engines.threads (and models' threads) to at most ${cores}`);
+  return ok(name, detail);
+}

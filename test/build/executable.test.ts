@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { cpSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import sharp from "sharp";
+import { buildExecutable } from "../../src/build/executable";
+import { tempDir } from "../helpers/app";
+
+// The shipped thing: `bun run build` (CPU backends), copied into a temporary prefix, started with
+// the demo models in a clean environment (no Bun, no node_modules, working directory outside the
+// checkout), and used over HTTP with the official clients, plus the keys CLI from the executable.
+
+const prefix = tempDir("appliance-exe-");
+const exe = join(prefix, "appliance", "appliance");
+const env = { HOME: prefix, PATH: "/usr/bin:/bin", TMPDIR: process.env.TMPDIR ?? "/tmp", XDG_CONFIG_HOME: join(prefix, "no-config") };
+const data = join(prefix, "data");
+let child: ReturnType<typeof Bun.spawn>;
+let url = "";
+let key = "";
+
+beforeAll(async () => {
+  const out = join(prefix, "build");
+  await buildExecutable({ out, cpuOnly: true, log: () => {} });
+  cpSync(out, join(prefix, "appliance"), { recursive: true });
+  rmSync(out, { recursive: true, force: true });
+  child = Bun.spawn([exe, "serve", "--demo", "--port", "0", "-d", data], { cwd: prefix, env, stdout: "ignore", stderr: "pipe" });
+  let banner = "";
+  const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
+  const until = Date.now() + 150_000;
+  while (!/listening on (http:\/\/\S+)/.test(banner) && Date.now() < until) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the executable exited early: ${banner}`);
+    banner += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  url = /listening on (http:\/\/\S+)/.exec(banner)![1]!;
+  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)![1]!;
+}, 240_000);
+
+afterAll(async () => {
+  child?.kill("SIGTERM");
+  await child?.exited;
+  rmSync(prefix, { recursive: true, force: true });
+});
+
+const openai = () => new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0 });
+
+test("--version and the keys CLI run from the executable; a key it creates works on the running server", async () => {
+  const v = Bun.spawnSync([exe, "--version"], { cwd: prefix, env });
+  expect(v.stdout.toString().trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  const created = Bun.spawnSync([exe, "-d", data, "keys", "create", "--account", "admin", "--premium", "--name", "smoke", "--json"], { cwd: prefix, env });
+  expect(created.stderr.toString()).toBe("");
+  expect(created.exitCode).toBe(0);
+  const made = JSON.parse(created.stdout.toString()).key as string;
+  expect(made).toMatch(/^sk-apl-/);
+  const list = Bun.spawnSync([exe, "-d", data, "keys", "list", "--account", "admin", "--json"], { cwd: prefix, env });
+  expect(list.stdout.toString()).toContain("smoke");
+  expect((await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${made}` } })).status).toBe(200);
+});
+
+test("models, chat (streamed), responses, messages", async () => {
+  const models = (await openai().models.list()).data.map((m) => m.id);
+  expect(models).toEqual(expect.arrayContaining(["demo-chat", "demo-embed", "demo-nli", "demo-image"]));
+  const stream = await openai().chat.completions.create({ model: "demo-chat", messages: [{ role: "user", content: "hi" }], max_tokens: 6, stream: true, stream_options: { include_usage: true } });
+  let usage: any = null;
+  for await (const c of stream) if (c.usage) usage = c.usage;
+  expect(usage.completion_tokens).toBeGreaterThan(0);
+  const r = await openai().responses.create({ model: "demo-chat", input: "hello", max_output_tokens: 16 });
+  expect(r.usage!.output_tokens).toBeGreaterThan(0);
+  const anthropic = new Anthropic({ apiKey: key, baseURL: url, maxRetries: 0 });
+  const m = await anthropic.messages.create({ model: "demo-chat", max_tokens: 6, messages: [{ role: "user", content: "hi" }] });
+  expect(m.usage.output_tokens).toBeGreaterThan(0);
+}, 60_000);
+
+test("embeddings, classify, image generation, and image input through the shipped multimodal addon", async () => {
+  const e = await openai().embeddings.create({ model: "demo-embed", input: ["hello", "world"] });
+  expect(e.data[0]!.embedding.length).toBe(384);
+  const c = await fetch(`${url}/v1/classify`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "demo-nli", pairs: [{ premise: "a cat sleeps", hypothesis: "an animal rests" }] }),
+  });
+  expect(c.status).toBe(200);
+  const img = await openai().images.generate({ model: "demo-image", prompt: "a red square", size: "256x256" });
+  const meta = await sharp(Buffer.from(img.data![0]!.b64_json!, "base64")).metadata();
+  expect([meta.format, meta.width, meta.height]).toEqual(["png", 256, 256]);
+  // install.sh builds the addon, so the executable ships it and serves the demo vision model.
+  expect((await openai().models.list()).data.map((m) => m.id)).toContain("demo-vision");
+  {
+    const png = await sharp({ create: { width: 16, height: 16, channels: 3, background: "#f00" } }).png().toBuffer();
+    const v = await openai().chat.completions.create({
+      model: "demo-vision",
+      max_tokens: 2,
+      messages: [{ role: "user", content: [{ type: "text", text: "what" }, { type: "image_url", image_url: { url: `data:image/png;base64,${png.toString("base64")}` } }] }],
+    });
+    expect(v.usage!.prompt_tokens).toBeGreaterThan(16);
+  }
+}, 90_000);
