@@ -4,7 +4,9 @@ import { VERSION } from "../src/version";
 import { accountsCommand } from "./commands/accounts";
 import { batchesCommand } from "./commands/batches";
 import { configCommand } from "./commands/config";
+import { doctorCommand } from "./commands/doctor";
 import { keysCommand } from "./commands/keys";
+import { modelsCommand } from "./commands/models";
 import { serveCommand } from "./commands/serve";
 
 const program = new Command("appliance")
@@ -17,6 +19,8 @@ const program = new Command("appliance")
   .addCommand(accountsCommand())
   .addCommand(keysCommand())
   .addCommand(batchesCommand())
-  .addCommand(configCommand());
+  .addCommand(configCommand())
+  .addCommand(doctorCommand())
+  .addCommand(modelsCommand());
 
 await program.parseAsync(process.argv);

@@ -4,6 +4,17 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, posix } from "node:path";
 import { describeErrors } from "../../src/config";
 import { ModelKind, ModelManifest } from "../../src/engines/manifest";
+import c_demo_chat from "./demo-chat.json" with { type: "text" };
+import c_demo_embed from "./demo-embed.json" with { type: "text" };
+import c_demo_image from "./demo-image.json" with { type: "text" };
+import c_demo_nli from "./demo-nli.json" with { type: "text" };
+import c_demo_small_chat from "./demo-small-chat.json" with { type: "text" };
+import c_demo_vision from "./demo-vision.json" with { type: "text" };
+import c_gemma_3_27b_it from "./gemma-3-27b-it.json" with { type: "text" };
+import c_multilingual_e5_small from "./multilingual-e5-small.json" with { type: "text" };
+import c_nli_deberta_v3_base from "./nli-deberta-v3-base.json" with { type: "text" };
+import c_qwen3_1_7b from "./qwen3-1.7b.json" with { type: "text" };
+import c_z_image_turbo from "./z-image-turbo.json" with { type: "text" };
 
 // The models catalogue: one JSON file per model the appliance knows how to get. A "download" entry
 // names public files with their exact size and SHA-256 (pinned to a repository revision, so the
@@ -43,7 +54,7 @@ export const DownloadEntry = T.Object(
     ...common,
     source: T.Optional(T.Literal("download")),
     revision: T.Optional(T.String({ minLength: 1 })),
-    files: T.Record(T.String({ pattern: "^[A-Za-z0-9_]+$" }), CatalogueFile, { minProperties: 1, description: "role → file" }),
+    files: T.Record(T.String(), CatalogueFile, { minProperties: 1, description: "role → file" }),
     manifest: T.Optional(ManifestExtras),
   },
   { additionalProperties: false },
@@ -70,26 +81,54 @@ export class CatalogueError extends Error {
 
 export const CATALOGUE_DIR = import.meta.dir;
 
+/**
+ * The shipped catalogue, embedded (the executable has no models/ folder): one line per JSON file
+ * here; a test checks the folder and this list agree. (Imported as text: TypeScript types them as
+ * parsed JSON, hence the casts.)
+ */
+export const EMBEDDED_CATALOGUE: Record<string, string> = {
+  "demo-chat.json": c_demo_chat as unknown as string,
+  "demo-embed.json": c_demo_embed as unknown as string,
+  "demo-image.json": c_demo_image as unknown as string,
+  "demo-nli.json": c_demo_nli as unknown as string,
+  "demo-small-chat.json": c_demo_small_chat as unknown as string,
+  "demo-vision.json": c_demo_vision as unknown as string,
+  "gemma-3-27b-it.json": c_gemma_3_27b_it as unknown as string,
+  "multilingual-e5-small.json": c_multilingual_e5_small as unknown as string,
+  "nli-deberta-v3-base.json": c_nli_deberta_v3_base as unknown as string,
+  "qwen3-1.7b.json": c_qwen3_1_7b as unknown as string,
+  "z-image-turbo.json": c_z_image_turbo as unknown as string,
+};
+
 export function isDownload(e: CatalogueEntry): e is DownloadEntry {
   return e.source === undefined || e.source === "download";
 }
 
-/** Every entry of the catalogue in `dir` (default: this folder), validated, ordered by file name. */
-export function catalogue(dir = CATALOGUE_DIR): CatalogueEntry[] {
+/** Every entry of the catalogue in `dir` (default: this folder), validated; real models first, then the demo set, each by id. */
+export function catalogue(dir?: string): CatalogueEntry[] {
   let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => n.endsWith(".json")).sort();
-  } catch (e) {
-    throw new CatalogueError(`catalogue ${dir}: ${(e as Error).message}`);
+  let text: (name: string) => string;
+  if (dir === undefined) {
+    dir = CATALOGUE_DIR;
+    names = Object.keys(EMBEDDED_CATALOGUE).sort();
+    text = (n) => EMBEDDED_CATALOGUE[n]!;
+  } else {
+    try {
+      names = readdirSync(dir).filter((n) => n.endsWith(".json")).sort();
+    } catch (e) {
+      throw new CatalogueError(`catalogue ${dir}: ${(e as Error).message}`);
+    }
+    text = (n) => readFileSync(join(dir!, n), "utf8");
   }
-  const entries = names.map((n) => parseEntry(readFileSync(join(dir, n), "utf8"), join(dir, n)));
+  const entries = names.map((n) => parseEntry(text(n), join(dir!, n)));
   const seen = new Map<string, string>();
   for (const [i, e] of entries.entries()) {
     const other = seen.get(e.id);
     if (other) throw new CatalogueError(`${join(dir, names[i]!)}: id "${e.id}" is also used by ${other}`);
     seen.set(e.id, names[i]!);
   }
-  return entries;
+  const rank = (e: CatalogueEntry) => (e.source === "generated" ? 1 : 0);
+  return entries.sort((a, b) => rank(a) - rank(b) || a.id.localeCompare(b.id));
 }
 
 /** One catalogue file's text, parsed and checked; problems name the file and the field. */
@@ -113,6 +152,7 @@ export function parseEntry(text: string, source = "catalogue entry"): CatalogueE
 function checkPaths(e: DownloadEntry, source: string): void {
   const paths = new Set<string>();
   for (const [role, f] of Object.entries(e.files)) {
+    if (!/^[A-Za-z0-9_]+$/.test(role)) throw new CatalogueError(`${source}: files: role "${role}" must be letters, digits and _`);
     if (!isSafeRelative(f.path)) throw new CatalogueError(`${source}: files.${role}.path: "${f.path}" must stay inside the model's folder`);
     if (paths.has(f.path)) throw new CatalogueError(`${source}: files.${role}.path: "${f.path}" is used twice`);
     paths.add(f.path);

@@ -215,7 +215,7 @@ async function download(ctx: FileContext, report: Report): Promise<{ bytes: numb
       } finally {
         await fh.close().catch(() => undefined);
       }
-      if (file.bytes !== null && have < file.bytes) throw new RetryableError(`${file.path}: the connection ended at byte ${have} of ${file.bytes}`);
+      if (total !== null && have < total) throw new RetryableError(`${file.path}: the connection ended at byte ${have} of ${total}`);
       break;
     } catch (e) {
       if (e instanceof PullError) throw e;

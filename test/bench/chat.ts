@@ -50,7 +50,7 @@ async function bareStream(sequence: LlamaContextSequence, prompt: string): Promi
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 
-async function httpStream(url: string, key: string, prompt: string): Promise<Stream> {
+export async function httpStream(url: string, key: string, prompt: string): Promise<Stream> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",

@@ -2,6 +2,7 @@
 import { benchBatches } from "./batches";
 import { benchChat } from "./chat";
 import { benchEmbeddings } from "./embeddings";
+import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
 import { benchFormats } from "./formats";
 import { benchModels } from "./models";
@@ -13,6 +14,7 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   embeddings: () => benchEmbeddings(),
   images: () => benchImages(),
   batches: () => benchBatches(),
+  executable: () => benchExecutable(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

@@ -59,6 +59,16 @@ test("--version and the keys CLI run from the executable; a key it creates works
   expect((await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${made}` } })).status).toBe(200);
 });
 
+test("models list and doctor run from the executable", () => {
+  const list = Bun.spawnSync([exe, "-d", data, "models", "list"], { cwd: prefix, env });
+  expect(list.exitCode).toBe(0);
+  expect(list.stdout.toString()).toContain("gemma-3-27b-it"); // the catalogue is embedded
+  const doctor = Bun.spawnSync([exe, "-d", data, "doctor", "--json", "--port", "0"], { cwd: prefix, env });
+  const report = JSON.parse(doctor.stdout.toString());
+  expect(report.checks.find((c: any) => c.name === "image input").status).toBe("ok"); // lib/appliance-mtmd.node found beside it
+  expect(doctor.exitCode).toBe(0);
+});
+
 test("models, chat (streamed), responses, messages", async () => {
   const models = (await openai().models.list()).data.map((m) => m.id);
   expect(models).toEqual(expect.arrayContaining(["demo-chat", "demo-embed", "demo-nli", "demo-image"]));
