@@ -3,6 +3,7 @@ import { createReadStream, existsSync, statSync } from "node:fs";
 import { mkdir, open, readFile, rename, rm, statfs, truncate, unlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { modelFolder, type CatalogueFile, type DownloadEntry } from "../../models/catalogue";
+import { alive } from "../store/lock";
 
 // Downloads a catalogue entry's files into <models_dir>/<id>/. Each file is streamed to
 // `<path>.part` (never held in memory), hashed as it arrives, checked against the catalogue's size
@@ -319,13 +320,4 @@ async function lock(dir: string): Promise<() => Promise<void>> {
     }
   }
   throw new PullError(`cannot take the lock ${path}`);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }

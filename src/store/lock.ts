@@ -27,7 +27,8 @@ export function lockDataDir(dataDir: string): () => void {
   };
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it exists, owned by another user). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
