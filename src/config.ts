@@ -15,6 +15,7 @@ const Server = T.Object(
     data_dir: T.String({ default: "", description: "empty → $XDG_DATA_HOME/appliance or ~/.local/share/appliance" }),
     log_level: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")], { default: "info" }),
     max_body_mb: T.Number({ default: 64, exclusiveMinimum: 0 }),
+    shutdown_timeout_s: T.Number({ default: 30, minimum: 0, description: "on SIGTERM, how long running requests may take to finish" }),
   },
   { additionalProperties: false, default: {} },
 );

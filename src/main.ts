@@ -1,6 +1,7 @@
 import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
+import { InFlight } from "./api/http/in-flight";
 import { createApp, maxBodyBytesOf } from "./app";
 import { formatMicros, usdToMicros } from "./billing/pricing";
 import type { Config } from "./config";
@@ -18,7 +19,8 @@ export interface RunningServer {
   url: string;
   deps: AppDeps;
   server: Server<undefined>;
-  stop(): Promise<void>;
+  /** Stops accepting, lets running requests finish (up to `timeoutMs`, default server.shutdown_timeout_s), then closes. */
+  stop(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
 /** Reads nothing itself: takes a validated config, opens the store, builds services, listens. */
@@ -58,6 +60,7 @@ export async function startServer(
     deps.batchWorker.start();
     await deps.rentals.start();
     const app = createApp(deps);
+    const inFlight = new InFlight();
     const server = Bun.serve({
       hostname: config.server.host,
       port: config.server.port,
@@ -66,7 +69,7 @@ export async function startServer(
       maxRequestBodySize: maxBodyBytesOf(config) + 1024 * 1024,
       fetch: (req, srv) => {
         setClientAddress(req, srv.requestIP(req)?.address);
-        return app.handle(req);
+        return inFlight.track(() => app.handle(req));
       },
     });
     const url = `http://${server.hostname}:${server.port}`;
@@ -78,14 +81,25 @@ export async function startServer(
       url,
       deps,
       server,
-      async stop() {
+      async stop(opts = {}) {
         if (stopped) return;
         stopped = true;
-        await server.stop();
+        // Stop accepting at once; requests in flight (streams included) finish, up to the timeout.
+        const timeoutMs = opts.timeoutMs ?? config.server.shutdown_timeout_s * 1000;
+        const running = inFlight.size;
+        const closing = server.stop(false);
+        if (!(await inFlight.drained(timeoutMs))) {
+          logger.warn("shutdown: requests still running after the timeout are cut", { timeout_s: timeoutMs / 1000, requests: inFlight.size });
+          await server.stop(true);
+          await inFlight.drained(5000); // cut streams end their generations through their signals
+        } else if (running > 0) logger.info("shutdown: running requests finished", { requests: running });
+        await closing;
         clearInterval(sweeper);
         await deps.batchWorker.stop();
         await deps.rentals.stop(); // rentals keep running: the next start reconciles them
         await deps.registry.unloadAll();
+        // Batch lines in flight were stopped above and stay pending; what finished is committed.
+        db!.exec("PRAGMA wal_checkpoint(TRUNCATE)");
         logger.info("stopped");
         logger.flush();
         db!.close();

@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { loadConfig } from "../../src/config";
 import { startServer } from "../../src/main";
+import { applyReload } from "../../src/reload";
 import { globals, intOption } from "../context";
 import { fail } from "../output";
 
@@ -13,18 +14,33 @@ export function serveCommand(): Command {
     .action(async (opts: { host?: string; port?: number; demo?: boolean }, c: Command) => {
       try {
         const g = globals(c);
-        const { config } = loadConfig({
-          file: g.config,
-          flags: { dataDir: g.dataDir, host: opts.host, port: opts.port, demo: opts.demo },
-        });
+        const sources = { file: g.config, flags: { dataDir: g.dataDir, host: opts.host, port: opts.port, demo: opts.demo } };
+        const { config } = loadConfig(sources);
         const running = await startServer(config);
+        const { logger } = running.deps;
+        let stopping = false;
         const shutdown = async (signal: string) => {
-          running.deps.logger.info("shutting down", { signal });
+          if (stopping) {
+            logger.warn("second signal: exiting without waiting", { signal });
+            process.exit(1);
+          }
+          stopping = true;
+          logger.info("shutting down", { signal, timeout_s: config.server.shutdown_timeout_s });
           await running.stop();
           process.exit(0);
         };
         process.on("SIGINT", () => void shutdown("SIGINT"));
         process.on("SIGTERM", () => void shutdown("SIGTERM"));
+        // SIGHUP: reload limits and prices from the same sources; a bad config keeps the old one.
+        process.on("SIGHUP", () => {
+          try {
+            const result = applyReload(running.deps, loadConfig(sources).config);
+            logger.info("config reloaded", { applied: result.applied });
+            if (result.needsRestart.length) logger.warn("config changes that need a restart were not applied", { changes: result.needsRestart });
+          } catch (e) {
+            logger.error("config reload failed; the running config is kept", { error: (e as Error).message });
+          }
+        });
       } catch (e) {
         fail(e);
       }

@@ -252,6 +252,10 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
      * The principal of a key by id, revoked or not: work the key started while it was valid
      * (batch lines) goes on in its name.
      */
+    /** Forget cached principals (their limits come from the config, which a reload changes). */
+    dropCache(): void {
+      cache.clear();
+    },
     principalById(keyId: string): Principal | null {
       const row = keys.byId(keyId);
       return row ? toPrincipal(row) : null;

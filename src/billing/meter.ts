@@ -58,7 +58,6 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
   const commits = groupCommit(usageRepo(db));
   const usage = usageRepo(db);
   const holds = new Map<string, { micros: number; tokens: number }>();
-  const batchBp = batchBasisPoints(config.prices);
 
   function held(accountId: string) {
     return holds.get(accountId) ?? { micros: 0, tokens: 0 };
@@ -79,7 +78,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
   function reserve(p: Principal, req: MeterRequest): Ticket {
     const price = priceFor(req.model, config.prices);
     const images = req.images ?? 0;
-    const bp = req.batch ? batchBp : null;
+    const bp = req.batch ? batchBasisPoints(config.prices) : null; // read per request: prices reload
     const holdMicros =
       p.kind === "premium" ? costMicros(price, { inputTokens: req.inputTokens, outputTokens: req.maxOutputTokens, images }, bp) : 0;
     const holdTokens = usesTrial(p, req) ? req.inputTokens + req.maxOutputTokens : 0;

@@ -1,0 +1,99 @@
+import { afterEach, expect, test } from "bun:test";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureChatModel } from "../../models/cache";
+import { tempDir } from "../helpers/app";
+import { serveCli } from "../helpers/cli";
+
+// `appliance serve` as operators run it: SIGTERM drains running requests (streams finish, new
+// connections are refused), a timeout cuts what runs too long, SIGHUP reloads limits and prices.
+
+const dirs: string[] = [];
+const children: ReturnType<typeof Bun.spawn>[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill("SIGKILL");
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function configFile(dir: string, extra = "") {
+  const chat = await ensureChatModel("chat");
+  const file = join(dir, "config.toml");
+  writeFileSync(
+    file,
+    `[server]\nlog_level = "info"\n${extra}\n[engines]\ndevice = "cpu"\nthreads = 1\n[rentals]\ndiscover = false\n` +
+      `[[models]]\nid = "chat"\nname = "chat"\nkind = "chat"\nfiles = { model = "${chat}" }\nmax_context = 4096\nslots = 2\nload = "start"\n`,
+  );
+  return file;
+}
+
+async function start(serverExtra = "") {
+  const dir = tempDir("appliance-life-");
+  dirs.push(dir);
+  const config = await configFile(dir, serverExtra);
+  const { child, url, banner } = await serveCli(dir, ["--port", "0"], { APPLIANCE_CONFIG: config });
+  children.push(child);
+  const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)![1]!;
+  const logs: string[] = [];
+  void (async () => {
+    for await (const chunk of child.stdout as ReadableStream<Uint8Array>) logs.push(new TextDecoder().decode(chunk));
+  })();
+  return { child, url, key, dir, config, logs: () => logs.join("") };
+}
+
+const chat = (url: string, key: string, body: Record<string, unknown>) =>
+  fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "chat", messages: [{ role: "user", content: "Tell me a long story." }], ...body }),
+  });
+
+test("SIGTERM: a running stream finishes to [DONE], new connections are refused, the process exits 0", async () => {
+  const s = await start();
+  const res = await chat(s.url, s.key, { stream: true, max_tokens: 1500, temperature: 1, seed: 3 });
+  const reader = res.body!.getReader();
+  let text = new TextDecoder().decode((await reader.read()).value);
+  s.child.kill("SIGTERM");
+  await Bun.sleep(200);
+  const refused = await fetch(`${s.url}/health`).then(() => false, () => true);
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  expect(refused).toBe(true);
+  expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  expect(text).toContain('"finish_reason"');
+  expect(await s.child.exited).toBe(0);
+  expect(s.logs()).toContain("shutdown: running requests finished");
+  expect(s.logs()).toContain('"msg":"stopped"');
+}, 60_000);
+
+test("SIGTERM with a short timeout cuts a request that runs too long, then exits", async () => {
+  const s = await start("shutdown_timeout_s = 0.3");
+  const res = await chat(s.url, s.key, { stream: true, max_tokens: 3500, temperature: 1, seed: 4 });
+  const reader = res.body!.getReader();
+  await reader.read();
+  s.child.kill("SIGTERM");
+  const code = await s.child.exited;
+  expect(code).toBe(0);
+  expect(s.logs()).toContain("requests still running after the timeout are cut");
+}, 60_000);
+
+test("SIGHUP reloads limits (a new rpm cap applies at once); a broken config is refused and the old one kept", async () => {
+  const s = await start();
+  for (let i = 0; i < 3; i++) expect((await chat(s.url, s.key, { max_tokens: 1 })).status).toBe(200);
+  writeFileSync(s.config, (await Bun.file(s.config).text()).replace("[engines]", "[limits]\npremium_rpm = 2\n[engines]"));
+  s.child.kill("SIGHUP");
+  await Bun.sleep(500);
+  expect(s.logs()).toContain('"msg":"config reloaded"');
+  expect(s.logs()).toContain("limits.premium_rpm");
+  const statuses = [];
+  for (let i = 0; i < 3; i++) statuses.push((await chat(s.url, s.key, { max_tokens: 1 })).status);
+  expect(statuses).toEqual([200, 200, 429]);
+
+  writeFileSync(s.config, "[server\nbroken");
+  s.child.kill("SIGHUP");
+  await Bun.sleep(500);
+  expect(s.logs()).toContain("config reload failed; the running config is kept");
+  expect((await fetch(`${s.url}/health`)).status).toBe(200);
+}, 60_000);
