@@ -34,11 +34,23 @@ async function start(serverExtra = "") {
   children.push(child);
   const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)![1]!;
   const logs: string[] = [];
-  void (async () => {
+  const reading = (async () => {
     for await (const chunk of child.stdout as ReadableStream<Uint8Array>) logs.push(new TextDecoder().decode(chunk));
   })();
-  return { child, url, key, dir, config, logs: () => logs.join("") };
+  /** Exit code, once the process has exited and all it logged has been read. */
+  const exited = async () => {
+    const code = await child.exited;
+    await reading;
+    return code;
+  };
+  return { child, url, key, dir, config, exited, logs: () => logs.join("") };
 }
+
+/** A schema the answer cannot end before: at least 150 integers (the grammar enforces minItems). */
+const LONG = {
+  type: "json_schema",
+  json_schema: { name: "long", schema: { type: "object", properties: { xs: { type: "array", items: { type: "integer" }, minItems: 150 } }, required: ["xs"] } },
+};
 
 const chat = (url: string, key: string, body: Record<string, unknown>) =>
   fetch(`${url}/v1/chat/completions`, {
@@ -49,7 +61,7 @@ const chat = (url: string, key: string, body: Record<string, unknown>) =>
 
 test("SIGTERM: a running stream finishes to [DONE], new connections are refused, the process exits 0", async () => {
   const s = await start();
-  const res = await chat(s.url, s.key, { stream: true, max_tokens: 1500, temperature: 1, seed: 3 });
+  const res = await chat(s.url, s.key, { stream: true, max_tokens: 3000, response_format: LONG, chat_template_kwargs: { enable_thinking: false } });
   const reader = res.body!.getReader();
   let text = new TextDecoder().decode((await reader.read()).value);
   s.child.kill("SIGTERM");
@@ -62,20 +74,28 @@ test("SIGTERM: a running stream finishes to [DONE], new connections are refused,
   }
   expect(refused).toBe(true);
   expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  // It ran on long after SIGTERM (which came after its first chunk): 150 integers at least.
   expect(text).toContain('"finish_reason"');
-  expect(await s.child.exited).toBe(0);
+  expect(Number(/"completion_tokens":(\d+)/.exec(text)?.[1])).toBeGreaterThanOrEqual(300);
+  expect(await s.exited()).toBe(0);
   expect(s.logs()).toContain("shutdown: running requests finished");
   expect(s.logs()).toContain('"msg":"stopped"');
 }, 60_000);
 
 test("SIGTERM with a short timeout cuts a request that runs too long, then exits", async () => {
   const s = await start("shutdown_timeout_s = 0.3");
-  const res = await chat(s.url, s.key, { stream: true, max_tokens: 3500, temperature: 1, seed: 4 });
+  const res = await chat(s.url, s.key, { stream: true, max_tokens: 3000, response_format: LONG, chat_template_kwargs: { enable_thinking: false } });
   const reader = res.body!.getReader();
   await reader.read();
+  // Keep reading: a client that goes away ends its stream itself (and that is not a cut).
+  const reading = (async () => {
+    try {
+      while (!(await reader.read()).done);
+    } catch {}
+  })();
   s.child.kill("SIGTERM");
-  const code = await s.child.exited;
-  expect(code).toBe(0);
+  expect(await s.exited()).toBe(0);
+  await reading;
   expect(s.logs()).toContain("requests still running after the timeout are cut");
 }, 60_000);
 
