@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { VERSION } from "../src/version";
 import { accountsCommand } from "./commands/accounts";
+import { backupCommand, restoreCommand } from "./commands/backup";
 import { batchesCommand } from "./commands/batches";
 import { configCommand } from "./commands/config";
 import { doctorCommand } from "./commands/doctor";
@@ -21,6 +22,8 @@ const program = new Command("appliance")
   .addCommand(batchesCommand())
   .addCommand(configCommand())
   .addCommand(doctorCommand())
-  .addCommand(modelsCommand());
+  .addCommand(modelsCommand())
+  .addCommand(backupCommand())
+  .addCommand(restoreCommand());
 
 await program.parseAsync(process.argv);

@@ -1,5 +1,6 @@
 import { ApiError } from "../src/api/http/errors";
 import { ConfigError } from "../src/config";
+import { BackupError } from "../src/store/backup";
 import { StoreError } from "../src/store/db";
 import { DataDirBusyError } from "../src/store/lock";
 
@@ -21,7 +22,7 @@ export function when(ms: number | null): string {
 
 /** Known failures print one clear line and exit 1; anything else is a bug and shows its stack. */
 export function fail(e: unknown): never {
-  if (e instanceof ApiError || e instanceof ConfigError || e instanceof StoreError || e instanceof DataDirBusyError) {
+  if (e instanceof ApiError || e instanceof ConfigError || e instanceof StoreError || e instanceof DataDirBusyError || e instanceof BackupError) {
     process.stderr.write(`error: ${e.message}\n`);
   } else if (e instanceof Error && e.name === "UsageError") {
     process.stderr.write(`error: ${e.message}\n`);
