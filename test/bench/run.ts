@@ -6,6 +6,7 @@ import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
 import { benchFormats } from "./formats";
 import { benchModels } from "./models";
+import { benchSoak } from "./soak";
 
 const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   models: () => benchModels(),
@@ -15,6 +16,7 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   images: () => benchImages(),
   batches: () => benchBatches(),
   executable: () => benchExecutable(),
+  soak: () => benchSoak(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
