@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
-import { authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
+import { authenticateRequest, needsKeyWithoutScope, requiredScope, requireScope } from "./api/http/auth";
 import { consoleRoutes } from "./api/console/routes";
 import { bindContext, clientAddressOf, contextOf, pathOf, type RequestContext } from "./api/http/context";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
@@ -15,7 +15,9 @@ import { rentalsRoutes } from "./api/rentals/routes";
 import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
+import { metricsRoutes } from "./api/metrics";
 import { newId } from "./ids";
+import { routeMatcher } from "./metrics/routes";
 import type { AppDeps } from "./services";
 
 export interface App {
@@ -28,7 +30,7 @@ export interface App {
  * Auth runs before Elysia parses anything, so a bad key is a 401 whatever the body holds.
  */
 export function createApp(deps: AppDeps): App {
-  const { accounts, limits, logger } = deps;
+  const { accounts, limits, logger, metrics } = deps;
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
   const routes = new Elysia()
@@ -40,6 +42,7 @@ export function createApp(deps: AppDeps): App {
       return errorResponse(rc, toApiError(code, error, request));
     })
     .use(healthRoutes(deps))
+    .use(metricsRoutes(deps))
     .use(modelsRoutes(deps.registry))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger))
@@ -51,6 +54,9 @@ export function createApp(deps: AppDeps): App {
     .use(batchesRoutes(deps.batches))
     .use(rentalsRoutes(deps.rentals))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf));
+  // The route pattern of a request answered before Elysia routed it (401, 429, 413): logs and
+  // metrics name the route, never the raw path.
+  const routeOf = routeMatcher(routes.routes);
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     if (error instanceof ApiError) return error;
@@ -95,6 +101,8 @@ export function createApp(deps: AppDeps): App {
           rc.principal = authenticateRequest(accounts, req.headers, path);
           requireScope(rc.principal, scope);
           rc.headers = limits.request(rc.principal);
+        } else if (needsKeyWithoutScope(path)) {
+          rc.principal = authenticateRequest(accounts, req.headers, path);
         }
         const length = Number(req.headers.get("content-length") ?? 0);
         if (length > maxBodyBytes)
@@ -107,6 +115,8 @@ export function createApp(deps: AppDeps): App {
         res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
       }
       res = withHeaders(res, rc);
+      if (rc.route === "unmatched") rc.route = routeOf(req.method, path);
+      metrics.httpRequest(rc.route, req.method, res.status, (performance.now() - rc.start) / 1000);
       logger.info("request", {
         request_id: rc.id,
         method: req.method,

@@ -16,6 +16,11 @@ const Server = T.Object(
     log_level: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")], { default: "info" }),
     max_body_mb: T.Number({ default: 64, exclusiveMinimum: 0 }),
     shutdown_timeout_s: T.Number({ default: 30, minimum: 0, description: "on SIGTERM, how long running requests may take to finish" }),
+    metrics_listen: T.String({
+      default: "",
+      pattern: "^$|^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]]+):[0-9]{1,5}$",
+      description: 'a second listener serving GET /metrics with no key, "host:port" (e.g. "127.0.0.1:9464"); empty = off',
+    }),
   },
   { additionalProperties: false, default: {} },
 );

@@ -2,6 +2,7 @@ import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
 import { InFlight } from "./api/http/in-flight";
+import { startMetricsListener } from "./metrics/listen";
 import { createApp, maxBodyBytesOf } from "./app";
 import { formatMicros, usdToMicros } from "./billing/pricing";
 import type { Config } from "./config";
@@ -61,6 +62,9 @@ export async function startServer(
     await deps.rentals.start();
     const app = createApp(deps);
     const inFlight = new InFlight();
+    // Before the main listener: a bad metrics address stops the start cleanly.
+    const metricsListener = startMetricsListener(deps);
+    if (metricsListener.url) logger.info("metrics listening", { url: metricsListener.url });
     const server = Bun.serve({
       hostname: config.server.host,
       port: config.server.port,
@@ -84,10 +88,14 @@ export async function startServer(
       async stop(opts = {}) {
         if (stopped) return;
         stopped = true;
+        // With the listener closed, nothing else may keep the event loop alive (engine workers are
+        // unref'd): hold it open until every step below has run, or the process ends half-way.
+        const hold = setInterval(() => {}, 1000);
         // Stop accepting at once; requests in flight (streams included) finish, up to the timeout.
         const timeoutMs = opts.timeoutMs ?? config.server.shutdown_timeout_s * 1000;
         const running = inFlight.size;
         const closing = server.stop(false);
+        metricsListener.stop();
         if (!(await inFlight.drained(timeoutMs))) {
           logger.warn("shutdown: requests still running after the timeout are cut", { timeout_s: timeoutMs / 1000, requests: inFlight.size });
           await server.stop(true);
@@ -106,6 +114,7 @@ export async function startServer(
         logger.flush();
         db!.close();
         unlock();
+        clearInterval(hold);
       },
     };
   } catch (e) {

@@ -17,6 +17,7 @@ import { createFilesService, type FilesService } from "./files/service";
 import { createImagesService, type ImagesService } from "./images/service";
 import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
+import { createMetrics, type Metrics } from "./metrics/metrics";
 import { buildInventory, type DiscoveredGpu } from "./rentals/inventory";
 import { createDockerLauncher } from "./rentals/launchers/docker";
 import { createProcessLauncher } from "./rentals/launchers/process";
@@ -48,6 +49,8 @@ export interface AppDeps {
   rentals: RentalsService;
   /** The web console: sign-in sessions and the account views it shows. */
   console: { auth: ConsoleAuth; views: ConsoleViews };
+  /** Prometheus metrics counted as work happens (GET /metrics adds what it reads at scrape time). */
+  metrics: Metrics;
   startedAt: number;
 }
 
@@ -74,7 +77,8 @@ export function createServices(
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
   const accounts = createAccountService(db, config.limits, clock);
-  const chat = createChatService({ registry, meter, clock, logger, imageInput: config.image_input });
+  const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
+  const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input });
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });
@@ -123,6 +127,7 @@ export function createServices(
       auth: createConsoleAuth({ db, clock, accounts }),
       views: createConsoleViews({ db, clock, accounts, batches, files, rentals, registry }),
     },
+    metrics,
     startedAt: clock.now(),
   };
 }

@@ -7,6 +7,7 @@ import type { Registry } from "../engines/registry";
 import type { ChatLease } from "../engines/types";
 import { newId } from "../ids";
 import type { Logger } from "../log";
+import type { ChatTimer, Metrics } from "../metrics/metrics";
 import { AsyncQueue } from "./async-queue";
 import { aggregate, chunk, eventDelta, toUsage, usageChunk, type ChatCompletion, type ChatCompletionChunk, type CompletionIds } from "./completion";
 import { toChatJob } from "./from-request";
@@ -57,12 +58,20 @@ interface RunEnd {
   usage: ActualUsage | null;
 }
 
-export function createChatService(deps: { registry: Registry; meter: Meter; clock: Clock; logger: Logger; imageInput: ImageInputOptions }) {
-  const { registry, meter, clock, logger, imageInput } = deps;
+export function createChatService(deps: {
+  registry: Registry;
+  meter: Meter;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  imageInput: ImageInputOptions;
+}) {
+  const { registry, meter, clock, logger, metrics, imageInput } = deps;
 
   async function start(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatRun> {
     const job = toChatJob(req);
     const manifest = registry.resolve(job.model, "chat");
+    const timer = metrics.chatRun(manifest.id, { batch: opts.batch });
     await takeImages(job, manifest.id, manifest.vision, imageInput);
     const engine = registry.chatEngine(manifest.id);
     const prepared = await engine.prepare(job);
@@ -95,7 +104,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
       promptTokens: prepared.promptTokens,
       cachedTokens: lease.cachedTokens,
       stopSequence: () => end.stopSequence,
-      chunks: begin(lease, ticket, ids, opts, end),
+      chunks: begin(lease, ticket, ids, opts, end, timer),
       async settle(also) {
         if (!opts.settleLater || !end.usage) throw new Error("settle: nothing left to settle on this run");
         await ticket.settle(end.usage, also);
@@ -115,6 +124,7 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
     ids: CompletionIds,
     opts: ChatCallOptions,
     end: RunEnd,
+    timer: ChatTimer,
   ): AsyncGenerator<ChatCompletionChunk, void, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(opts.signal?.reason);
@@ -126,10 +136,12 @@ export function createChatService(deps: { registry: Registry; meter: Meter; cloc
     void (async () => {
       try {
         const r = await lease.run((e) => {
+          timer.token();
           const delta = eventDelta(ids, e, opts.includeReasoning === true);
           if (delta) out.push(chunk(ids, delta));
         }, controller.signal);
         end.usage = { inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens };
+        timer.done(r);
         // Settled even when the client left mid-way: what was generated was computed.
         if (!opts.settleLater) await ticket.settle(end.usage);
         end.stopSequence = r.stopSequence;

@@ -5,11 +5,20 @@ import { ApiError, formatFor } from "./errors";
 // Spec §5: `Authorization: Bearer <key>` everywhere; `x-api-key` also on the Messages endpoints —
 // and on the model list for Anthropic clients, which send it (with `anthropic-version`) there too.
 // Every path under /v1 and /api/v1 authenticates; /api/v1 (rentals) also needs the rental scope.
+// /metrics authenticates too (any scope; admin accounts only, checked by its route).
 
 export function requiredScope(path: string): Scope | null {
   if (path === "/api/v1" || path.startsWith("/api/v1/")) return "rental";
   if (path === "/v1" || path.startsWith("/v1/")) return "inference";
   return null;
+}
+
+/**
+ * Paths outside /v1 and /api/v1 that still need a valid key (of any scope): GET /metrics, whose
+ * route then answers only keys of admin accounts.
+ */
+export function needsKeyWithoutScope(path: string): boolean {
+  return path === "/metrics";
 }
 
 export function presentedKey(headers: Headers, path: string): string | null {
