@@ -16,6 +16,8 @@ import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
 import { metricsRoutes } from "./api/metrics";
+import { buildOpenApi, type OpenApiDocument } from "./api/openapi/document";
+import { openapiRoutes } from "./api/openapi/routes";
 import { newId } from "./ids";
 import { routeMatcher } from "./metrics/routes";
 import type { AppDeps } from "./services";
@@ -53,7 +55,9 @@ export function createApp(deps: AppDeps): App {
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
     .use(rentalsRoutes(deps.rentals))
-    .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf));
+    .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
+    // The document is built from this very route table (TypeBox schemas included) on first use.
+    .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
   // The route pattern of a request answered before Elysia routed it (401, 429, 413): logs and
   // metrics name the route, never the raw path.
   const routeOf = routeMatcher(routes.routes);

@@ -15,10 +15,11 @@ export function requiredScope(path: string): Scope | null {
 
 /**
  * Paths outside /v1 and /api/v1 that still need a valid key (of any scope): GET /metrics, whose
- * route then answers only keys of admin accounts.
+ * route then answers only keys of admin accounts, and the API's description (/openapi.json and
+ * its readable page /reference).
  */
 export function needsKeyWithoutScope(path: string): boolean {
-  return path === "/metrics";
+  return path === "/metrics" || path === "/openapi.json" || path === "/reference";
 }
 
 export function presentedKey(headers: Headers, path: string): string | null {

@@ -8,8 +8,9 @@ import { principalOf } from "../http/context";
 
 export const CreateBatchRequest = T.Object({
   input_file_id: T.String({ minLength: 1 }),
-  endpoint: T.String({ minLength: 1 }),
-  completion_window: T.String({ minLength: 1 }),
+  // The allowed values are checked by the service (a named 400); described here for the document.
+  endpoint: T.String({ minLength: 1, description: "/v1/chat/completions, /v1/responses or /v1/embeddings.", examples: ["/v1/chat/completions"] }),
+  completion_window: T.String({ minLength: 1, description: 'Only "24h".', examples: ["24h"] }),
   metadata: T.Optional(T.Union([T.Record(T.String(), T.String()), T.Null()])),
 });
 

@@ -28,6 +28,10 @@ export const ChatMessage = T.Object({
   tool_calls: T.Optional(T.Union([T.Array(ToolCall), T.Null()])),
   tool_call_id: T.Optional(T.String({ minLength: 1 })),
   reasoning_content: T.Optional(T.Union([T.String(), T.Null()])),
+}, {
+  // Annotations only (the OpenAPI document shows them): which fields a message needs depends on its role.
+  description: "system/developer/user need `content`; assistant `content` and/or `tool_calls`; tool `content` and the `tool_call_id` of an earlier assistant call.",
+  examples: [{ role: "user", content: "Hello" }],
 });
 export type ChatMessage = Static<typeof ChatMessage>;
 
