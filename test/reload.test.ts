@@ -1,0 +1,38 @@
+import { afterEach, expect, test } from "bun:test";
+import { validateConfig } from "../src/config";
+import { applyReload } from "../src/reload";
+import { chatTestApp } from "./helpers/chat";
+
+// SIGHUP's reload (src/reload.ts) on a real app: prices and limits change in place and the next
+// request is billed and limited by them; what needs a restart is reported, not applied.
+
+let t: Awaited<ReturnType<typeof chatTestApp>> | null = null;
+afterEach(async () => {
+  await t?.close();
+  t = null;
+});
+
+const costOf = (requestId: string) => (t!.deps.db.query("SELECT cost_micros FROM usage WHERE request_id = ?").get(requestId) as { cost_micros: number }).cost_micros;
+
+test("a new price applies to the next request; other changes are reported as needing a restart", async () => {
+  t = await chatTestApp();
+  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const ask = async () => {
+    const res = await t!.request("POST", "/v1/chat/completions", { key, body: { model: "chat", messages: [{ role: "user", content: "hi" }], max_tokens: 3 } });
+    expect(res.status).toBe(200);
+    return { id: res.headers.get("x-request-id")!, usage: ((await res.json()) as any).usage };
+  };
+  const before = await ask();
+  const next = validateConfig(structuredClone({ ...t.deps.config, prices: { ...t.deps.config.prices, chat_input_per_m: t.deps.config.prices.chat_input_per_m * 10, chat_output_per_m: t.deps.config.prices.chat_output_per_m * 10 } }));
+  next.engines.threads = 2; // needs a restart
+  const r = applyReload(t.deps, next);
+  expect(r.applied.sort()).toEqual(["prices.chat_input_per_m", "prices.chat_output_per_m"]);
+  expect(r.needsRestart).toEqual(["[engines]"]);
+  expect(t.deps.config.engines.threads).toBe(1); // not applied
+  const after = await ask();
+  // Same request shape, ten times the price (up to rounding to the micro-dollar).
+  expect(after.usage.prompt_tokens).toBe(before.usage.prompt_tokens);
+  expect(costOf(before.id)).toBeGreaterThan(0);
+  const perToken = (c: number, u: any) => c / (u.prompt_tokens + u.completion_tokens);
+  expect(perToken(costOf(after.id), after.usage)).toBeGreaterThan(perToken(costOf(before.id), before.usage) * 5);
+}, 60_000);
