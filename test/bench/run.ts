@@ -7,6 +7,7 @@ import { benchImages } from "./images";
 import { benchFormats } from "./formats";
 import { benchModels } from "./models";
 import { benchSoak } from "./soak";
+import { benchVsLlamaServer } from "./vs-llama-server";
 
 const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   models: () => benchModels(),
@@ -17,6 +18,7 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   batches: () => benchBatches(),
   executable: () => benchExecutable(),
   soak: () => benchSoak(),
+  "vs-llama-server": () => benchVsLlamaServer(),
 };
 
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);

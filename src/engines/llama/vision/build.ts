@@ -28,6 +28,25 @@ function nodeApiInclude(): string {
   return found;
 }
 
+/**
+ * The llama.cpp source node-llama-cpp ships (its git bundle), extracted once beside the addon
+ * builds: the same release as the prebuilt libraries (also what test/bench builds llama-server from).
+ */
+export function llamaCppSource(log: (line: string) => void = (l) => console.log(l)): string {
+  const tag = llamaTag();
+  const src = join(addonBuildDir(), "..", `llama.cpp-${tag}`);
+  if (!existsSync(join(src, "tools", "mtmd", "mtmd.cpp"))) {
+    for (const tool of ["git"]) if (!which(tool)) throw new Error(`"${tool}" is not installed (needed to extract llama.cpp's source)`);
+    log(`extracting llama.cpp ${tag} from node-llama-cpp's bundle`);
+    rmSync(src, { recursive: true, force: true });
+    rmSync(`${src}.tmp`, { recursive: true, force: true });
+    mkdirSync(dirname(src), { recursive: true });
+    run(["git", "clone", "--quiet", join(nodeLlamaCppDir(), "llama", "gitRelease.bundle"), `${src}.tmp`]);
+    renameSync(`${src}.tmp`, src);
+  }
+  return src;
+}
+
 export function buildVisionAddon(opts: { force?: boolean; log?: (line: string) => void } = {}): string {
   const log = opts.log ?? ((l: string) => console.log(l));
   const existing = builtAddon();
@@ -38,14 +57,7 @@ export function buildVisionAddon(opts: { force?: boolean; log?: (line: string) =
   for (const tool of ["cmake", "git", "c++"]) if (!which(tool)) throw new Error(`vision addon: "${tool}" is not installed (needed to build llama.cpp's multimodal library)`);
   const out = addonBuildDir();
   const tag = llamaTag();
-  const src = join(out, "..", `llama.cpp-${tag}`);
-  if (!existsSync(join(src, "tools", "mtmd", "mtmd.cpp"))) {
-    log(`vision addon: extracting llama.cpp ${tag} from node-llama-cpp's bundle`);
-    rmSync(src, { recursive: true, force: true });
-    mkdirSync(dirname(src), { recursive: true });
-    run(["git", "clone", "--quiet", join(nodeLlamaCppDir(), "llama", "gitRelease.bundle"), `${src}.tmp`]);
-    renameSync(`${src}.tmp`, src);
-  }
+  const src = llamaCppSource(log);
   // One build tree per llama.cpp release, shared by binding revisions: a changed binding recompiles alone.
   const build = join(out, "..", `build-${tag}`);
   const generator = which("ninja") ? ["-G", "Ninja"] : [];
