@@ -48,6 +48,9 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
 }
 
 const keys = new Map<string, string>();
+/** A new port per server start: a pooled keep-alive socket to the previous one would be reset. */
+let nextPort = 18600;
+let oursKey = "";
 /** Our server's admin key (printed at its first start); llama-server takes any. */
 const keyOf = (url: string) => keys.get(url) ?? "none";
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
@@ -94,7 +97,7 @@ export async function benchVsLlamaServer() {
     writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
       `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = 512\nslots = 8\nload = "start"\n`);
     const runOurs = async () => {
-      const child = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", "18611"],
+      const child = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
         { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
       let banner = "";
       const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
@@ -104,9 +107,10 @@ export async function benchVsLlamaServer() {
         banner += new TextDecoder().decode(value);
       }
       reader.releaseLock();
-      const url = "http://127.0.0.1:18611";
-      const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)?.[1];
-      if (key) keys.set(url, key);
+      const url = `http://127.0.0.1:${nextPort}`;
+      // The first start of the data dir prints the admin key; later starts reuse it.
+      oursKey = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)?.[1] ?? oursKey;
+      keys.set(url, oursKey);
       try {
         return await measure(url, "bench", noEnd, seq);
       } finally {
@@ -115,8 +119,9 @@ export async function benchVsLlamaServer() {
       }
     };
     const runTheirs = async () => {
-      const child = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(ctx), "--port", "18612", "--host", "127.0.0.1", "--no-webui"], { stdout: "ignore", stderr: "ignore" });
-      const url = "http://127.0.0.1:18612";
+      const port = ++nextPort;
+      const child = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(ctx), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], { stdout: "ignore", stderr: "ignore" });
+      const url = `http://127.0.0.1:${port}`;
       try {
         await waitHealthy(url);
         return await measure(url, "bench", noEnd, seq);
