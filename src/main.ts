@@ -105,7 +105,7 @@ export async function startServer(
         clearInterval(sweeper);
         await deps.batchWorker.stop();
         // Generations whose clients were cut end through their signals: let them, before unloading.
-        for (let waited = 0; waited < 5000 && deps.registry.engines().some((e) => ((e as { stats?: () => { busy: number } }).stats?.().busy ?? 0) > 0); waited += 20) await Bun.sleep(20);
+        for (let waited = 0; waited < 5000 && deps.registry.engines().some((e) => (e.stats?.().busy ?? 0) > 0); waited += 20) await Bun.sleep(20);
         await deps.rentals.stop(); // rentals keep running: the next start reconciles them
         await deps.registry.unloadAll();
         // Batch lines in flight were stopped above and stay pending; what finished is committed.

@@ -1,6 +1,6 @@
 import type { BunPlugin } from "bun";
 import { existsSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
+import { join, relative } from "node:path";
 
 // Build plugins for the compiled executable. The native parts of the dependencies (node-llama-cpp's
 // llama.cpp libraries, sharp's libvips, onnxruntime, the multimodal addon) are not embedded: they
@@ -91,5 +91,3 @@ export function nativeLibPlugin(nodeModules: string): BunPlugin {
     },
   };
 }
-
-export const dirOf = (p: string) => dirname(p);

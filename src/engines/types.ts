@@ -55,6 +55,8 @@ export interface ModelEngine {
   readonly device?: "cpu" | "cuda";
   load(): Promise<void>;
   unload(): Promise<void>;
+  /** Slot use, for engines that have slots (chat, image). */
+  stats?(): EngineStats;
 }
 
 /** One text to embed: a string, or token ids the caller already has (OpenAI allows both). */

@@ -1,7 +1,5 @@
 import type { Database } from "bun:sqlite";
-import type { ModelKind } from "../engines/manifest";
 import type { Registry } from "../engines/registry";
-import type { EngineStats } from "../engines/types";
 import { VERSION } from "../version";
 import type { Metrics } from "./metrics";
 import { CONTENT_TYPE, MetricsRegistry } from "./registry";
@@ -49,18 +47,14 @@ function collectModels(r: MetricsRegistry, registry: Registry) {
   for (const m of registry.list()) {
     const e = engines.get(m.id);
     loaded.set({ model: m.id, kind: m.kind }, e?.loaded ? 1 : 0);
-    if (!e?.loaded || !hasStats(e, m.kind)) continue;
-    const s = e.stats();
+    // Chat and image engines have worker slots; embedding and classifier models do not.
+    const s = e?.loaded ? e.stats?.() : undefined;
+    if (!s) continue;
     slots.set({ model: m.id }, s.slots);
     busy.set({ model: m.id }, s.busy);
     queue.set({ model: m.id }, s.queued);
     if (s.batchQueued !== undefined) batchQueue.set({ model: m.id }, s.batchQueued);
   }
-}
-
-/** Chat and image engines have worker slots; embedding and classifier models do not. */
-function hasStats(e: object, kind: ModelKind): e is { stats(): EngineStats } {
-  return (kind === "chat" || kind === "image") && typeof (e as { stats?: unknown }).stats === "function";
 }
 
 function collectStore(r: MetricsRegistry, deps: ScrapeDeps) {

@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { ensureChatModel } from "../../models/cache";
 import { tempDir } from "../helpers/app";
 import { fileLines, uploadLines, waitForBatch } from "../helpers/batches";
-import { CLI } from "../helpers/cli";
+import { CLI, untilListening } from "../helpers/cli";
 
 // Durability (issue "files and batches"): the server is killed (SIGKILL) in the middle of a
 // batch and started again on the same data dir; the batch completes with exactly one result per
@@ -20,14 +20,7 @@ async function serve(config: string) {
     stdout: "ignore",
     stderr: "pipe",
   });
-  const reader = proc.stderr.getReader();
-  let err = "";
-  while (!/listening on (http:\/\/\S+)/.test(err)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited: ${err}`);
-    err += new TextDecoder().decode(value);
-  }
-  return { proc, url: /listening on (http:\/\/\S+)/.exec(err)![1]!, key: /sk-apl-[0-9A-Za-z]{44}/.exec(err)?.[0] };
+  return { proc, ...(await untilListening(proc.stderr)) };
 }
 
 test("a batch survives a killed server: one result per line, each charged once", async () => {

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { buildExecutable } from "../../src/build/executable";
 import { tempDir } from "../helpers/app";
+import { untilListening } from "../helpers/cli";
 import { httpStream } from "./chat";
 import { BENCH } from "./chat-setup";
 
@@ -30,15 +31,8 @@ async function start(cmd: string[], dataDir: string, configFile: string): Promis
     stdout: "ignore",
     stderr: "pipe",
   });
-  let text = "";
-  const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
-  while (!/listening on (http:\/\/\S+)/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited: ${text}`);
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  const url = /listening on (http:\/\/\S+)/.exec(text)![1]!;
+  const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
+  const url = started.url;
   for (;;) {
     const ok = await fetch(`${url}/health`).then((r) => r.ok).catch(() => false);
     if (ok) break;
@@ -46,7 +40,7 @@ async function start(cmd: string[], dataDir: string, configFile: string): Promis
   }
   const startMs = performance.now() - t0;
   // The first start of a data dir prints its admin key; later starts reuse it.
-  const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(text)?.[1] ?? keys.get(dataDir) ?? "";
+  const key = started.key ?? keys.get(dataDir) ?? "";
   keys.set(dataDir, key);
   return { url, key, pid: child.pid, startMs, stop: async () => void (child.kill("SIGTERM"), await child.exited) };
 }

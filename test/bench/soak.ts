@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/app";
+import { untilListening } from "../helpers/cli";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -33,16 +34,7 @@ export async function benchSoak() {
     stderr: "pipe",
   });
   try {
-    let banner = "";
-    const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
-    while (!/listening on (http:\/\/\S+)/.test(banner)) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(banner);
-      banner += new TextDecoder().decode(value);
-    }
-    reader.releaseLock();
-    const url = /listening on (http:\/\/\S+)/.exec(banner)![1]!;
-    const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)![1]!;
+    const { url, key = "" } = await untilListening(child.stderr as ReadableStream<Uint8Array>);
     const h = { authorization: `Bearer ${key}`, "content-type": "application/json" };
     const post = (path: string, body: unknown) => fetch(url + path, { method: "POST", headers: h, body: JSON.stringify(body) });
     const idle = sample(child.pid);
@@ -73,7 +65,7 @@ export async function benchSoak() {
     const sampler = setInterval(() => {
       const s = sample(child.pid);
       samples.push({ t: Date.now() - t0, rss: s.rss, fds: s.fds });
-    }, 5000);
+    }, Math.max(500, (minutes * 60_000) / 40)); // ~40 samples whatever the length
     await Promise.all([worker(), worker(), worker()]);
     clearInterval(sampler);
     await Bun.sleep(3000);

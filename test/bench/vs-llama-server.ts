@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { tempDir } from "../helpers/app";
+import { untilListening } from "../helpers/cli";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
 
@@ -27,7 +28,7 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${keyOf(url)}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${oursKey || "none"}`, "content-type": "application/json" },
     body: JSON.stringify({
       model, stream: true, stream_options: { include_usage: true }, max_tokens: MAX_TOKENS, temperature: 0, logit_bias: noEnd,
       chat_template_kwargs: { enable_thinking: false }, messages: [{ role: "user", content: `Request ${n}. ${PROMPT}` }],
@@ -47,12 +48,10 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 
-const keys = new Map<string, string>();
 /** A new port per server start: a pooled keep-alive socket to the previous one would be reset. */
 let nextPort = 18600;
+/** Our server's admin key (printed at its first start); llama-server accepts any. */
 let oursKey = "";
-/** Our server's admin key (printed at its first start); llama-server takes any. */
-const keyOf = (url: string) => keys.get(url) ?? "none";
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 const median = (xs: number[]) => pct(xs, 0.5);
 
@@ -99,18 +98,10 @@ export async function benchVsLlamaServer() {
     const runOurs = async () => {
       const child = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
         { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
-      let banner = "";
-      const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
-      while (!/listening on/.test(banner)) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(banner);
-        banner += new TextDecoder().decode(value);
-      }
-      reader.releaseLock();
-      const url = `http://127.0.0.1:${nextPort}`;
+      const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
+      const url = started.url;
       // The first start of the data dir prints the admin key; later starts reuse it.
-      oursKey = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)?.[1] ?? oursKey;
-      keys.set(url, oursKey);
+      oursKey = started.key ?? oursKey;
       try {
         return await measure(url, "bench", noEnd, seq);
       } finally {

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { buildExecutable } from "../../src/build/executable";
 import { tempDir } from "../helpers/app";
+import { untilListening } from "../helpers/cli";
 
 // The shipped thing: `bun run build` (CPU backends), copied into a temporary prefix, started with
 // the demo models in a clean environment (no Bun, no node_modules, working directory outside the
@@ -25,17 +26,9 @@ beforeAll(async () => {
   cpSync(out, join(prefix, "appliance"), { recursive: true });
   rmSync(out, { recursive: true, force: true });
   child = Bun.spawn([exe, "serve", "--demo", "--port", "0", "-d", data], { cwd: prefix, env, stdout: "ignore", stderr: "pipe" });
-  let banner = "";
-  const reader = (child.stderr as ReadableStream<Uint8Array>).getReader();
-  const until = Date.now() + 150_000;
-  while (!/listening on (http:\/\/\S+)/.test(banner) && Date.now() < until) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the executable exited early: ${banner}`);
-    banner += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  url = /listening on (http:\/\/\S+)/.exec(banner)![1]!;
-  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner)![1]!;
+  const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
+  if (!started.key) throw new Error(`the first start printed no admin key: ${started.banner}`);
+  ({ url, key } = { url: started.url, key: started.key });
 }, 240_000);
 
 afterAll(async () => {

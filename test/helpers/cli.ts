@@ -30,13 +30,27 @@ export async function serveCli(dir: string, args: string[], env: Record<string, 
     stdout: "pipe",
     stderr: "pipe",
   });
+  return { child, ...(await untilListening(child.stderr)) };
+}
+
+/**
+ * Reads a starting server's stderr until it says where it listens: its URL, the admin key it
+ * printed (first start of a data dir only) and everything printed so far. The stream is released,
+ * not consumed, so a caller may read on.
+ */
+export async function untilListening(stderr: ReadableStream<Uint8Array>, timeoutMs = 150_000) {
   let banner = "";
-  const reader = child.stderr.getReader();
-  while (!/listening on (http:\/\/\S+)/.test(banner)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited early: ${banner}`);
-    banner += new TextDecoder().decode(value);
+  const reader = stderr.getReader();
+  const until = Date.now() + timeoutMs;
+  try {
+    while (!/listening on (http:\/\/\S+)/.test(banner)) {
+      if (Date.now() > until) throw new Error(`server did not listen within ${timeoutMs} ms: ${banner}`);
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`server exited early: ${banner}`);
+      banner += new TextDecoder().decode(value);
+    }
+  } finally {
+    reader.releaseLock();
   }
-  reader.releaseLock();
-  return { child, url: /listening on (http:\/\/\S+)/.exec(banner)![1]!, banner };
+  return { url: /listening on (http:\/\/\S+)/.exec(banner)![1]!, key: /sk-apl-[0-9A-Za-z]{44}/.exec(banner)?.[0], banner };
 }

@@ -24,6 +24,7 @@ import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
+import type { ImageRun } from "./vision/prompt";
 
 export interface LlamaChatEngineOptions {
   modelId: string;
@@ -62,16 +63,16 @@ interface Loaded {
   projector: Projector | null;
 }
 
-/** Prompts with images: their spans, so a slot's reusable prefix compares images by content. */
-const imagePrompts = new WeakMap<readonly number[], { projector: Projector; images: ImageSpan[] }>();
+/** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
+const imagePrompts = new WeakMap<readonly number[], { projector: Projector; images: ImageSpan[]; runs: ImageRun[] }>();
 
 class Slot {
   constructor(readonly sequence: LlamaContextSequence) {}
   sharedPrefix(tokens: readonly number[]): number {
     const withImages = imagePrompts.get(tokens);
     if (withImages) {
-      const { projector, images } = withImages;
-      return projector.reusable(this.sequence, tokens, projector.runs(tokens, images), images);
+      const { projector, images, runs } = withImages;
+      return projector.reusable(this.sequence, tokens, runs, images);
     }
     return this.sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
   }
@@ -196,11 +197,10 @@ export class LlamaChatEngine implements ChatEngine {
       documentFunctionParams: true,
     });
     const promptTokens = rendered.contextText.tokenize(s.model.tokenizer);
-    if (images.length) {
-      s.projector!.runs(promptTokens, images); // every image placed, each with its own run
-      imagePrompts.set(promptTokens, { projector: s.projector!, images });
-    }
-    return { s, forcedTool, thinking, wrapper, functions, history, images, promptTokens };
+    // Every image placed, each with its own run (throws otherwise).
+    const runs = images.length ? s.projector!.runs(promptTokens, images) : [];
+    if (images.length) imagePrompts.set(promptTokens, { projector: s.projector!, images, runs });
+    return { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens };
   }
 
   /**
@@ -233,7 +233,7 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   async prepare(job: ChatJob): Promise<PreparedChat> {
-    const { s, forcedTool, thinking, wrapper, functions, history, images, promptTokens } = await this.render(job);
+    const { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens } = await this.render(job);
     const { model } = s;
     if (functions && job.format)
       throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
@@ -270,7 +270,7 @@ export class LlamaChatEngine implements ChatEngine {
           run: async (onEvent, runSignal) => {
             const promptDone = !batch && s.gate ? s.gate.livePrompt(sequence) : () => {};
             try {
-              if (images.length) await s.projector!.prime(sequence, promptTokens, images);
+              if (images.length) await s.projector!.prime(sequence, promptTokens, images, runs);
               return await generate({
                 sequence,
                 wrapper,

@@ -129,8 +129,7 @@ export class Projector {
    * text between images through node-llama-cpp, and decodes each image's embeddings at its
    * positions. LlamaChat then finds all of it in the sequence and evaluates only the rest.
    */
-  async prime(sequence: LlamaContextSequence, tokens: readonly number[], images: ImageSpan[]): Promise<void> {
-    const runs = this.runs(tokens, images);
+  async prime(sequence: LlamaContextSequence, tokens: readonly number[], images: ImageSpan[], runs: ImageRun[]): Promise<void> {
     await Promise.all(images.map((i) => this.encode(i.span)));
     const seq = sequence as unknown as SequenceInternals;
     let reuse = this.reusable(sequence, tokens, runs, images);
