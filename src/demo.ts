@@ -2,7 +2,7 @@ import { ensureChatModel } from "../models/cache";
 import { DIFFUSION_DEMO_GENERATORS } from "../models/diffusion/demo";
 import { ONNX_DEMO_GENERATORS } from "../models/onnx/demo";
 import { ensureProjector } from "../models/projector-cache";
-import { builtAddon } from "./engines/llama/vision/addon-path";
+import { builtAddon } from "./engines/llama/native/addon-path";
 import type { ModelManifest } from "./engines/manifest";
 
 // `--demo`: tiny generated models, written into <data_dir>/demo-models when missing, so the

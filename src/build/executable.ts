@@ -6,7 +6,7 @@
 
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { ADDON_FILE, builtAddon } from "../engines/llama/vision/addon-path";
+import { ADDON_FILE, builtAddon } from "../engines/llama/native/addon-path";
 import { nativeLibPlugin } from "./plugins";
 
 const ROOT = resolve(import.meta.dir, "..", "..");
@@ -42,7 +42,7 @@ function shipLibs(lib: string, o: { cpuOnly: boolean }, log: (l: string) => void
   copy(join(NM, ort), join(lib, ort));
   const addon = builtAddon();
   if (addon) copy(addon, join(lib, ADDON_FILE));
-  else log("lib: the multimodal addon is not built (./install.sh builds it): vision models will not load from this executable");
+  else log("lib: the llama addon is not built (./install.sh builds it): vision models will not load from this executable and chat runs without a persistent CPU threadpool");
 }
 
 export async function buildExecutable(o: { out?: string; cpuOnly?: boolean; log?: (l: string) => void } = {}): Promise<string> {

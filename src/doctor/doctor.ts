@@ -1,7 +1,7 @@
 import type { LoadedConfig } from "../config";
 import { DEMO_GENERATORS } from "../demo";
 import { fail, ok, type Check, type Probes } from "./check";
-import { checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
+import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 
@@ -38,13 +38,14 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
   if (loaded) {
     const { config } = loaded;
     const served: Served[] = [
-      ...config.models.map((m) => ({ id: m.id, kind: m.kind, device: m.device, vision: m.vision })),
+      ...config.models.map((m) => ({ id: m.id, kind: m.kind, device: m.device, vision: m.vision, batchSize: m.batch_size })),
       ...(config.demo ? demo() : []),
     ];
     checks.push(
       checkChatEngine(config, served, gpus, cuda),
       checkOnnxEngines(config, served, gpus, cuda),
       checkImageInput(probes.addon(), served),
+      checkChatDecoding(probes.addon(), served),
       checkThreads(config, probes.cores()),
       ...checkModels(config, probes),
       checkDataDir(config.server.data_dir, probes),

@@ -13,7 +13,12 @@ export interface Served {
   kind: ModelKind;
   device?: Device;
   vision?: boolean;
+  /** A chat model's prompt batch (batch_size), when set. */
+  batchSize?: number;
 }
+
+/** node-llama-cpp's prompt batch when a model sets no batch_size (its getDefaultContextBatchSize). */
+const DEFAULT_CHAT_BATCH = 512;
 
 export interface Decision {
   device: "cpu" | "cuda";
@@ -102,16 +107,31 @@ export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served
   return (forced ? fail : warn)(name, detail, firstUnmet.d.unmet!.hint);
 }
 
-/** The multimodal addon (image input): warn when not built, fail when a configured model needs it. */
+/** The llama addon's image input: warn when not built, fail when a configured model needs it. */
 export function checkImageInput(addon: ReturnType<Probes["addon"]>, served: Served[]): Check {
   const name = "image input";
   const vision = served.filter((m) => m.vision).map((m) => m.id);
   const needs = vision.length ? `; needed by ${vision.join(", ")}` : "; no vision model configured";
-  if (addon.path) return ok(name, `multimodal addon built (${addon.path})${needs}`);
-  const why = addon.error ? `multimodal addon not found (${addon.error})` : "multimodal addon not built";
+  if (addon.path) return ok(name, `llama addon built (${addon.path})${needs}`);
+  const why = addon.error ? `llama addon not found (${addon.error})` : "llama addon not built";
   const hint = "./install.sh builds it (cmake, a C++17 compiler, git; a few minutes); --no-vision leaves it out";
   if (vision.length) return fail(name, `${why}, but ${vision.join(", ")} take${vision.length === 1 ? "s" : ""} image input`, hint);
   return warn(name, `${why}: image input is unavailable${needs}`, hint);
+}
+
+/**
+ * How chat models decode on the CPU: a persistent threadpool from the llama addon (without it,
+ * node-llama-cpp's prebuilt backend starts its threads again on every step), the prompt batch.
+ */
+export function checkChatDecoding(addon: ReturnType<Probes["addon"]>, served: Served[]): Check {
+  const name = "chat decoding";
+  const chat = served.filter((m) => m.kind === "chat");
+  const batches = [...new Set(chat.map((m) => m.batchSize ?? DEFAULT_CHAT_BATCH))].join("/");
+  const steps = `steps of all generating slots together${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
+  if (addon.path) return ok(name, `persistent CPU threadpool (llama addon); ${steps}`);
+  const detail = `no persistent CPU threadpool: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
+  const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again, slower where cores are few";
+  return chat.length ? warn(name, detail, hint) : ok(name, detail);
 }
 
 /** engines.threads (0 = one per core) against the cores this machine has. */

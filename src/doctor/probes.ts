@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
-import { builtAddon, nodeLlamaCppDir } from "../engines/llama/vision/addon-path";
+import { builtAddon, nodeLlamaCppDir } from "../engines/llama/native/addon-path";
 import { onnxRuntimeLibDir } from "../engines/onnx-device";
 import { spawnRunner } from "../rentals/inventory";
 import type { Probes } from "./check";

@@ -3,7 +3,8 @@ import { retryHeaders } from "../billing/limits";
 
 // Worker slots of one model (spec §7 "every worker for the model is busy"). A request takes the
 // free slot whose cached tokens share the longest prefix with its prompt (least recently used on
-// a tie, so other slots keep their caches); when none is free it waits in a short FIFO queue, and
+// a tie, so other slots keep their caches; with `adjacency`, a slot beside a busy one first among
+// those within `adjacency.margin` tokens of the longest); when none is free it waits in a short FIFO queue, and
 // past the queue's length or wait → 429. Batch work (spec §8) waits in a queue of its own,
 // without bound or time limit, and gets a freed slot only when no live request waits for it.
 // A lease is released exactly once, whatever happens.
@@ -28,6 +29,12 @@ export interface PoolOptions {
   modelId: string;
   /** The refusal: 429 for chat workers (spec §7), 503 for image workers. */
   busy?: "workers_busy" | "image_workers_busy";
+  /**
+   * Keep busy slots next to each other (in the order given to the pool) unless a slot further
+   * away holds more than `margin` more of the prompt. llama.cpp decodes a step of a multi-sequence
+   * context as one micro-batch per run of consecutive sequence ids (decode-gate.ts, rule 4).
+   */
+  adjacency?: { margin: number };
 }
 
 interface Waiter {
@@ -92,15 +99,24 @@ export class SlotPool<S extends PoolSlot> {
   }
 
   private take(tokens: readonly number[]): Lease<S> {
+    const prefixes = this.free.map((f) => f.slot.sharedPrefix(tokens));
+    const longest = Math.max(...prefixes);
+    const margin = this.opts.adjacency?.margin;
+    const busy = new Set(this.slots.filter((slot) => !this.free.some((f) => f.slot === slot)).map((slot) => this.slots.indexOf(slot)));
+    const beside = (i: number) => {
+      if (margin === undefined || prefixes[i]! < longest - margin) return false;
+      const at = this.slots.indexOf(this.free[i]!.slot);
+      return busy.has(at - 1) || busy.has(at + 1);
+    };
+    // beside a busy slot first (within the margin), then the longest prefix, then least recently used
+    const better = (i: number, j: number) => {
+      if (beside(i) !== beside(j)) return beside(i);
+      if (prefixes[i] !== prefixes[j]) return prefixes[i]! > prefixes[j]!;
+      return this.free[i]!.usedAt < this.free[j]!.usedAt;
+    };
     let best = 0;
-    let bestPrefix = -1;
-    this.free.forEach((f, i) => {
-      const prefix = f.slot.sharedPrefix(tokens);
-      if (prefix > bestPrefix || (prefix === bestPrefix && f.usedAt < this.free[best]!.usedAt)) {
-        best = i;
-        bestPrefix = prefix;
-      }
-    });
+    for (let i = 1; i < this.free.length; i++) if (better(i, best)) best = i;
+    const bestPrefix = prefixes[best]!;
     const [{ slot }] = this.free.splice(best, 1) as [{ slot: S; usedAt: number }];
     let released = false;
     return {

@@ -6,8 +6,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
-import { llamaTag } from "../../src/engines/llama/vision/addon-path";
-import { llamaCppSource } from "../../src/engines/llama/vision/build";
+import { llamaTag } from "../../src/engines/llama/native/addon-path";
+import { llamaCppSource } from "../../src/engines/llama/native/build";
 
 export function ensureLlamaServer(log: (l: string) => void = (l) => console.log(l)): string {
   const dir = resolve(import.meta.dir, "..", "..", ".cache", "llama-server");

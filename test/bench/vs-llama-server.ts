@@ -27,6 +27,11 @@ interface Stream { ttftMs: number; decodeTps: number; tokens: number; wallMs: nu
 async function stream(url: string, model: string, n: number, noEnd: Record<string, number>): Promise<Stream> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
+    // a stream that stalls fails the run instead of hanging it
+    signal: AbortSignal.timeout(120_000),
+    // a new connection per stream, for both servers: a pooled socket that llama-server's keep-alive
+    // timeout closes was reset on reuse (ECONNRESET), and open ones kept it from exiting
+    keepalive: false,
     method: "POST",
     headers: { authorization: `Bearer ${oursKey || "none"}`, "content-type": "application/json" },
     body: JSON.stringify({
@@ -48,7 +53,7 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 
-/** A new port per server start: a pooled keep-alive socket to the previous one would be reset. */
+/** A new port per server start. */
 let nextPort = 18600;
 /** Our server's admin key (printed at its first start); llama-server accepts any. */
 let oursKey = "";
@@ -111,13 +116,22 @@ export async function benchVsLlamaServer() {
     };
     const runTheirs = async () => {
       const port = ++nextPort;
-      const child = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(ctx), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], { stdout: "ignore", stderr: "ignore" });
+      const log = join(dir, `llama-server-${port}.log`);
+      const child = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(ctx), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], {
+        stdout: "ignore",
+        stderr: Bun.file(log),
+      });
       const url = `http://127.0.0.1:${port}`;
       try {
         await waitHealthy(url);
         return await measure(url, "bench", noEnd, seq);
+      } catch (e) {
+        const tail = (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n");
+        throw new Error(`${(e as Error).message}\nllama-server's log (last lines):\n${tail}`);
       } finally {
+        // llama-server can stay in "cleaning up before exit" while our pooled keep-alive sockets are open
         child.kill("SIGTERM");
+        if ((await Promise.race([child.exited, Bun.sleep(5000).then(() => "slow")])) === "slow") child.kill("SIGKILL");
         await child.exited;
       }
     };

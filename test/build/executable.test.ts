@@ -58,7 +58,7 @@ test("models list and doctor run from the executable", () => {
   expect(list.stdout.toString()).toContain("gemma-3-27b-it"); // the catalogue is embedded
   const doctor = Bun.spawnSync([exe, "-d", data, "doctor", "--json", "--port", "0"], { cwd: prefix, env });
   const report = JSON.parse(doctor.stdout.toString());
-  expect(report.checks.find((c: any) => c.name === "image input").status).toBe("ok"); // lib/appliance-mtmd.node found beside it
+  expect(report.checks.find((c: any) => c.name === "image input").status).toBe("ok"); // lib/appliance-llama.node found beside it
   expect(doctor.exitCode).toBe(0);
 });
 
@@ -76,7 +76,7 @@ test("models, chat (streamed), responses, messages", async () => {
   expect(m.usage.output_tokens).toBeGreaterThan(0);
 }, 60_000);
 
-test("embeddings, classify, image generation, and image input through the shipped multimodal addon", async () => {
+test("embeddings, classify, image generation, and image input through the shipped llama addon", async () => {
   const e = await openai().embeddings.create({ model: "demo-embed", input: ["hello", "world"] });
   expect(e.data[0]!.embedding.length).toBe(384);
   const c = await fetch(`${url}/v1/classify`, {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { ConfigError, validateConfig, type Config } from "../../src/config";
 import type { Probes } from "../../src/doctor/check";
 import { runDoctor } from "../../src/doctor/doctor";
-import { checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "../../src/doctor/engines";
+import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "../../src/doctor/engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "../../src/doctor/files";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus, parseGpuQuery, parseLdconfig, type CudaFacts, type GpuFacts } from "../../src/doctor/gpu";
 import { systemProbes } from "../../src/doctor/probes";
@@ -43,7 +43,7 @@ function fakeProbes(over: Partial<Probes> = {}): Probes {
     listen: async () => null,
     llamaCuda: () => ({ primary: null, fallback: null }),
     onnxLibDir: () => null,
-    addon: () => ({ path: "/opt/mtmd/appliance-mtmd.node" }),
+    addon: () => ({ path: "/opt/appliance/lib/appliance-llama.node" }),
     ...over,
   };
 }
@@ -228,8 +228,22 @@ describe("image input and threads", () => {
     expect(none).toMatchObject({ status: "warn", detail: expect.stringContaining("not built: image input is unavailable") });
     expect(none.hint).toStartWith("./install.sh");
     const needed = checkImageInput({ path: null }, served(config({ models: [vision] })));
-    expect(needed).toMatchObject({ status: "fail", detail: "multimodal addon not built, but gemma takes image input" });
+    expect(needed).toMatchObject({ status: "fail", detail: "llama addon not built, but gemma takes image input" });
     expect(checkImageInput({ path: "/a.node" }, served(config({ models: [vision] }))).status).toBe("ok");
+  });
+
+  test("chat decoding: the threadpool when the addon is built, a warning for chat models without it", () => {
+    const chat: Served[] = [{ id: "qwen", kind: "chat" }];
+    expect(checkChatDecoding({ path: "/a.node" }, chat)).toEqual({
+      name: "chat decoding",
+      status: "ok",
+      detail: "persistent CPU threadpool (llama addon); steps of all generating slots together; prompt batches of 512 tokens (models' batch_size)",
+    });
+    const without = checkChatDecoding({ path: null }, chat);
+    expect(without.status).toBe("warn");
+    expect(without.detail).toStartWith("no persistent CPU threadpool: the llama addon is not built");
+    expect(without.hint).toStartWith("./install.sh");
+    expect(checkChatDecoding({ path: null }, []).status).toBe("ok");
   });
 
   test("threads show engines.threads and the cores, and warn past the cores", () => {
@@ -342,6 +356,7 @@ describe("runDoctor", () => {
       "ok chat engine",
       "ok onnx engines",
       "ok image input",
+      "ok chat decoding",
       "ok threads",
       "ok demo models",
       "ok data dir",

@@ -104,3 +104,33 @@ test("a free slot goes to batch work at once when nobody live waits", async () =
   const l = await p.acquire([1], undefined, { batch: true });
   expect(l.slot.name).toBe("a");
 });
+
+test("with adjacency, a request takes a slot beside a busy one unless another holds more than the margin more", async () => {
+  const slots = ["s0", "s1", "s2", "s3", "s4"].map((n) => new FakeSlot(n));
+  const p = new SlotPool(slots, { maxQueue: 1, maxWaitMs: 1000, modelId: "m", adjacency: { margin: 2 } });
+  // s0..s2 used once, so s3 and s4 are least recently used: without busy slots LRU decides
+  for (const t of [[1], [2], [3]]) (await p.acquire(t)).release();
+  const first = await p.acquire([5]);
+  expect(first.slot.name).toBe("s3");
+  // s0 holds 2 tokens of the next prompt, within the margin of the others' 0: the slots beside
+  // the busy s3 go first (s2 and s4; s4, never used, is the less recently used)
+  slots[0]!.cached = [6, 6];
+  const second = await p.acquire([6, 6, 9]);
+  expect(second.slot.name).toBe("s4");
+  expect(second.reusable).toBe(0);
+  // s0 holds 5 tokens of this prompt, more than the margin over the adjacent slots' 0: it wins
+  slots[0]!.cached = [7, 7, 7, 7, 7];
+  const third = await p.acquire([7, 7, 7, 7, 7, 1]);
+  expect(third.slot.name).toBe("s0");
+  expect(third.reusable).toBe(5);
+});
+
+test("without adjacency, busy neighbours do not matter", async () => {
+  const slots = ["s0", "s1", "s2"].map((n) => new FakeSlot(n));
+  const p = pool(slots, 1);
+  const first = await p.acquire([1]); // s0
+  expect(first.slot.name).toBe("s0");
+  (await p.acquire([2])).release(); // s1 used and released
+  // s1 is beside the busy s0 but was used more recently than s2
+  expect((await p.acquire([3])).slot.name).toBe("s2");
+});

@@ -18,8 +18,9 @@ import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
 import type { ChatEngine, ChatLease, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
-import { DecodeGate } from "./decode-gate";
+import { batchOrder, DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
+import { attachThreadpool, type Threadpool } from "./threadpool";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
@@ -61,6 +62,8 @@ interface Loaded {
   vocabularySize: number;
   device: "cpu" | "cuda";
   projector: Projector | null;
+  /** null when the llama addon is not built (logged at load). */
+  threadpool: Threadpool | null;
 }
 
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
@@ -130,13 +133,22 @@ export class LlamaChatEngine implements ChatEngine {
     const started = performance.now();
     const { llama, device } = await o.runtime();
     const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
+    let threadpool: Threadpool | null = null;
     try {
+      let created: LlamaContext | undefined;
       const context = await model.createContext({
         contextSize: o.contextSize,
         sequences: o.slots,
         threads: o.threads,
         ...(o.batchSize ? { batchSize: o.batchSize } : {}),
+        // sequences of a step in id order: one llama.cpp micro-batch (decode-gate.ts, rule 4)
+        batching: { itemPrioritizationStrategy: batchOrder(() => (created as unknown as { _queuedDecodes?: { sequenceId: number }[] })?._queuedDecodes) },
       });
+      created = context;
+      const attached = attachThreadpool(model, context, o.threads);
+      if ("reason" in attached)
+        o.logger.warn("chat model decodes without a persistent CPU threadpool: slower where cores are few", { model: o.modelId, reason: attached.reason });
+      else threadpool = attached.pool;
       const slots = Array.from({ length: o.slots }, () => new Slot(context.getSequence()));
       // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
       // the same per sequence in it and a live request arriving waits for the step in flight.
@@ -156,7 +168,9 @@ export class LlamaChatEngine implements ChatEngine {
         template: resolved.wrapperName,
         load_ms: Math.round(performance.now() - started),
       });
-      const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId });
+      // Slots are in sequence-id order. A step split in two costs about one more single-token
+      // decode per generated token; 32 prompt tokens found in a cache save less than that.
+      const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId, adjacency: { margin: 32 } });
       const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
       // A CUDA runtime with no layers offloaded computes on the CPU.
@@ -165,8 +179,9 @@ export class LlamaChatEngine implements ChatEngine {
         ? await Projector.load(model, context, o.projectorPath, { useGpu: onCuda, threads: o.threads }, slots[0]!.sequence)
         : null;
       if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device: onCuda ? "cuda" : "cpu", placeholder: projector.placeholderText });
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector };
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool };
     } catch (e) {
+      threadpool?.detach();
       await model.dispose();
       throw e;
     }
@@ -177,6 +192,7 @@ export class LlamaChatEngine implements ChatEngine {
     this.state = null;
     if (!s) return;
     s.projector?.dispose();
+    s.threadpool?.detach();
     await s.context.dispose();
     await s.model.dispose();
     this.opts.logger.info("chat model unloaded", { model: this.opts.modelId });
@@ -289,6 +305,7 @@ export class LlamaChatEngine implements ChatEngine {
               });
             } finally {
               promptDone();
+              s.gate?.idle(sequence);
             }
           },
         };
@@ -325,12 +342,19 @@ export class LlamaChatEngine implements ChatEngine {
           throw new ApiError("invalid_request", `logit_bias: token id ${id} is outside this model's vocabulary`, { param: `logit_bias.${id}` });
     const prefix = forcedTool && functions ? this.forcedCallPrefix(model, job) : [];
     if (!userBias && prefix.length === 0) return undefined;
-    let step = 0;
-    return () => {
+    const withUser = () => {
       const bias = new TokenBias(model.tokenizer);
       if (userBias) for (const [id, v] of userBias) bias.set(id as Token, v <= -100 ? "never" : { logit: v });
-      if (step < prefix.length) bias.set(prefix[step]!, { logit: 1000 });
-      step++;
+      return bias;
+    };
+    // node-llama-cpp asks for the bias before every token: the caller's part is built once (each
+    // set() goes through the tokenizer), a forced prefix adds one token per step on a copy.
+    const user = withUser();
+    let step = 0;
+    return () => {
+      if (step >= prefix.length) return user;
+      const bias = withUser();
+      bias.set(prefix[step++]!, { logit: 1000 });
       return bias;
     };
   }

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import type { LlamaContext, LlamaContextSequence } from "node-llama-cpp";
-import { DecodeGate } from "../../../src/engines/llama/decode-gate";
+import { batchOrder, DecodeGate } from "../../../src/engines/llama/decode-gate";
 
 // Scheduling only, on a stand-in for node-llama-cpp's internals (the real context is exercised by
 // test/api/batches/batches.gate.test.ts). A decode step here takes `stepMs` and records how many
@@ -60,4 +60,78 @@ test("while a live prompt is evaluated, batch sequences hold; live sequences nev
 
 test("a version of node-llama-cpp without the wrapped internals gets no gate", () => {
   expect(DecodeGate.attach({} as LlamaContext, [], { widthBesideLive: 1 })).toBeNull();
+});
+
+/** A context whose decodes only record the order they were queued in, and finish when told. */
+function recordingContext() {
+  const queued: number[] = [];
+  const pending: (() => void)[] = [];
+  const context = {
+    _decodeTokens(item: { sequenceId: number }) {
+      queued.push(item.sequenceId);
+      return new Promise<void>((r) => pending.push(r));
+    },
+  };
+  const sequences = [0, 1, 2, 3].map((id) => ({ _sequenceId: id, async _eraseContextTokenRanges() {} }));
+  const decode = (seq: number) => (context as { _decodeTokens(i: { sequenceId: number }): Promise<unknown> })._decodeTokens({ sequenceId: seq });
+  const finishAll = () => pending.splice(0).forEach((r) => r());
+  return { context: context as unknown as LlamaContext, sequences: sequences as unknown as LlamaContextSequence[], queued, decode, finishAll };
+}
+
+test("generating sequences queue each step together, in sequence-id order", async () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 5000 })!;
+  for (const s of f.sequences) gate.leased(s, false);
+  // all four arrive together, out of order: one step, in id order
+  const first = [2, 0, 3, 1].map((id) => f.decode(id));
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([0, 1, 2, 3]);
+  f.finishAll();
+  await Promise.all(first);
+  // next step: 3 and 1 are ready, 0 and 2 are not yet: nothing is queued
+  f.queued.length = 0;
+  const early = [3, 1].map((id) => f.decode(id));
+  await Bun.sleep(5);
+  expect(f.queued).toEqual([]);
+  // 2 stops generating (idle), 0 arrives: the step goes, in id order
+  gate.idle(f.sequences[2]!);
+  const late = f.decode(0);
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([0, 1, 3]);
+  f.finishAll();
+  await Promise.all([...early, late]);
+});
+
+test("a step waits at most stepWaitMs for a sequence that stalls", async () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 30 })!;
+  for (const s of f.sequences.slice(0, 2)) gate.leased(s, false);
+  const zero = f.decode(0);
+  await Bun.sleep(1); // 0's step goes alone
+  const one = f.decode(1); // waits for 0's next step, which never comes
+  await Bun.sleep(1);
+  f.finishAll();
+  await zero;
+  const since = performance.now();
+  expect(f.queued).toEqual([0]);
+  while (f.queued.length < 2) await Bun.sleep(2);
+  expect(performance.now() - since).toBeGreaterThanOrEqual(20);
+  expect(f.queued).toEqual([0, 1]);
+  f.finishAll();
+  await one;
+});
+
+test("batchOrder shares a batch out evenly and puts the items in sequence-id order", () => {
+  const items = [
+    { tokens: new Array(300).fill(1), logits: [], evaluationPriority: 5 },
+    { tokens: [1], logits: [], evaluationPriority: 5 },
+    { tokens: new Array(400).fill(1), logits: [], evaluationPriority: 5 },
+    { tokens: [1], logits: [], evaluationPriority: 5 },
+  ] as any[];
+  const queue = [{ sequenceId: 6 }, { sequenceId: 2 }, { sequenceId: 0 }, { sequenceId: 4 }];
+  const picked = batchOrder(() => queue)({ items, size: 512 });
+  expect(picked.map((p) => queue[items.indexOf(p.item)]!.sequenceId)).toEqual([0, 2, 4, 6]);
+  // the two single tokens in full, the rest split between the long prompts
+  expect(picked.map((p) => p.processAmount)).toEqual([255, 1, 1, 255]);
+  expect(picked.reduce((a, p) => a + p.processAmount, 0)).toBeLessThanOrEqual(512);
 });

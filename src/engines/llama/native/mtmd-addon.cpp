@@ -1,7 +1,4 @@
-// N-API binding over llama.cpp's multimodal library (mtmd) for the appliance's chat engine.
-//
-// node-llama-cpp owns the llama_model and llama_context; this addon borrows their pointers from
-// node-llama-cpp's own wrapper objects (napi_unwrap) and adds what node-llama-cpp lacks:
+// The addon's binding over llama.cpp's multimodal library (mtmd), for image input:
 //   loadProjector(model, path, options)  -> Promise<Projector>   (mtmd_init_from_file)
 //   Projector.info()                     -> { vision, audio, mrope, nEmbd, marker }
 //   Projector.tokenize(rgb, w, h, id)    -> Promise<Span>  (the image's chunks: e.g. <start_of_image>, image, <end_of_image>)
@@ -20,49 +17,10 @@
 
 #include "llama.h"
 #include "mtmd-helper.h"
+#include "nlc.h"
 #include "mtmd.h"
 
 namespace {
-
-// The leading members of node-llama-cpp 3.22.1's AddonModel and AddonContext (llama/addon/*.h).
-// Only the pointers are read, and each is checked against llama.cpp before use.
-struct NlcModelHead {
-    llama_model_params model_params;
-    std::vector<llama_model_kv_override> kv_overrides;
-    llama_model * model;
-};
-struct NlcContextHead {
-    void * addon_model;
-    llama_context_params context_params;
-    llama_context * ctx;
-};
-
-// ObjectWrap<T> keeps no state that depends on T, so the members start at the same offset for
-// every T: unwrap as a stand-in wrapper and read the members that follow its base.
-class WrapBase : public Napi::ObjectWrap<WrapBase> {
-  public:
-    explicit WrapBase(const Napi::CallbackInfo & info) : Napi::ObjectWrap<WrapBase>(info) {}
-};
-template <typename Head> Head * head_of(napi_env env, Napi::Value v) {
-    void * raw = nullptr;
-    if (!v.IsObject() || napi_unwrap(env, v, &raw) != napi_ok || raw == nullptr) return nullptr;
-    auto * base = static_cast<Napi::ObjectWrap<WrapBase> *>(raw);
-    return reinterpret_cast<Head *>(reinterpret_cast<char *>(base) + sizeof(Napi::ObjectWrap<WrapBase>));
-}
-
-llama_model * model_of(const Napi::Env & env, Napi::Value v) {
-    auto * h = head_of<NlcModelHead>(env, v);
-    if (!h || !h->model) return nullptr;
-    if (llama_model_n_embd(h->model) <= 0) return nullptr;
-    return h->model;
-}
-
-llama_context * context_of(const Napi::Env & env, Napi::Value v, const llama_model * expected_model) {
-    auto * h = head_of<NlcContextHead>(env, v);
-    if (!h || !h->ctx) return nullptr;
-    if (llama_get_model(h->ctx) != expected_model) return nullptr;  // a different model's context, or not a context
-    return h->ctx;
-}
 
 // llama.cpp's multimodal log: errors only, also kept (the tail) to put into the error a call rejects with.
 std::mutex log_mutex;
@@ -369,16 +327,13 @@ Napi::Value Projector::Decode(const Napi::CallbackInfo & info) {
     return p;
 }
 
-Napi::Object Init(Napi::Env env, Napi::Object exports) {
+}  // namespace
+
+void init_mtmd(Napi::Env env, Napi::Object exports) {
     mtmd_log_set(quiet_log, nullptr);
     mtmd_helper_log_set(quiet_log, nullptr);
     Projector::ctor = Napi::Persistent(Projector::define(env));
     Span::ctor = Napi::Persistent(Span::define(env));
     exports.Set("loadProjector", Napi::Function::New(env, LoadProjector));
     exports.Set("defaultMarker", Napi::String::New(env, mtmd_default_marker()));
-    return exports;
 }
-
-}  // namespace
-
-NODE_API_MODULE(appliance_mtmd, Init)

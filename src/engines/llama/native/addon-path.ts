@@ -1,13 +1,16 @@
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 
-// Where the multimodal addon (native/mtmd-addon.cpp + llama.cpp's tools/mtmd) is built and found.
-// The folder name carries the llama.cpp release node-llama-cpp ships and a hash of the addon's own
-// sources, so a new node-llama-cpp or a changed binding is rebuilt instead of loaded stale.
+// Where the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
+// the CPU threadpool) is built and found. The folder name carries the llama.cpp release
+// node-llama-cpp ships and a hash of the addon's own sources, so a new node-llama-cpp or a changed
+// binding is rebuilt instead of loaded stale. (The parent folder keeps its first name, mtmd: the
+// extracted llama.cpp source and the shared build tree live there, and the llama-server bench
+// build points at that source.)
 
-export const NATIVE_DIR = join(import.meta.dir, "native");
-export const ADDON_FILE = "appliance-mtmd.node";
+export const NATIVE_DIR = import.meta.dir;
+export const ADDON_FILE = "appliance-llama.node";
 
 export function nodeLlamaCppDir(): string {
   return dirname(require.resolve("node-llama-cpp/package.json"));
@@ -28,7 +31,7 @@ export function prebuiltLibDir(): string {
 
 function sourceHash(): string {
   const h = createHash("sha256");
-  for (const f of ["CMakeLists.txt", "mtmd-addon.cpp"]) h.update(readFileSync(join(NATIVE_DIR, f)));
+  for (const f of readdirSync(NATIVE_DIR).filter((f) => /\.(cpp|h)$|^CMakeLists\.txt$/.test(f)).sort()) h.update(f).update(readFileSync(join(NATIVE_DIR, f)));
   return h.digest("hex").slice(0, 10);
 }
 
@@ -46,7 +49,7 @@ export function executableLibDir(): string {
   return process.env.APPLIANCE_LIB_DIR ?? join(dirname(process.execPath), "lib");
 }
 
-/** The built addon, or null when it has not been built (install.sh builds it). */
+/** The built addon, or null when it has not been built (install.sh builds it unless --no-vision). */
 export function builtAddon(): string | null {
   const f = COMPILED ? join(executableLibDir(), ADDON_FILE) : join(addonBuildDir(), ADDON_FILE);
   return existsSync(f) ? f : null;

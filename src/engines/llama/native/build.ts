@@ -1,8 +1,9 @@
 #!/usr/bin/env bun
-// Builds the multimodal addon: llama.cpp's tools/mtmd from the source node-llama-cpp ships (its git
-// bundle) plus native/mtmd-addon.cpp, linked against node-llama-cpp's prebuilt shared libraries.
-// Needs cmake, a C++17 compiler, git and Node's N-API headers. Run by install.sh; idempotent.
-//   bun src/engines/llama/vision/build.ts [--force]
+// Builds the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
+// and the persistent CPU threadpool) from the source node-llama-cpp ships (its git bundle),
+// linked against node-llama-cpp's prebuilt shared libraries. Needs cmake, a C++17 compiler, git
+// and Node's N-API headers. Run by install.sh; idempotent.
+//   bun src/engines/llama/native/build.ts [--force]
 
 import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
@@ -47,21 +48,21 @@ export function llamaCppSource(log: (line: string) => void = (l) => console.log(
   return src;
 }
 
-export function buildVisionAddon(opts: { force?: boolean; log?: (line: string) => void } = {}): string {
+export function buildNativeAddon(opts: { force?: boolean; log?: (line: string) => void } = {}): string {
   const log = opts.log ?? ((l: string) => console.log(l));
   const existing = builtAddon();
   if (existing && !opts.force) {
-    log(`vision addon: up to date (${existing})`);
+    log(`llama addon: up to date (${existing})`);
     return existing;
   }
-  for (const tool of ["cmake", "git", "c++"]) if (!which(tool)) throw new Error(`vision addon: "${tool}" is not installed (needed to build llama.cpp's multimodal library)`);
+  for (const tool of ["cmake", "git", "c++"]) if (!which(tool)) throw new Error(`llama addon: "${tool}" is not installed (needed to build llama.cpp's multimodal library)`);
   const out = addonBuildDir();
   const tag = llamaTag();
   const src = llamaCppSource(log);
   // One build tree per llama.cpp release, shared by binding revisions: a changed binding recompiles alone.
-  const build = join(out, "..", `build-${tag}`);
+  const build = join(out, "..", `addon-build-${tag}`);
   const generator = which("ninja") ? ["-G", "Ninja"] : [];
-  log(`vision addon: building into ${out} (${availableParallelism()} jobs; a few minutes)`);
+  log(`llama addon: building into ${out} (${availableParallelism()} jobs; a few minutes)`);
   run([
     "cmake", "-S", NATIVE_DIR, "-B", build, ...generator, "-DCMAKE_BUILD_TYPE=Release",
     `-DLLAMA_SRC=${src}`, `-DLLAMA_LIBS=${prebuiltLibDir()}`, `-DLLAMA_TAG=${tag}`,
@@ -72,13 +73,13 @@ export function buildVisionAddon(opts: { force?: boolean; log?: (line: string) =
   mkdirSync(out, { recursive: true });
   copyFileSync(join(build, ADDON_FILE), `${target}.tmp`);
   renameSync(`${target}.tmp`, target);
-  log(`vision addon: built ${target}`);
+  log(`llama addon: built ${target}`);
   return target;
 }
 
 if (import.meta.main) {
   try {
-    buildVisionAddon({ force: process.argv.includes("--force") });
+    buildNativeAddon({ force: process.argv.includes("--force") });
   } catch (e) {
     console.error((e as Error).message);
     process.exit(1);

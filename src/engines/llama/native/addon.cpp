@@ -1,0 +1,20 @@
+// The appliance's native addon for llama.cpp, beside node-llama-cpp's own: it borrows
+// node-llama-cpp's llama_model / llama_context (nlc.h) and adds what node-llama-cpp lacks:
+//   image input through llama.cpp's multimodal library (mtmd-addon.cpp)
+//   a persistent CPU threadpool per context (threadpool.cpp)
+// Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
+// (CMakeLists.txt, build.ts), so the process has one llama.cpp.
+
+#include <napi.h>
+
+#include "nlc.h"
+
+namespace {
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    init_mtmd(env, exports);
+    init_threadpool(env, exports);
+    return exports;
+}
+}  // namespace
+
+NODE_API_MODULE(appliance_llama, Init)

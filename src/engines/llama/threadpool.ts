@@ -1,0 +1,39 @@
+import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import { builtAddon } from "./native/addon-path";
+
+// A persistent CPU threadpool for a chat context, through the appliance's llama addon
+// (native/threadpool.cpp). Without it, node-llama-cpp's prebuilt CPU backend starts and joins its
+// worker threads on every decode step (issue "chat throughput": on 2 cores a one-token step took
+// 8 ms or 23 ms by turns; with the pool, 7.5-9 ms every time).
+
+/**
+ * How long idle workers poll for the next step before they sleep (ggml's 0-100 scale). 0: at
+ * once, so between steps the JavaScript thread, which samples, streams and queues the next step,
+ * has the core to itself (on 2 cores 0 and 50 measured the same; 0 costs nothing where cores are
+ * few).
+ */
+const POLL = 0;
+
+export interface Threadpool {
+  /** Detaches the pool from its context and frees it: before the context is disposed. */
+  detach(): void;
+}
+
+interface Addon {
+  attachThreadpool(model: unknown, context: unknown, threads: number, poll: number): Threadpool;
+}
+
+/** Attaches a pool of `threads` to `context`, or says why it could not. */
+export function attachThreadpool(model: LlamaModel, context: LlamaContext, threads: number): { pool: Threadpool } | { reason: string } {
+  const file = builtAddon();
+  if (!file) return { reason: "the llama addon is not built (./install.sh builds it; --no-vision leaves it out)" };
+  try {
+    const addon = require(file) as Partial<Addon>;
+    if (typeof addon.attachThreadpool !== "function") return { reason: `${file} has no attachThreadpool (an older build: run ./install.sh)` };
+    const nativeModel = (model as unknown as { _model?: unknown })._model;
+    const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
+    return { pool: addon.attachThreadpool(nativeModel, nativeContext, threads, POLL) };
+  } catch (e) {
+    return { reason: (e as Error).message };
+  }
+}
