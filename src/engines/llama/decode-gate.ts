@@ -14,8 +14,9 @@ export interface DecodeGateOptions {
   widthBesideLive: number;
   quietMs?: number;
   /**
-   * Longest a sequence waits at a step for the others that are generating (rule 4); past it, the
-   * step goes with those that arrived. Only reached when a sequence stalls between tokens.
+   * Longest a step waits for a generating sequence that is neither in the step in flight nor
+   * ready (rule 4); past it, the step goes with those that are. Only reached when a sequence
+   * stalls between tokens.
    */
   stepWaitMs?: number;
   now?: () => number;
@@ -38,7 +39,7 @@ export interface DecodeGateOptions {
  *    work hold their next step, so the prompt is decoded alone, as fast as on an idle server;
  *    they go on as soon as its first decode is done.
  * 3. Narrow batch steps beside live traffic (`widthBesideLive`).
- * 4. One step for all. Every sequence generating (from its first decode to `idle`) queues its next
+ * 4. One step for all. Every sequence generating (from its lease to `idle`) queues its next
  *    step only once all the others that are not held back by rules 1-3 have theirs ready, and they
  *    are queued in sequence-id order. node-llama-cpp dispatches whatever is queued when its loop
  *    comes round, and its sampling results arrive one by one, so without this a step went with
@@ -62,8 +63,9 @@ export class DecodeGate {
   private lastLive = -Infinity; // when the last live lease ended
   private quietTimer: ReturnType<typeof setTimeout> | null = null;
   private waiters: (() => void)[] = [];
-  private readonly stepping = new Set<number>(); // generating: joined at their first decode, left at idle/release
+  private readonly stepping = new Set<number>(); // generating: from lease (or first decode) to idle/release
   private readonly held = new Set<number>(); // held back by rules 1-3 right now
+  private readonly inFlight = new Set<number>(); // decode queued or running
   private arrived: { id: number; go: () => void }[] = []; // ready for the next step
   private stepTimer: ReturnType<typeof setTimeout> | null = null;
   private going = false; // a go() is queued
@@ -97,11 +99,14 @@ export class DecodeGate {
       }
       const counted = gate.background.has(id);
       if (counted) gate.decoding.add(id);
+      gate.inFlight.add(id);
       try {
         return await decode.call(this, item, ...rest);
       } finally {
+        gate.inFlight.delete(id);
         const prompt = gate.prompts.delete(id);
         if ((counted && gate.decoding.delete(id)) || prompt) gate.wake();
+        gate.stepReady();
       }
     };
     for (const seq of seqs) {
@@ -125,6 +130,11 @@ export class DecodeGate {
     const id = idOf(sequence);
     if (batch) this.background.add(id);
     else this.live.add(id);
+    // Expected at the next step from now on: a request taking a slot while a step is about to go
+    // joins it (its prompt), instead of missing it by a few microtasks and waiting a whole step,
+    // which during a long prompt step cost ~2 s (measured). The others wait for it at most
+    // stepWaitMs if it is slow to start.
+    this.stepping.add(id);
   }
 
   /** `sequence`'s lease ended. */
@@ -160,7 +170,7 @@ export class DecodeGate {
 
   /** Resolves when `id` may queue its next step together with the other generating sequences (rule 4). */
   private step(id: number): Promise<void> {
-    this.stepping.add(id);
+    this.stepping.add(id); // sequences decoding without a lease (a context used directly) join at their first step
     return new Promise<void>((go) => {
       this.arrived.push({ id, go });
       this.stepReady();
@@ -176,7 +186,14 @@ export class DecodeGate {
   /** Goes when every generating sequence not held back has arrived; else waits, at most stepWaitMs. */
   private stepReady(): void {
     if (this.arrived.length === 0) return;
-    for (const id of this.stepping) if (!this.held.has(id) && !this.arrived.some((a) => a.id === id)) return void this.armStepTimer();
+    const missing = [...this.stepping].filter((id) => !this.held.has(id) && !this.arrived.some((a) => a.id === id));
+    if (missing.length > 0) {
+      // One still in the step in flight comes when it ends (waiting for it costs nothing: that
+      // step holds the context); only one that is out of it and late is waited for at most stepWaitMs.
+      if (missing.every((id) => this.inFlight.has(id))) this.clearStepTimer();
+      else this.armStepTimer();
+      return;
+    }
     // on the next microtask: the sequence arriving last is awaiting by then, so all continue in id order
     if (!this.going) {
       this.going = true;
@@ -190,10 +207,14 @@ export class DecodeGate {
     this.stepTimer.unref?.();
   }
 
-  private go(): void {
-    this.going = false;
+  private clearStepTimer(): void {
     if (this.stepTimer) clearTimeout(this.stepTimer);
     this.stepTimer = null;
+  }
+
+  private go(): void {
+    this.going = false;
+    this.clearStepTimer();
     const ready = this.arrived.sort((a, b) => a.id - b.id);
     this.arrived = [];
     // resolved in id order, so their decodes are queued in that order

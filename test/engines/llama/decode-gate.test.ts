@@ -65,17 +65,18 @@ test("a version of node-llama-cpp without the wrapped internals gets no gate", (
 /** A context whose decodes only record the order they were queued in, and finish when told. */
 function recordingContext() {
   const queued: number[] = [];
-  const pending: (() => void)[] = [];
+  const pending: { id: number; done: () => void }[] = [];
   const context = {
     _decodeTokens(item: { sequenceId: number }) {
       queued.push(item.sequenceId);
-      return new Promise<void>((r) => pending.push(r));
+      return new Promise<void>((done) => pending.push({ id: item.sequenceId, done }));
     },
   };
   const sequences = [0, 1, 2, 3].map((id) => ({ _sequenceId: id, async _eraseContextTokenRanges() {} }));
   const decode = (seq: number) => (context as { _decodeTokens(i: { sequenceId: number }): Promise<unknown> })._decodeTokens({ sequenceId: seq });
-  const finishAll = () => pending.splice(0).forEach((r) => r());
-  return { context: context as unknown as LlamaContext, sequences: sequences as unknown as LlamaContextSequence[], queued, decode, finishAll };
+  const finishAll = () => pending.splice(0).forEach((p) => p.done());
+  const finish = (id: number) => pending.splice(pending.findIndex((p) => p.id === id), 1)[0]!.done();
+  return { context: context as unknown as LlamaContext, sequences: sequences as unknown as LlamaContextSequence[], queued, decode, finishAll, finish };
 }
 
 test("generating sequences queue each step together, in sequence-id order", async () => {
@@ -106,19 +107,63 @@ test("a step waits at most stepWaitMs for a sequence that stalls", async () => {
   const f = recordingContext();
   const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 30 })!;
   for (const s of f.sequences.slice(0, 2)) gate.leased(s, false);
+  const first = [0, 1].map((id) => f.decode(id));
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([0, 1]);
+  f.finishAll();
+  await Promise.all(first);
+  const since = performance.now();
+  const one = f.decode(1); // 0 never comes back
+  await Bun.sleep(10);
+  expect(f.queued).toEqual([0, 1]);
+  while (f.queued.length < 3) await Bun.sleep(2);
+  expect(performance.now() - since).toBeGreaterThanOrEqual(25);
+  expect(f.queued).toEqual([0, 1, 1]);
+  f.finishAll();
+  await one;
+});
+
+test("a leased sequence is expected at the next step: its first decode joins the others'", async () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 5000 })!;
+  gate.leased(f.sequences[0]!, false);
   const zero = f.decode(0);
-  await Bun.sleep(1); // 0's step goes alone
-  const one = f.decode(1); // waits for 0's next step, which never comes
   await Bun.sleep(1);
   f.finishAll();
   await zero;
-  const since = performance.now();
-  expect(f.queued).toEqual([0]);
-  while (f.queued.length < 2) await Bun.sleep(2);
-  expect(performance.now() - since).toBeGreaterThanOrEqual(20);
+  f.queued.length = 0;
+  // 1 takes a slot just before 0's next step is ready; it starts a little later, and is waited for
+  gate.leased(f.sequences[1]!, false);
+  const zeroAgain = f.decode(0);
+  await Bun.sleep(5);
+  expect(f.queued).toEqual([]);
+  const one = f.decode(1);
+  await Bun.sleep(1);
   expect(f.queued).toEqual([0, 1]);
   f.finishAll();
-  await one;
+  await Promise.all([zeroAgain, one]);
+});
+
+test("a step waits for a sequence in the step in flight however long that step takes", async () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 10 })!;
+  for (const s of f.sequences.slice(0, 2)) gate.leased(s, false);
+  const zero = f.decode(0);
+  const first = f.decode(1);
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([0, 1]);
+  f.finish(1); // 1's part of the step is back; 0's is still in flight
+  await first;
+  const one = f.decode(1);
+  await Bun.sleep(40); // four times stepWaitMs: 1 still waits (the two would fall out of phase otherwise)
+  expect(f.queued).toEqual([0, 1]);
+  f.finish(0);
+  await zero;
+  const zeroAgain = f.decode(0);
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([0, 1, 0, 1]);
+  f.finishAll();
+  await Promise.all([one, zeroAgain]);
 });
 
 test("batchOrder shares a batch out evenly and puts the items in sequence-id order", () => {
