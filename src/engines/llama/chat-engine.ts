@@ -141,6 +141,9 @@ export class LlamaChatEngine implements ChatEngine {
         sequences: o.slots,
         threads: o.threads,
         ...(o.batchSize ? { batchSize: o.batchSize } : {}),
+        // as llama-server: llama.cpp enables flash attention where the backend supports it (a few
+        // per cent per decode step on the 2-core dev box; node-llama-cpp's own default is off)
+        flashAttention: "auto",
         // sequences of a step in id order: one llama.cpp micro-batch (decode-gate.ts, rule 4)
         batching: { itemPrioritizationStrategy: batchOrder(() => (created as unknown as { _queuedDecodes?: { sequenceId: number }[] })?._queuedDecodes) },
       });
