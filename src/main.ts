@@ -1,6 +1,7 @@
 import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
+import { liftIdleTimeout } from "./api/http/idle";
 import { InFlight } from "./api/http/in-flight";
 import { startMetricsListener } from "./metrics/listen";
 import { createApp, maxBodyBytesOf } from "./app";
@@ -73,6 +74,7 @@ export async function startServer(
       maxRequestBodySize: maxBodyBytesOf(config) + 1024 * 1024,
       fetch: (req, srv) => {
         setClientAddress(req, srv.requestIP(req)?.address);
+        liftIdleTimeout(req, srv);
         return inFlight.track(() => app.handle(req));
       },
     });

@@ -1,10 +1,13 @@
 // Benchmark (issue "chat throughput"): our streaming /v1/chat/completions against llama.cpp's own
 // llama-server (same llama.cpp release, built by llama-server-build.ts), same generated model,
 // 2 threads, 8 slots / -np 8, a ~163-token prompt text, 64 generated tokens per stream, at 1, 2, 4 and
-// 8 concurrent streams. One server runs at a time (2 cores); the two alternate per round.
-// Reports aggregate tok/s, per-stream decode tok/s and time to first token p50/p95, and the
-// ratios. Targets: ≥ 0.9× at one stream, ≥ 1.0× at eight, our aggregate rising from 1 to 8.
-//   BENCH_MODEL=bench-64m|bench-0.5b  BENCH_ROUNDS=2  bun run bench vs-llama-server
+// 8 concurrent streams. Both servers are up for the whole run (an idle one uses no CPU) and every
+// measurement is paired: at each stream count, each round, one server then the other (the order
+// alternates), so both see the same state of this shared machine. Reports aggregate tok/s,
+// per-stream decode tok/s and time to first token p50/p95 (medians over rounds), and the ratio
+// (the median of the rounds' paired ratios). Targets: ≥ 0.9× at one stream, ≥ 1.0× at eight,
+// our aggregate rising from 1 to 8.
+//   BENCH_MODEL=bench-64m|bench-0.5b  BENCH_ROUNDS=5  bun run bench vs-llama-server
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
@@ -53,7 +56,6 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 
-/** A new port per server start. */
 let nextPort = 18600;
 /** Our server's admin key (printed at its first start); llama-server accepts any. */
 let oursKey = "";
@@ -68,15 +70,13 @@ async function waitHealthy(url: string) {
   throw new Error(`${url} never became healthy`);
 }
 
-async function measure(url: string, model: string, noEnd: Record<string, number>, seq: { n: number }) {
-  await stream(url, model, seq.n++, noEnd); // warm-up
-  const out: Record<number, { agg: number; decode: number; ttft50: number; ttft95: number }> = {};
-  for (const k of STREAMS) {
-    const all = await Promise.all(Array.from({ length: k }, () => stream(url, model, seq.n++, noEnd)));
-    const agg = all.reduce((a, s) => a + s.tokens, 0) / (Math.max(...all.map((s) => s.wallMs)) / 1000);
-    out[k] = { agg, decode: median(all.map((s) => s.decodeTps)), ttft50: median(all.map((s) => s.ttftMs)), ttft95: pct(all.map((s) => s.ttftMs), 0.95) };
-  }
-  return out;
+type Figures = { agg: number; decode: number; ttft50: number; ttft95: number };
+
+/** `k` concurrent streams against one server. */
+async function measure(url: string, k: number, noEnd: Record<string, number>, seq: { n: number }): Promise<Figures> {
+  const all = await Promise.all(Array.from({ length: k }, () => stream(url, "bench", seq.n++, noEnd)));
+  const agg = all.reduce((a, s) => a + s.tokens, 0) / (Math.max(...all.map((s) => s.wallMs)) / 1000);
+  return { agg, decode: median(all.map((s) => s.decodeTps)), ttft50: median(all.map((s) => s.ttftMs)), ttft95: pct(all.map((s) => s.ttftMs), 0.95) };
 }
 
 export async function benchVsLlamaServer() {
@@ -92,79 +92,65 @@ export async function benchVsLlamaServer() {
   const promptTokens = m.tokenize(PROMPT).length;
   await m.dispose();
   const dir = tempDir("appliance-vs-");
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
   const seq = { n: 0 };
-  const results: { ours: any[]; theirs: any[] } = { ours: [], theirs: [] };
+  const results: Record<"ours" | "theirs", Record<number, Figures[]>> = { ours: {}, theirs: {} };
+  const children: Bun.Subprocess[] = [];
+  const log = join(dir, "llama-server.log");
   try {
-    const ctx = 8 * 512;
     const config = join(dir, "config.toml");
     writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
       `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = 512\nslots = 8\nload = "start"\n`);
-    const runOurs = async () => {
-      const child = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
-        { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
-      const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
-      const url = started.url;
-      // The first start of the data dir prints the admin key; later starts reuse it.
-      oursKey = started.key ?? oursKey;
-      try {
-        return await measure(url, "bench", noEnd, seq);
-      } finally {
-        child.kill("SIGTERM");
-        await child.exited;
-      }
-    };
-    const runTheirs = async () => {
+    const ours = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
+      { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
+    children.push(ours);
+    const started = await untilListening(ours.stderr as ReadableStream<Uint8Array>);
+    oursKey = started.key ?? "";
+    const urls: Record<"ours" | "theirs", string> = { ours: started.url, theirs: "" };
+    if (!oursOnly) {
       const port = ++nextPort;
-      const log = join(dir, `llama-server-${port}.log`);
-      const child = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(ctx), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], {
+      // the same 8 × 512 tokens of context as ours
+      children.push(Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * 512), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], {
         stdout: "ignore",
         stderr: Bun.file(log),
-      });
-      const url = `http://127.0.0.1:${port}`;
-      try {
-        await waitHealthy(url);
-        return await measure(url, "bench", noEnd, seq);
-      } catch (e) {
-        const tail = (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n");
-        throw new Error(`${(e as Error).message}\nllama-server's log (last lines):\n${tail}`);
-      } finally {
-        // llama-server can stay in "cleaning up before exit" while our pooled keep-alive sockets are open
-        child.kill("SIGTERM");
-        if ((await Promise.race([child.exited, Bun.sleep(5000).then(() => "slow")])) === "slow") child.kill("SIGKILL");
-        await child.exited;
-      }
-    };
-    for (let r = 0; r < rounds; r++) {
-      if (oursOnly) results.ours.push(await runOurs());
-      else if (r % 2 === 0) {
-        results.theirs.push(await runTheirs());
-        results.ours.push(await runOurs());
-      } else {
-        results.ours.push(await runOurs());
-        results.theirs.push(await runTheirs());
-      }
+      }));
+      urls.theirs = `http://127.0.0.1:${port}`;
+      await waitHealthy(urls.theirs);
     }
+    const sides = oursOnly ? (["ours"] as const) : (["theirs", "ours"] as const);
+    for (const side of sides) await stream(urls[side], "bench", seq.n++, noEnd); // warm-up
+    for (let r = 0; r < rounds; r++)
+      for (const k of STREAMS)
+        for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
+          const figures = await measure(urls[side], k, noEnd, seq).catch(async (e: Error) => {
+            const tail = side === "theirs" ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
+            throw new Error(`${side}: ${e.message}${tail ? `\nllama-server's log (last lines):\n${tail}` : ""}`);
+          });
+          (results[side][k] ??= []).push(figures);
+        }
   } finally {
+    for (const child of children) {
+      child.kill("SIGTERM");
+      if ((await Promise.race([child.exited, Bun.sleep(5000).then(() => "slow")])) === "slow") child.kill("SIGKILL");
+      await child.exited;
+    }
     rmSync(dir, { recursive: true, force: true });
   }
-  const med = (side: any[], k: number, f: string) => median(side.map((r) => r[k][f]));
+  const med = (side: "ours" | "theirs", k: number, f: keyof Figures) => median(results[side][k]!.map((x) => x[f]));
+  const row = (side: "ours" | "theirs", k: number) =>
+    `${med(side, k, "agg").toFixed(0)} (${med(side, k, "decode").toFixed(0)}, ${med(side, k, "ttft50").toFixed(0)}/${med(side, k, "ttft95").toFixed(0)})`;
   if (oursOnly) {
     console.log(`model ${preset}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads, ${rounds} rounds (medians), ours only`);
-    for (const k of STREAMS)
-      console.log(`${k} streams: ${med(results.ours, k, "agg").toFixed(0)} tok/s aggregate, decode ${med(results.ours, k, "decode").toFixed(0)} tok/s, ttft p50/p95 ${med(results.ours, k, "ttft50").toFixed(0)}/${med(results.ours, k, "ttft95").toFixed(0)} ms`);
+    for (const k of STREAMS) console.log(`${k} streams: ${row("ours", k)} — aggregate tok/s (decode tok/s, ttft p50/p95 ms)`);
     return { pass: false };
   }
-  console.log(`model ${preset}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads, ${rounds} rounds (medians)`);
-  console.log("streams | llama-server agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg");
-  const ratios: number[] = [];
-  for (const k of STREAMS) {
-    const t = (f: string) => med(results.theirs, k, f);
-    const o = (f: string) => med(results.ours, k, f);
-    ratios.push(o("agg") / t("agg"));
-    console.log(`${k} | ${t("agg").toFixed(0)} (${t("decode").toFixed(0)}, ${t("ttft50").toFixed(0)}/${t("ttft95").toFixed(0)}) | ${o("agg").toFixed(0)} (${o("decode").toFixed(0)}, ${o("ttft50").toFixed(0)}/${o("ttft95").toFixed(0)}) | ${(o("agg") / t("agg")).toFixed(2)}×`);
-  }
-  const oursAgg = STREAMS.map((k) => med(results.ours, k, "agg"));
+  console.log(`model ${preset}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads, ${rounds} paired rounds (medians)`);
+  console.log("streams | llama-server agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg (median of paired)");
+  const ratios = STREAMS.map((k) => median(results.ours[k]!.map((o, i) => o.agg / results.theirs[k]![i]!.agg)));
+  STREAMS.forEach((k, i) => console.log(`${k} | ${row("theirs", k)} | ${row("ours", k)} | ${ratios[i]!.toFixed(2)}×`));
+  for (const k of STREAMS)
+    console.log(`  ${k} stream(s), aggregate tok/s per round, llama-server/ours: ${results.theirs[k]!.map((t, i) => `${t.agg.toFixed(0)}/${results.ours[k]![i]!.agg.toFixed(0)}`).join(", ")}`);
+  const oursAgg = STREAMS.map((k) => med("ours", k, "agg"));
   const monotonic = oursAgg.every((v, i) => i === 0 || v >= oursAgg[i - 1]!);
   const pass = ratios[0]! >= 0.9 && ratios[3]! >= 1.0 && monotonic;
   console.log(`targets: 1 stream ≥ 0.9× (${ratios[0]!.toFixed(2)}), 8 streams ≥ 1.0× (${ratios[3]!.toFixed(2)}), ours rising 1→8 (${monotonic}): ${pass ? "PASS" : "FAIL"}`);
