@@ -289,7 +289,12 @@ export class LlamaChatEngine implements ChatEngine {
           run: async (onEvent, runSignal) => {
             const promptDone = !batch && s.gate ? s.gate.livePrompt(sequence) : () => {};
             try {
-              if (images.length) await s.projector!.prime(sequence, promptTokens, images, runs);
+              if (images.length) {
+                // Encoding images can take seconds and decodes outside node-llama-cpp's queue: other
+                // sequences' steps do not wait for this one until its first decode there.
+                s.gate?.idle(sequence);
+                await s.projector!.prime(sequence, promptTokens, images, runs);
+              }
               return await generate({
                 sequence,
                 wrapper,
