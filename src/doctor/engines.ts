@@ -127,7 +127,7 @@ export function checkChatDecoding(addon: ReturnType<Probes["addon"]>, served: Se
   const name = "chat decoding";
   const chat = served.filter((m) => m.kind === "chat");
   const batches = [...new Set(chat.map((m) => m.batchSize ?? DEFAULT_CHAT_BATCH))].join("/");
-  const steps = `steps of all generating slots together, flash attention where the backend has it${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
+  const steps = `steps of all generating slots together, flash attention on GPU layers only${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
   if (addon.path) return ok(name, `persistent CPU threadpool (llama addon); ${steps}`);
   const detail = `no persistent CPU threadpool: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
   const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again, slower where cores are few";

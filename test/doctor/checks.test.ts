@@ -237,7 +237,7 @@ describe("image input and threads", () => {
     expect(checkChatDecoding({ path: "/a.node" }, chat)).toEqual({
       name: "chat decoding",
       status: "ok",
-      detail: "persistent CPU threadpool (llama addon); steps of all generating slots together, flash attention where the backend has it; prompt batches of 512 tokens (models' batch_size)",
+      detail: "persistent CPU threadpool (llama addon); steps of all generating slots together, flash attention on GPU layers only; prompt batches of 512 tokens (models' batch_size)",
     });
     const without = checkChatDecoding({ path: null }, chat);
     expect(without.status).toBe("warn");

@@ -141,9 +141,10 @@ export class LlamaChatEngine implements ChatEngine {
         sequences: o.slots,
         threads: o.threads,
         ...(o.batchSize ? { batchSize: o.batchSize } : {}),
-        // as llama-server: llama.cpp enables flash attention where the backend supports it (a few
-        // per cent per decode step on the 2-core dev box; node-llama-cpp's own default is off)
-        flashAttention: "auto",
+        // Flash attention where layers run on a GPU (llama.cpp's "auto", llama-server's default). On
+        // a CPU it is off: it cost prompts ~18% (llama-batched-bench, 160-token prompt: 477 vs 584
+        // tok/s) for ~5% on single-token steps, a loss for a whole request.
+        flashAttention: model.gpuLayers > 0 ? "auto" : false,
         // sequences of a step in id order: one llama.cpp micro-batch (decode-gate.ts, rule 4)
         batching: { itemPrioritizationStrategy: batchOrder(() => (created as unknown as { _queuedDecodes?: { sequenceId: number }[] })?._queuedDecodes) },
       });
