@@ -41,7 +41,8 @@ export interface DecodeGateOptions {
  * 3. Narrow batch steps beside live traffic (`widthBesideLive`).
  * 4. One step for all. Every sequence generating (from its lease to `idle`) queues its next
  *    step only once all the others that are not held back by rules 1-3 have theirs ready, and they
- *    are queued in sequence-id order. node-llama-cpp dispatches whatever is queued when its loop
+ *    are queued in sequence-id order; one still in the step in flight is waited for as long as that
+ *    step takes, one that stalls outside a step at most `stepWaitMs`. node-llama-cpp dispatches whatever is queued when its loop
  *    comes round, and its sampling results arrive one by one, so without this a step went with
  *    some of the sequences and the rest made a second, nearly as costly step (measured: 124
  *    decodes for 8 streams × 64 tokens instead of ~66). And llama.cpp splits a batch for a
