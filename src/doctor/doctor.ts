@@ -41,11 +41,12 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       ...config.models.map((m) => ({ id: m.id, kind: m.kind, device: m.device, vision: m.vision, batchSize: m.batch_size })),
       ...(config.demo ? demo() : []),
     ];
+    const addon = probes.addon();
     checks.push(
       checkChatEngine(config, served, gpus, cuda),
       checkOnnxEngines(config, served, gpus, cuda),
-      checkImageInput(probes.addon(), served),
-      checkChatDecoding(probes.addon(), served),
+      checkImageInput(addon, served),
+      checkChatDecoding(addon, served),
       checkThreads(config, probes.cores()),
       ...checkModels(config, probes),
       checkDataDir(config.server.data_dir, probes),

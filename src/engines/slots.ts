@@ -102,11 +102,12 @@ export class SlotPool<S extends PoolSlot> {
     const prefixes = this.free.map((f) => f.slot.sharedPrefix(tokens));
     const longest = Math.max(...prefixes);
     const margin = this.opts.adjacency?.margin;
-    const busy = new Set(this.slots.filter((slot) => !this.free.some((f) => f.slot === slot)).map((slot) => this.slots.indexOf(slot)));
+    const free = new Set(this.free.map((f) => f.slot));
+    const busy = (at: number) => at >= 0 && at < this.slots.length && !free.has(this.slots[at]!);
     const beside = (i: number) => {
       if (margin === undefined || prefixes[i]! < longest - margin) return false;
       const at = this.slots.indexOf(this.free[i]!.slot);
-      return busy.has(at - 1) || busy.has(at + 1);
+      return busy(at - 1) || busy(at + 1);
     };
     // beside a busy slot first (within the margin), then the longest prefix, then least recently used
     const better = (i: number, j: number) => {

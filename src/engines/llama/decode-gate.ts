@@ -171,7 +171,8 @@ export class DecodeGate {
 
   /** Resolves when `id` may queue its next step together with the other generating sequences (rule 4). */
   private step(id: number): Promise<void> {
-    this.stepping.add(id); // sequences decoding without a lease (a context used directly) join at their first step
+    // joined at the first step too: a sequence that was idle (priming images) or decodes without a lease
+    this.stepping.add(id);
     return new Promise<void>((go) => {
       this.arrived.push({ id, go });
       this.stepReady();

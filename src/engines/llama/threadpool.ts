@@ -1,5 +1,5 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
-import { builtAddon } from "./native/addon-path";
+import { llamaAddon } from "./native/addon-path";
 
 // A persistent CPU threadpool for a chat context, through the appliance's llama addon
 // (native/threadpool.cpp). Without it, node-llama-cpp's prebuilt CPU backend starts and joins its
@@ -25,11 +25,10 @@ interface Addon {
 
 /** Attaches a pool of `threads` to `context`, or says why it could not. */
 export function attachThreadpool(model: LlamaModel, context: LlamaContext, threads: number): { pool: Threadpool } | { reason: string } {
-  const file = builtAddon();
-  if (!file) return { reason: "the llama addon is not built (./install.sh builds it; --no-vision leaves it out)" };
   try {
-    const addon = require(file) as Partial<Addon>;
-    if (typeof addon.attachThreadpool !== "function") return { reason: `${file} has no attachThreadpool (an older build: run ./install.sh)` };
+    const addon = llamaAddon<Partial<Addon>>();
+    if (!addon) return { reason: "the llama addon is not built (./install.sh builds it; --no-vision leaves it out)" };
+    if (typeof addon.attachThreadpool !== "function") return { reason: "the llama addon has no attachThreadpool (an older build: run ./install.sh)" };
     const nativeModel = (model as unknown as { _model?: unknown })._model;
     const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
     return { pool: addon.attachThreadpool(nativeModel, nativeContext, threads, POLL) };

@@ -54,3 +54,14 @@ export function builtAddon(): string | null {
   const f = COMPILED ? join(executableLibDir(), ADDON_FILE) : join(addonBuildDir(), ADDON_FILE);
   return existsSync(f) ? f : null;
 }
+
+let loaded: unknown;
+
+/** The built addon's exports, loaded once; null when it has not been built. */
+export function llamaAddon<T>(): T | null {
+  if (loaded) return loaded as T;
+  const file = builtAddon();
+  if (!file) return null;
+  loaded = require(file);
+  return loaded as T;
+}

@@ -1,7 +1,7 @@
 import { acquireLock } from "lifecycle-utils";
 import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import type { DecodedImage } from "../../../chat/job";
-import { builtAddon } from "../native/addon-path";
+import { llamaAddon } from "../native/addon-path";
 import { locateRuns, reusablePrefix, type HeldImage, type ImageRun } from "./prompt";
 
 // A chat model's projector (mmproj) loaded through llama.cpp's multimodal library, and the one
@@ -37,13 +37,10 @@ type SequenceInternals = {
   needsCheckpoints: boolean;
 };
 
-let addon: Addon | null = null;
 function loadAddon(): Addon {
-  if (addon) return addon;
-  const file = builtAddon();
-  if (!file)
+  const addon = llamaAddon<Addon>();
+  if (!addon)
     throw new Error("image input needs the llama addon, which is not built: run ./install.sh (or `bun src/engines/llama/native/build.ts`); it needs cmake and a C++ compiler");
-  addon = require(file) as Addon;
   return addon;
 }
 
