@@ -17,7 +17,8 @@ import { untilListening } from "../helpers/cli";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
 
-const STREAMS = [1, 2, 4, 8];
+// BENCH_STREAMS=8 (or "1,8") measures some stream counts only; the targets need 1 and 8
+const STREAMS = (process.env.BENCH_STREAMS ?? "1,2,4,8").split(",").map(Number);
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const MAX_TOKENS = 64;
 const PROMPT =
@@ -152,7 +153,10 @@ export async function benchVsLlamaServer() {
     console.log(`  ${k} stream(s), aggregate tok/s per round, llama-server/ours: ${results.theirs[k]!.map((t, i) => `${t.agg.toFixed(0)}/${results.ours[k]![i]!.agg.toFixed(0)}`).join(", ")}`);
   const oursAgg = STREAMS.map((k) => med("ours", k, "agg"));
   const monotonic = oursAgg.every((v, i) => i === 0 || v >= oursAgg[i - 1]!);
-  const pass = ratios[0]! >= 0.9 && ratios[3]! >= 1.0 && monotonic;
-  console.log(`targets: 1 stream ≥ 0.9× (${ratios[0]!.toFixed(2)}), 8 streams ≥ 1.0× (${ratios[3]!.toFixed(2)}), ours rising 1→8 (${monotonic}): ${pass ? "PASS" : "FAIL"}`);
+  const at = (k: number) => ratios[STREAMS.indexOf(k)];
+  const one = at(1), eight = at(8);
+  const pass = one !== undefined && eight !== undefined && one >= 0.9 && eight >= 1.0 && monotonic;
+  const shown = (r: number | undefined) => (r === undefined ? "not measured" : r.toFixed(2));
+  console.log(`targets: 1 stream ≥ 0.9× (${shown(one)}), 8 streams ≥ 1.0× (${shown(eight)}), ours rising 1→8 (${monotonic}): ${pass ? "PASS" : "FAIL"}`);
   return { pass };
 }

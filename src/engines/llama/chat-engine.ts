@@ -2,8 +2,10 @@ import {
   QwenChatWrapper,
   resolveChatWrapper,
   TokenBias,
+  type ChatHistoryItem,
   type ChatModelFunctions,
   type ChatWrapper,
+  type LlamaText,
   type LlamaContext,
   type LlamaContextSequence,
   type LlamaGrammar,
@@ -20,6 +22,7 @@ import type { ChatEngine, ChatLease, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
 import { batchOrder, DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
+import { generatePlain, plainMarkers, type PlainMarkers } from "./plain";
 import { attachThreadpool, type Threadpool } from "./threadpool";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
@@ -47,6 +50,8 @@ export interface LlamaChatEngineOptions {
    * a per-request token bias. No configuration field reaches it.
    */
   testTokenBias?: (model: LlamaModel, job: ChatJob) => (() => TokenBias) | undefined;
+  /** Plain requests skip LlamaChat (plain.ts); false sends every request through it (tests compare both). */
+  plainLoop?: boolean;
 }
 
 interface Loaded {
@@ -217,10 +222,11 @@ export class LlamaChatEngine implements ChatEngine {
       documentFunctionParams: true,
     });
     const promptTokens = rendered.contextText.tokenize(s.model.tokenizer);
+    const stopTriggers = rendered.stopGenerationTriggers;
     // Every image placed, each with its own run (throws otherwise).
     const runs = images.length ? s.projector!.runs(promptTokens, images) : [];
     if (images.length) imagePrompts.set(promptTokens, { projector: s.projector!, images, runs });
-    return { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens };
+    return { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens, stopTriggers };
   }
 
   /**
@@ -253,7 +259,7 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   async prepare(job: ChatJob): Promise<PreparedChat> {
-    const { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens } = await this.render(job);
+    const { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens, stopTriggers } = await this.render(job);
     const { model } = s;
     if (functions && job.format)
       throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
@@ -271,6 +277,7 @@ export class LlamaChatEngine implements ChatEngine {
       );
     const maxTokens = job.maxTokens ?? room;
     const bias = this.tokenBias(s, job, forcedTool, functions);
+    const plain = this.plainMarkers(s, job, { functions, grammar, images, history, wrapper, stopTriggers });
 
     return {
       promptTokens: promptTokens.length,
@@ -296,6 +303,18 @@ export class LlamaChatEngine implements ChatEngine {
                 s.gate?.idle(sequence);
                 await s.projector!.prime(sequence, promptTokens, images, runs);
               }
+              if (plain)
+                return await generatePlain({
+                  sequence,
+                  prompt: promptTokens,
+                  markers: plain,
+                  job,
+                  maxTokens,
+                  cachedTokens: Math.max(0, cachedTokens),
+                  tokenBias: bias,
+                  onEvent,
+                  signal: runSignal,
+                });
               return await generate({
                 sequence,
                 wrapper,
@@ -320,6 +339,21 @@ export class LlamaChatEngine implements ChatEngine {
         };
       },
     };
+  }
+
+  /**
+   * The plain loop's markers for a request it can generate (plain.ts), else null: tools, a
+   * response_format, images, repeat penalties and a continued answer go through LlamaChat.
+   */
+  private plainMarkers(
+    s: Loaded,
+    job: ChatJob,
+    r: { functions?: ChatModelFunctions; grammar?: LlamaGrammar; images: ImageSpan[]; history: ChatHistoryItem[]; wrapper: ChatWrapper; stopTriggers: readonly LlamaText[] },
+  ): PlainMarkers | null {
+    if (this.opts.plainLoop === false) return null;
+    if (r.functions || r.grammar || r.images.length || job.sampling.frequencyPenalty || job.sampling.presencePenalty) return null;
+    if (r.history.at(-1)?.type === "model") return null;
+    return plainMarkers(s.model, r.wrapper, r.stopTriggers);
   }
 
   private async grammarFor(job: ChatJob): Promise<LlamaGrammar> {

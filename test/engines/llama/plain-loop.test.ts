@@ -1,0 +1,160 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { LlamaModel } from "node-llama-cpp";
+import { ensureChatModel } from "../../../models/cache";
+import type { ChatJob, EngineEvent, EngineResult } from "../../../src/chat/job";
+import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
+import { llamaRuntime } from "../../../src/engines/llama/runtime";
+import { createLogger } from "../../../src/log";
+import { forceText, forceTokens } from "../../models/force";
+import { THREADS } from "../../models/llama";
+
+// The plain generation loop (plain.ts) against LlamaChat on the real engine and the tiny generated
+// chat model: the same requests through both give the same events, finish reason and usage.
+
+const MARK = /«force:([\s\S]*?)»/;
+/** Forced as plain characters, special tokens' names included. */
+const PLAIN = /«plain:([\s\S]*?)»/;
+const logger = createLogger({ level: "error" });
+const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
+
+function engine(plainLoop: boolean) {
+  return new LlamaChatEngine({
+    modelId: "chat",
+    modelPath: chatPath,
+    runtime,
+    contextSize: 1024,
+    slots: 1,
+    threads: THREADS,
+    gpuLayers: 0,
+    maxQueue: 4,
+    maxWaitMs: 60_000,
+    logger,
+    plainLoop,
+    testTokenBias: (model: LlamaModel, job: ChatJob) => {
+      const text = job.turns.findLast((t) => t.role === "user")!.text;
+      const plainText = PLAIN.exec(text);
+      if (plainText) return forceTokens(model, model.tokenize(plainText[1]!, false));
+      const m = MARK.exec(text);
+      return m ? forceText(model, m[1]!) : undefined;
+    },
+  });
+}
+
+let chatPath: string;
+let plain: LlamaChatEngine;
+let viaChat: LlamaChatEngine;
+
+beforeAll(async () => {
+  chatPath = await ensureChatModel("chat");
+  plain = engine(true);
+  viaChat = engine(false);
+});
+afterAll(async () => {
+  await plain.unload();
+  await viaChat.unload();
+});
+
+function job(text: string, o: Partial<ChatJob> = {}): ChatJob {
+  return {
+    model: "chat",
+    turns: [{ role: "user", text, images: [] }],
+    tools: [],
+    toolChoice: "auto",
+    parallelToolCalls: true,
+    format: null,
+    thinking: false,
+    maxTokens: 24,
+    stop: [],
+    sampling: { temperature: 0 },
+    stream: true,
+    includeUsage: true,
+    ...o,
+  };
+}
+
+async function run(e: LlamaChatEngine, j: ChatJob) {
+  const prepared = await e.prepare(j);
+  const lease = await prepared.acquire();
+  const events: EngineEvent[] = [];
+  try {
+    const result: EngineResult = await lease.run((ev) => {
+      const last = events.at(-1);
+      // pieces are cut differently by the two loops; what is said, in which part, is the same
+      if (last && last.type === ev.type && (ev.type === "text" || ev.type === "reasoning")) (last as { text: string }).text += ev.text;
+      else events.push({ ...ev });
+    }, new AbortController().signal);
+    return { events, result };
+  } finally {
+    lease.release();
+  }
+}
+
+async function same(j: ChatJob) {
+  const a = await run(plain, j);
+  const b = await run(viaChat, j);
+  expect(a).toEqual(b);
+  return a;
+}
+
+describe("the plain loop says what LlamaChat says", () => {
+  test("free text to max_tokens", async () => {
+    const { events, result } = await same(job("Tell me about bridges."));
+    expect(result.finishReason).toBe("length");
+    expect(result.completionTokens).toBe(24);
+    expect(events.some((e) => e.type === "text")).toBe(true);
+  });
+
+  test("a thought, then the answer", async () => {
+    const { events, result } = await same(job(`Think. «force:<think>\nLet me think about it.\n</think>\n\nDone»`, { thinking: true, maxTokens: 30 }));
+    expect(events[0]).toEqual({ type: "reasoning", text: "Let me think about it." });
+    expect(events[1]?.type).toBe("text");
+    expect((events[1] as { text: string }).text.startsWith("\n\nDone")).toBe(true);
+    expect(result.reasoningTokens).toBeGreaterThan(3);
+  });
+
+  test("a caller's stop string, across tokens, ends the answer before it", async () => {
+    const { events, result } = await same(job(`Go. «force:one two STOP three»`, { stop: ["o STO", "never"] }));
+    expect(events).toEqual([{ type: "text", text: "one tw" }]);
+    expect(result).toMatchObject({ finishReason: "stop", stopSequence: "o STO" });
+  });
+
+  test("text that only starts like a stop string is shown once it cannot be one", async () => {
+    const { events, result } = await same(job(`Go. «force:one two STAR three»`, { stop: ["STOP"], maxTokens: 8 }));
+    expect((events[0] as { text: string }).text.startsWith("one two STAR three")).toBe(true);
+    expect(result.finishReason).toBe("length");
+  });
+
+  test("the end-of-turn marker written as text stops like the token", async () => {
+    const { events, result } = await same(job(`Go. «plain:all done<|im_end|>more»`));
+    expect(events).toEqual([{ type: "text", text: "all done" }]);
+    expect(result).toMatchObject({ finishReason: "stop", stopSequence: null });
+  });
+
+  test("characters split across tokens arrive whole", async () => {
+    const { events } = await same(job(`Go. «force:café 漢字 🙂 ok»`, { maxTokens: 20 }));
+    expect((events[0] as { text: string }).text.startsWith("café 漢字 🙂 ok")).toBe(true);
+  });
+
+  test("cut by max_tokens while text is held as a possible stop string: the text is kept", async () => {
+    // LlamaChat drops the held "ST" here; the plain loop shows all that was generated
+    const j = job(`Go. «force:one two ST»`, { stop: ["STOP"], maxTokens: 4 });
+    const a = await run(plain, j);
+    const b = await run(viaChat, j);
+    expect(a.events).toEqual([{ type: "text", text: "one two ST" }]);
+    expect(b.events).toEqual([{ type: "text", text: "one two" }]);
+    expect(a.result).toEqual(b.result);
+    expect(a.result.finishReason).toBe("length");
+  });
+
+  test("seeded sampling and logit_bias", async () => {
+    await same(job("Once upon a time", { sampling: { temperature: 0.9, topK: 20, topP: 0.9, seed: 7, logitBias: new Map([[300, 5]]) } }));
+  });
+
+  test("a prompt already in the slot's cache", async () => {
+    const j = job("Tell me about rivers.", { maxTokens: 6 });
+    const first = await run(plain, j);
+    const again = await run(plain, j);
+    expect(again.events).toEqual(first.events);
+    expect(again.result).toEqual({ ...first.result, cachedTokens: first.result.promptTokens - 1 });
+  });
+});
