@@ -1,4 +1,4 @@
-import { TokenMeter, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type LlamaText, type Token, type TokenBias } from "node-llama-cpp";
+import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
 
@@ -37,11 +37,14 @@ export function plainMarkers(model: LlamaModel, wrapper: ChatWrapper, stopTrigge
   const segments = wrapper.settings.segments;
   const kinds = Object.keys(segments ?? {}).filter((k) => k !== "reiterateStackAfterFunctionCalls" && (segments as Record<string, unknown>)[k] != null);
   if (kinds.some((k) => k !== "thought")) return null;
-  const written = (t: LlamaText) => model.detokenize(t.tokenize(model.tokenizer), true);
+  const written = (t: string | LlamaText) => model.detokenize(LlamaText(t).tokenize(model.tokenizer), true);
   const thought = segments?.thought;
+  const text = (x: unknown): x is string | LlamaText => typeof x === "string" || x instanceof LlamaText;
+  // a thought opened by the prompt itself, or one without both markers: LlamaChat's case
+  if (thought && !(text(thought.prefix) && text(thought.suffix) && written(thought.prefix) && written(thought.suffix))) return null;
   return {
     templateStops: [...new Set(stopTriggers.map(written).filter((s) => s.length > 0))],
-    ...(thought ? { thought: { open: written(thought.prefix as LlamaText), close: written(thought.suffix as LlamaText) } } : {}),
+    ...(thought && text(thought.prefix) && text(thought.suffix) ? { thought: { open: written(thought.prefix), close: written(thought.suffix) } } : {}),
   };
 }
 

@@ -3,6 +3,7 @@ import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
 import type { ChatJob, EngineEvent, EngineResult } from "../../../src/chat/job";
 import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
+import { plainMarkers } from "../../../src/engines/llama/plain";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
 import { createLogger } from "../../../src/log";
 import { forceText, forceTokens } from "../../models/force";
@@ -156,5 +157,40 @@ describe("the plain loop says what LlamaChat says", () => {
     const again = await run(plain, j);
     expect(again.events).toEqual(first.events);
     expect(again.result).toEqual({ ...first.result, cachedTokens: first.result.promptTokens - 1 });
+  });
+});
+
+describe("which templates the plain loop takes", () => {
+  let model: LlamaModel;
+  beforeAll(async () => {
+    const { testLlama } = await import("../../models/llama");
+    model = await (await testLlama()).loadModel({ modelPath: chatPath });
+  });
+  afterAll(async () => {
+    await model.dispose();
+  });
+  const stops = (w: import("node-llama-cpp").ChatWrapper) => w.generateContextState({ chatHistory: [{ type: "user", text: "hi" }, { type: "model", response: [] }] }).stopGenerationTriggers;
+
+  test("Qwen: its thought markers and end-of-turn stops in written form", async () => {
+    const { QwenChatWrapper } = await import("node-llama-cpp");
+    const w = new QwenChatWrapper();
+    expect(plainMarkers(model, w, stops(w))).toEqual({
+      thought: { open: "<think>\n", close: "\n</think>" },
+      templateStops: expect.arrayContaining(["<|im_end|>"]),
+    });
+  });
+
+  test("a template without segments: stops only", async () => {
+    const { GeneralChatWrapper } = await import("node-llama-cpp");
+    const w = new GeneralChatWrapper();
+    const m = plainMarkers(model, w, stops(w));
+    expect(m?.thought).toBeUndefined();
+    expect(m?.templateStops.length).toBeGreaterThan(0);
+  });
+
+  test("segments other than a thought (Harmony's comments) go through LlamaChat", async () => {
+    const { HarmonyChatWrapper } = await import("node-llama-cpp");
+    const w = new HarmonyChatWrapper();
+    expect(plainMarkers(model, w, [])).toBeNull();
   });
 });
