@@ -125,15 +125,24 @@ function sampling(r: GenerateRequest, maxTokens: number, tokenBias: (() => Token
   const s = r.job.sampling;
   return {
     maxTokens,
-    temperature: s.temperature ?? 1,
-    topP: s.topP,
-    topK: s.topK,
-    seed: s.seed,
+    ...samplerOptions(r.job),
     customStopTriggers: r.job.stop.length ? r.job.stop : undefined,
     tokenBias,
     repeatPenalty: s.frequencyPenalty || s.presencePenalty ? { frequencyPenalty: s.frequencyPenalty, presencePenalty: s.presencePenalty } : (false as const),
     signal,
     stopOnAbortSignal: true,
+    onResponseChunk,
+  };
+}
+
+/** A job's sampler settings and context policy, for LlamaChat and the plain loop (plain.ts) alike. */
+export function samplerOptions(job: ChatJob) {
+  const s = job.sampling;
+  return {
+    temperature: s.temperature ?? 1,
+    topP: s.topP,
+    topK: s.topK,
+    seed: s.seed,
     // Prompts are counted and refused up front and maxTokens never passes the context, so
     // nothing may be dropped silently: a context shift is an error, not a truncation.
     contextShift: {
@@ -141,7 +150,6 @@ function sampling(r: GenerateRequest, maxTokens: number, tokenBias: (() => Token
         throw new Error("context shift is disabled");
       },
     },
-    onResponseChunk,
   };
 }
 

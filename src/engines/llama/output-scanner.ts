@@ -8,6 +8,8 @@
 // - Text that could still become a marker or a stop string is held back until it cannot; nothing
 //   is cut or lost: `finish()` releases what is held when the output ends for another reason.
 // - A piece may be invisible (a control token, matched by its written form but never shown).
+// - Reasoning tokens are those of the pieces with text shown as reasoning (a piece that is all
+//   marker, such as the newline before `</think>`, is not one), each piece weighing its tokens.
 
 export interface ScannerOptions {
   /** The caller's stop strings, reported when matched. */
@@ -19,20 +21,30 @@ export interface ScannerOptions {
 
 export type ScannedEvent = { type: "text" | "reasoning"; text: string };
 export type ScanStop = { stop: string; custom: boolean };
+type Pattern = { text: string; kind: "open" | "close" | "stop"; custom: boolean };
 
 export class OutputScanner {
   private held = "";
-  /** One flag per UTF-16 unit of `held`: false for the written form of a control token. */
-  private shown: boolean[] = [];
+  /** The piece each UTF-16 unit of `held` came from (an index into `pieces`). */
+  private owner: number[] = [];
+  private readonly pieces: { visible: boolean; tokens: number }[] = [];
+  /** The last piece counted toward reasoning tokens. */
+  private counted = -1;
+  private reasoning = 0;
   private thinking = false;
   private stopped: ScanStop | null = null;
-  private readonly stops: { text: string; custom: boolean }[];
+  /** What is looked for outside a thought and inside one. */
+  private readonly outside: Pattern[];
+  private readonly inside: Pattern[];
 
-  constructor(private readonly o: ScannerOptions) {
-    this.stops = [
-      ...o.stops.filter((s) => s.length > 0).map((text) => ({ text, custom: true })),
-      ...o.templateStops.filter((s) => s.length > 0).map((text) => ({ text, custom: false })),
+  constructor(o: ScannerOptions) {
+    const stops: Pattern[] = [
+      ...o.stops.filter((s) => s.length > 0).map((text) => ({ text, kind: "stop" as const, custom: true })),
+      ...o.templateStops.filter((s) => s.length > 0).map((text) => ({ text, kind: "stop" as const, custom: false })),
     ];
+    const mark = (text: string | undefined, kind: "open" | "close"): Pattern[] => (text ? [{ text, kind, custom: false }] : []);
+    this.outside = [...mark(o.thought?.open, "open"), ...stops];
+    this.inside = [...mark(o.thought?.close, "close"), ...stops];
   }
 
   /** Inside a thought now. */
@@ -44,11 +56,20 @@ export class OutputScanner {
     return this.stopped;
   }
 
-  /** Adds a piece of output; returns what can be shown now. After a stop, nothing more is taken. */
-  push(text: string, visible = true): ScannedEvent[] {
+  /** Tokens of the pieces shown as reasoning so far. */
+  get reasoningTokens(): number {
+    return this.reasoning;
+  }
+
+  /**
+   * Adds a piece of output (the text of `tokens` tokens); returns what can be shown now. After a
+   * stop, nothing more is taken.
+   */
+  push(text: string, visible = true, tokens = 1): ScannedEvent[] {
     if (this.stopped || text.length === 0) return [];
     this.held += text;
-    for (let i = 0; i < text.length; i++) this.shown.push(visible);
+    const piece = this.pieces.push({ visible, tokens }) - 1;
+    for (let i = 0; i < text.length; i++) this.owner.push(piece);
     const out: ScannedEvent[] = [];
     for (;;) {
       const hit = this.firstMatch();
@@ -61,7 +82,7 @@ export class OutputScanner {
       if (hit.kind === "stop") {
         this.stopped = { stop: hit.text, custom: hit.custom };
         this.held = "";
-        this.shown = [];
+        this.owner = [];
         return out;
       }
       this.thinking = hit.kind === "open";
@@ -75,16 +96,14 @@ export class OutputScanner {
     return out;
   }
 
-  private patterns(): { text: string; kind: "open" | "close" | "stop"; custom: boolean }[] {
-    const marks = this.o.thought ? [this.thinking ? { text: this.o.thought.close, kind: "close" as const, custom: false } : { text: this.o.thought.open, kind: "open" as const, custom: false }] : [];
-    return [...marks, ...this.stops.map((s) => ({ text: s.text, kind: "stop" as const, custom: s.custom }))];
+  private patterns(): Pattern[] {
+    return this.thinking ? this.inside : this.outside;
   }
 
   /** The earliest complete pattern in what is held (the longer one where two start together). */
   private firstMatch() {
-    let best: { at: number; text: string; kind: "open" | "close" | "stop"; custom: boolean } | null = null;
+    let best: (Pattern & { at: number }) | null = null;
     for (const p of this.patterns()) {
-      if (p.text.length === 0) continue;
       const at = this.held.indexOf(p.text);
       if (at < 0) continue;
       if (!best || at < best.at || (at === best.at && p.text.length > best.text.length)) best = { at, ...p };
@@ -107,7 +126,15 @@ export class OutputScanner {
   private release(n: number, out: ScannedEvent[]) {
     if (n <= 0) return;
     let text = "";
-    for (let i = 0; i < n; i++) if (this.shown[i]) text += this.held[i];
+    for (let i = 0; i < n; i++) {
+      const piece = this.owner[i]!;
+      if (!this.pieces[piece]!.visible) continue;
+      text += this.held[i];
+      if (this.thinking && piece > this.counted) {
+        this.reasoning += this.pieces[piece]!.tokens;
+        this.counted = piece;
+      }
+    }
     this.drop(n);
     if (!text) return;
     const type = this.thinking ? "reasoning" : "text";
@@ -118,6 +145,6 @@ export class OutputScanner {
 
   private drop(n: number) {
     this.held = this.held.slice(n);
-    this.shown.splice(0, n);
+    this.owner.splice(0, n);
   }
 }

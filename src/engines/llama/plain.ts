@@ -1,5 +1,6 @@
 import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
+import { samplerOptions } from "./generate";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
 
 // The plain generation loop: a request with no tools, no response_format, no images, no repeat
@@ -59,29 +60,14 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
   await sequence.adaptStateToTokens(prompt.slice(0, -1) as Token[], false);
   const input = prompt.slice(sequence.nextTokenIndex) as Token[];
   const scanner = new OutputScanner({ stops: job.stop, templateStops: r.markers.templateStops, thought: r.markers.thought });
-  const s = job.sampling;
   let generated = 0;
-  let reasoningTokens = 0;
   let pending: Token[] = [];
   const recent: Token[] = [];
   const emit = (events: ScannedEvent[]) => {
     for (const e of events) r.onEvent(e);
   };
   let finish: "stop" | "length" = "stop";
-  const tokens = sequence.evaluate(input, {
-    temperature: s.temperature ?? 1,
-    topP: s.topP,
-    topK: s.topK,
-    seed: s.seed,
-    tokenBias: r.tokenBias,
-    // Prompts are counted and refused up front and maxTokens never passes the context, so
-    // nothing may be dropped silently: a context shift is an error, not a truncation.
-    contextShift: {
-      strategy: (): never => {
-        throw new Error("context shift is disabled");
-      },
-    },
-  });
+  const tokens = sequence.evaluate(input, { ...samplerOptions(job), tokenBias: r.tokenBias });
   try {
     for await (const token of tokens) {
       generated++;
@@ -94,12 +80,9 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
         if (pending.length < MAX_PARTIAL && !last) continue;
         if (last) shown = shown.replace(/\uFFFD+$/, "");
       }
-      const thinking = scanner.inThought;
       // a control token has no shown form: matched by its written one, never shown
-      if (shown.length === 0) emit(scanner.push(model.detokenize(pending, true, recent), false));
-      else emit(scanner.push(shown));
-      // the thought's tokens, up to the one that closes it
-      if (thinking && scanner.inThought) reasoningTokens++;
+      if (shown.length === 0) emit(scanner.push(model.detokenize(pending, true, recent), false, pending.length));
+      else emit(scanner.push(shown, true, pending.length));
       recent.push(...pending);
       if (recent.length > MAX_PARTIAL) recent.splice(0, recent.length - MAX_PARTIAL);
       pending = [];
@@ -112,7 +95,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
   } finally {
     await tokens.return();
   }
-  if (pending.length) emit(scanner.push(model.detokenize(pending, false, recent)));
+  if (pending.length) emit(scanner.push(model.detokenize(pending, false, recent), true, pending.length));
   emit(scanner.finish());
   const stop = scanner.stop;
   return {
@@ -120,7 +103,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     stopSequence: stop?.custom ? stop.stop : null,
     promptTokens: prompt.length,
     completionTokens: TokenMeter.diff(sequence.tokenMeter, before).usedOutputTokens,
-    reasoningTokens,
+    reasoningTokens: scanner.reasoningTokens,
     cachedTokens: r.cachedTokens,
     toolCalls: [],
   };

@@ -90,6 +90,15 @@ describe("output scanner", () => {
     expect(scan(["<think>\nx"], { thought: undefined }).events).toEqual([{ type: "text", text: "<think>\nx" }]);
   });
 
+  test("reasoning tokens: the tokens of pieces shown as reasoning, not those all marker", () => {
+    const s = new OutputScanner(qwen);
+    // "<think>" and "\n" open it; "a", "b" (two tokens for one character) and "c\n" are reasoning;
+    // the lone "\n" is all closing marker; "x" is the answer
+    for (const [text, tokens] of [["<think>", 1], ["\n", 1], ["a", 1], ["b", 2], ["c.", 1], ["\n", 1], ["</think>", 1], ["x", 1]] as const) s.push(text, true, tokens);
+    s.finish();
+    expect(s.reasoningTokens).toBe(4);
+  });
+
   test("empty stop strings are ignored", () => {
     expect(scan(["abc"], { stops: [""] }).events).toEqual([{ type: "text", text: "abc" }]);
   });

@@ -113,6 +113,12 @@ describe("the plain loop says what LlamaChat says", () => {
     expect(result.reasoningTokens).toBeGreaterThan(3);
   });
 
+  test("a thought holding characters split across tokens counts each of its tokens", async () => {
+    const { events, result } = await same(job(`Think. «force:<think>\n漢字 🙂 naïve\n</think>\n\nDone»`, { thinking: true, maxTokens: 30 }));
+    expect(events[0]).toEqual({ type: "reasoning", text: "漢字 🙂 naïve" });
+    expect(result.reasoningTokens).toBeGreaterThan(4);
+  });
+
   test("a caller's stop string, across tokens, ends the answer before it", async () => {
     const { events, result } = await same(job(`Go. «force:one two STOP three»`, { stop: ["o STO", "never"] }));
     expect(events).toEqual([{ type: "text", text: "one tw" }]);
