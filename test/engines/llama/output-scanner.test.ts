@@ -92,7 +92,7 @@ describe("output scanner", () => {
 
   test("reasoning tokens: the tokens of pieces shown as reasoning, not those all marker", () => {
     const s = new OutputScanner(qwen);
-    // "<think>" and "\n" open it; "a", "b" (two tokens for one character) and "c\n" are reasoning;
+    // "<think>" and "\n" open it; "a", "b" (two tokens for one character) and "c." are reasoning;
     // the lone "\n" is all closing marker; "x" is the answer
     for (const [text, tokens] of [["<think>", 1], ["\n", 1], ["a", 1], ["b", 2], ["c.", 1], ["\n", 1], ["</think>", 1], ["x", 1]] as const) s.push(text, true, tokens);
     s.finish();
