@@ -120,17 +120,18 @@ export function checkImageInput(addon: ReturnType<Probes["addon"]>, served: Serv
 }
 
 /**
- * How chat models decode on the CPU: a persistent threadpool from the llama addon (without it,
- * node-llama-cpp's prebuilt backend starts its threads again on every step), the prompt batch.
+ * How chat models decode: a persistent CPU threadpool and token sampling from the llama addon
+ * (without it, node-llama-cpp's prebuilt backend starts its threads again on every step and
+ * samples each token in an async worker), the prompt batch.
  */
 export function checkChatDecoding(addon: ReturnType<Probes["addon"]>, served: Served[]): Check {
   const name = "chat decoding";
   const chat = served.filter((m) => m.kind === "chat");
   const batches = [...new Set(chat.map((m) => m.batchSize ?? DEFAULT_CHAT_BATCH))].join("/");
   const steps = `steps of all generating slots together, flash attention on GPU layers only${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
-  if (addon.path) return ok(name, `persistent CPU threadpool (llama addon); ${steps}`);
-  const detail = `no persistent CPU threadpool: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
-  const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again, slower where cores are few";
+  if (addon.path) return ok(name, `persistent CPU threadpool and token sampling (llama addon); ${steps}`);
+  const detail = `no persistent CPU threadpool or native token sampling: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
+  const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again and every token is sampled in an async worker, slower where cores are few";
   return chat.length ? warn(name, detail, hint) : ok(name, detail);
 }
 

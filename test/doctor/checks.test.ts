@@ -237,11 +237,11 @@ describe("image input and threads", () => {
     expect(checkChatDecoding({ path: "/a.node" }, chat)).toEqual({
       name: "chat decoding",
       status: "ok",
-      detail: "persistent CPU threadpool (llama addon); steps of all generating slots together, flash attention on GPU layers only; prompt batches of 512 tokens (models' batch_size)",
+      detail: "persistent CPU threadpool and token sampling (llama addon); steps of all generating slots together, flash attention on GPU layers only; prompt batches of 512 tokens (models' batch_size)",
     });
     const without = checkChatDecoding({ path: null }, chat);
     expect(without.status).toBe("warn");
-    expect(without.detail).toStartWith("no persistent CPU threadpool: the llama addon is not built");
+    expect(without.detail).toStartWith("no persistent CPU threadpool or native token sampling: the llama addon is not built");
     expect(without.hint).toStartWith("./install.sh");
     expect(checkChatDecoding({ path: null }, []).status).toBe("ok");
   });

@@ -22,8 +22,9 @@ import type { ChatEngine, ChatLease, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
 import { batchOrder, DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
-import { generatePlain, plainMarkers, type PlainMarkers } from "./plain";
+import { generatePlain, nativeStepsUnavailable, plainMarkers, type PlainMarkers } from "./plain";
 import { attachThreadpool, type Threadpool } from "./threadpool";
+import { setBias } from "./token-bias";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
@@ -52,6 +53,8 @@ export interface LlamaChatEngineOptions {
   testTokenBias?: (model: LlamaModel, job: ChatJob) => (() => TokenBias) | undefined;
   /** Plain requests skip LlamaChat (plain.ts); false sends every request through it (tests compare both). */
   plainLoop?: boolean;
+  /** The plain loop samples through the llama addon where it is built; false: through node-llama-cpp (tests compare both). */
+  nativeSampling?: boolean;
 }
 
 interface Loaded {
@@ -69,6 +72,8 @@ interface Loaded {
   projector: Projector | null;
   /** null when the llama addon is not built (logged at load). */
   threadpool: Threadpool | null;
+  /** Plain requests sample through the llama addon (plain.ts); false when it cannot (logged at load). */
+  nativeSteps: boolean;
 }
 
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
@@ -164,6 +169,9 @@ export class LlamaChatEngine implements ChatEngine {
       const gate = DecodeGate.attach(context, slots.map((s) => s.sequence), { widthBesideLive: model.gpuLayers > 0 ? Infinity : 1 });
       if (!gate)
         o.logger.warn("this node-llama-cpp lacks the internals the decode gate wraps: live requests may wait for batch lines to finish", { model: o.modelId });
+      const noSteps = o.nativeSampling === false ? "turned off" : nativeStepsUnavailable(slots[0]!.sequence);
+      if (noSteps && o.nativeSampling !== false)
+        o.logger.warn("plain chat requests sample through node-llama-cpp: slower between decode steps", { model: o.modelId, reason: noSteps });
       const resolved = resolveChatWrapper(model);
       const thinks = resolved instanceof QwenChatWrapper;
       const wrappers = thinks
@@ -188,7 +196,7 @@ export class LlamaChatEngine implements ChatEngine {
         ? await Projector.load(model, context, o.projectorPath, { useGpu: onCuda, threads: o.threads }, slots[0]!.sequence)
         : null;
       if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device: onCuda ? "cuda" : "cpu", placeholder: projector.placeholderText });
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool };
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool, nativeSteps: noSteps === null };
     } catch (e) {
       threadpool?.detach();
       await model.dispose();
@@ -306,6 +314,7 @@ export class LlamaChatEngine implements ChatEngine {
               if (plain)
                 return await generatePlain({
                   sequence,
+                  ...(s.nativeSteps ? { context: s.context } : {}),
                   prompt: promptTokens,
                   markers: plain,
                   job,
@@ -387,7 +396,7 @@ export class LlamaChatEngine implements ChatEngine {
     if (!userBias && prefix.length === 0) return undefined;
     const withUser = () => {
       const bias = new TokenBias(model.tokenizer);
-      if (userBias) for (const [id, v] of userBias) bias.set(id as Token, v <= -100 ? "never" : { logit: v });
+      if (userBias) for (const [id, v] of userBias) setBias(model, bias, id as Token, v <= -100 ? -Infinity : v);
       return bias;
     };
     // node-llama-cpp asks for the bias before every token: the caller's part is built once (each

@@ -1,7 +1,9 @@
-import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
+import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { samplerOptions } from "./generate";
+import { createNativeSampler, nativeSampling } from "./native-sampler";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
+import { biasArrays } from "./token-bias";
 
 // The plain generation loop: a request with no tools, no response_format, no images, no repeat
 // penalties and no answer being continued is generated straight from the rendered prompt by the
@@ -9,10 +11,14 @@ import { OutputScanner, type ScannedEvent } from "./output-scanner";
 // segment and stop detectors on every token: on a small model with eight streams that was ~1.7 ms of
 // JavaScript between decode steps of ~20-35 ms (issue "chat throughput"). The output is the same:
 // the template's stop triggers, the caller's stop strings and the template's thought markers are
-// found in the text by OutputScanner (tests compare both loops token for token).
+// found in the text by OutputScanner (tests compare both loops token for token). Where the llama
+// addon is built, the tokens come from stepTokens below (decode steps driven directly, sampled
+// natively); elsewhere from `sequence.evaluate`.
 
 export interface PlainRequest {
   sequence: LlamaContextSequence;
+  /** The sequence's context: with it, tokens are sampled by the llama addon where it is built. */
+  context?: LlamaContext;
   /** The rendered prompt, exactly as LlamaChat would evaluate it. */
   prompt: readonly Token[];
   markers: PlainMarkers;
@@ -59,6 +65,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
   // Align the sequence's cache with the prompt; at least one token is evaluated for the logits.
   await sequence.adaptStateToTokens(prompt.slice(0, -1) as Token[], false);
   const input = prompt.slice(sequence.nextTokenIndex) as Token[];
+  const evaluated = (req: PlainRequest) => req.sequence.evaluate(input, { ...samplerOptions(job), tokenBias: req.tokenBias });
   const scanner = new OutputScanner({ stops: job.stop, templateStops: r.markers.templateStops, thought: r.markers.thought });
   let generated = 0;
   let pending: Token[] = [];
@@ -67,7 +74,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     for (const e of events) r.onEvent(e);
   };
   let finish: "stop" | "length" = "stop";
-  const tokens = sequence.evaluate(input, { ...samplerOptions(job), tokenBias: r.tokenBias });
+  const tokens = r.context ? stepTokens(r.context, sequence, input, job, r.tokenBias) ?? evaluated(r) : evaluated(r);
   try {
     for await (const token of tokens) {
       generated++;
@@ -93,7 +100,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
       }
     }
   } finally {
-    await tokens.return();
+    await tokens.return(undefined);
   }
   if (pending.length) emit(scanner.push(model.detokenize(pending, false, recent), true, pending.length));
   emit(scanner.finish());
@@ -107,4 +114,80 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     cachedTokens: r.cachedTokens,
     toolCalls: [],
   };
+}
+
+/** node-llama-cpp's internals the step loop drives (LlamaContextSequence, 3.22). */
+interface SequenceInternals {
+  _decodeTokens(
+    tokens: Token[],
+    logits: boolean[],
+    evaluationPriority: number,
+    tokenMeter: TokenMeter,
+    contextShift: { size: number; strategy: (o: unknown) => unknown },
+    logitDataMapper: (batchLogitIndex: number) => number,
+    afterBatchAction?: (sequenceStateLength: number) => unknown,
+  ): Promise<(number | undefined)[]>;
+  _tokenMeter: TokenMeter;
+  _takeIntervalCheckpointIfNeededAfterBatch?: (sequenceStateLength: number) => unknown;
+}
+
+const hasStepInternals = (sequence: LlamaContextSequence) => {
+  const seq = sequence as unknown as Partial<SequenceInternals>;
+  return typeof seq._decodeTokens === "function" && seq._tokenMeter instanceof TokenMeter;
+};
+
+/** Why plain requests on `sequence`'s context cannot sample through the llama addon, or null if they can. */
+export function nativeStepsUnavailable(sequence: LlamaContextSequence): string | null {
+  if (!nativeSampling()) return "the llama addon is not built, or is an older build without sampling (./install.sh builds it)";
+  if (!hasStepInternals(sequence)) return "this node-llama-cpp lacks the sequence internals the step loop drives";
+  return null;
+}
+
+/** node-llama-cpp's default evaluation priority (what `evaluate` uses). */
+const PRIORITY = 5;
+
+/**
+ * The generated tokens, one decode step at a time, sampled by the llama addon — what
+ * `sequence.evaluate` does, without its per-token sampler configuration and async sampling
+ * worker (~1.9 ms a step for eight streams). Ends at an end-of-generation token, as `evaluate`
+ * does. Null (the caller evaluates) where the addon or these internals are missing. The slot's
+ * lease makes this the sequence's only user, which is what `evaluate`'s lock ensures.
+ */
+function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input: Token[], job: ChatJob, tokenBias?: () => TokenBias): AsyncGenerator<Token> | null {
+  if (!hasStepInternals(sequence)) return null;
+  const seq = sequence as unknown as SequenceInternals;
+  const options = samplerOptions(job);
+  // a bias that cannot be read as arrays is left to evaluate (checked before a sampler is made)
+  const firstBias = tokenBias?.();
+  if (firstBias && !biasArrays(firstBias)) return null;
+  const sampler = createNativeSampler(sequence.model, context, { temperature: options.temperature, topK: options.topK, topP: options.topP, seed: options.seed });
+  if (!sampler) return null;
+  const model = sequence.model;
+  const shift = { size: 1, strategy: options.contextShift.strategy };
+  const afterBatch = seq._takeIntervalCheckpointIfNeededAfterBatch?.bind(sequence);
+  return (async function* () {
+    let lastBias: TokenBias | undefined;
+    let tokens = input;
+    try {
+      for (let step = 0; ; step++) {
+        // asked for before every token, as evaluate does (a forced prefix changes it per step)
+        const bias = step === 0 ? firstBias : tokenBias?.();
+        if (bias !== lastBias) {
+          const arrays = bias ? biasArrays(bias)! : { tokens: new Uint32Array(0), logits: new Float32Array(0) };
+          sampler.setBias(arrays.tokens, arrays.logits);
+          lastBias = bias;
+        }
+        const logits: boolean[] = [];
+        logits[tokens.length - 1] = true;
+        const out = await seq._decodeTokens.call(sequence, tokens, logits, PRIORITY, seq._tokenMeter, shift, (i) => sampler.sample(i), afterBatch);
+        const next = out[tokens.length - 1];
+        if (next === undefined || next < 0) throw new Error("the model gave no logits to sample the next token from");
+        if (model.isEogToken(next as Token)) return;
+        yield next as Token;
+        tokens = [next as Token];
+      }
+    } finally {
+      sampler.dispose();
+    }
+  })();
 }

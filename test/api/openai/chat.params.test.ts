@@ -2,6 +2,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type OpenAI from "openai";
 import type { TestApp } from "../../helpers/app";
 import { chatTestApp, forced } from "../../helpers/chat";
+import { ensureChatModel } from "../../../models/cache";
+import { testLlama } from "../../models/llama";
 
 let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
@@ -24,6 +26,27 @@ test("the same seed at a non-zero temperature gives the same answer; top_p is ac
   const a = await client.chat.completions.create(params as any);
   const b = await client.chat.completions.create(params as any);
   expect(a.choices[0]!.message.content).toBe(b.choices[0]!.message.content);
+});
+
+test("logit_bias reaches the end-of-turn tokens: -100 lets the answer run on to max_tokens, +100 ends it at once", async () => {
+  const llama = await testLlama();
+  const vocab = await llama.loadModel({ modelPath: await ensureChatModel("chat"), vocabOnly: true });
+  const ends = ["<|im_end|>", "<|endoftext|>"].map((t) => vocab.tokenize(t, true)[0]!);
+  expect(ends.every((id) => vocab.isEogToken(id))).toBe(true);
+  await vocab.dispose();
+  const ask = (bias?: Record<string, number>) =>
+    client.chat.completions.create({ model: "chat", max_tokens: 160, temperature: 0, messages: [{ role: "user", content: "hi" }], ...(bias ? { logit_bias: bias } : {}), ...noThink } as any);
+  // this tiny model ends its answer to "hi" by itself after ~110 tokens
+  const free = await ask();
+  expect(free.choices[0]!.finish_reason).toBe("stop");
+  expect(free.usage!.completion_tokens).toBeLessThan(160);
+  const banned = await ask(Object.fromEntries(ends.map((id) => [String(id), -100])));
+  expect(banned.choices[0]!.finish_reason).toBe("length");
+  expect(banned.usage!.completion_tokens).toBe(160);
+  expect(banned.choices[0]!.message.content!.startsWith(free.choices[0]!.message.content!)).toBe(true);
+  const forcedEnd = await ask({ [String(ends[0])]: 100 });
+  expect(forcedEnd.choices[0]!.finish_reason).toBe("stop");
+  expect(forcedEnd.choices[0]!.message.content).toBe("");
 });
 
 test("the small chat model takes a prompt larger than the chat model's window", async () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { LlamaModel } from "node-llama-cpp";
+import { LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
 import type { ChatJob, EngineEvent, EngineResult } from "../../../src/chat/job";
 import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
+import { nativeSampling } from "../../../src/engines/llama/native-sampler";
 import { plainMarkers } from "../../../src/engines/llama/plain";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
 import { createLogger } from "../../../src/log";
@@ -18,7 +19,7 @@ const PLAIN = /«plain:([\s\S]*?)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(plainLoop: boolean) {
+function engine(plainLoop: boolean, nativeSampling = true) {
   return new LlamaChatEngine({
     modelId: "chat",
     modelPath: chatPath,
@@ -31,6 +32,7 @@ function engine(plainLoop: boolean) {
     maxWaitMs: 60_000,
     logger,
     plainLoop,
+    nativeSampling,
     testTokenBias: (model: LlamaModel, job: ChatJob) => {
       const text = job.turns.findLast((t) => t.role === "user")!.text;
       const plainText = PLAIN.exec(text);
@@ -43,15 +45,18 @@ function engine(plainLoop: boolean) {
 
 let chatPath: string;
 let plain: LlamaChatEngine;
+let plainEvaluate: LlamaChatEngine;
 let viaChat: LlamaChatEngine;
 
 beforeAll(async () => {
   chatPath = await ensureChatModel("chat");
   plain = engine(true);
+  plainEvaluate = engine(true, false);
   viaChat = engine(false);
 });
 afterAll(async () => {
   await plain.unload();
+  await plainEvaluate.unload();
   await viaChat.unload();
 });
 
@@ -90,12 +95,35 @@ async function run(e: LlamaChatEngine, j: ChatJob) {
   }
 }
 
+/** The plain loop, sampling through the llama addon and through node-llama-cpp, against LlamaChat. */
 async function same(j: ChatJob) {
   const a = await run(plain, j);
   const b = await run(viaChat, j);
   expect(a).toEqual(b);
+  expect(await run(plainEvaluate, j)).toEqual(b);
   return a;
 }
+
+test("the llama addon samples (install.sh builds it): plain requests do not go through sequence.evaluate", async () => {
+  expect(nativeSampling()).toBe(true);
+  const proto = LlamaContextSequence.prototype as unknown as { evaluate: (...a: unknown[]) => unknown };
+  const original = proto.evaluate;
+  let calls = 0;
+  proto.evaluate = function (this: unknown, ...a: unknown[]) {
+    calls++;
+    return original.apply(this, a);
+  };
+  try {
+    await run(plain, job("Tell me about tunnels.", { maxTokens: 4 }));
+    expect(calls).toBe(0);
+    await run(plainEvaluate, job("Tell me about tunnels.", { maxTokens: 4 }));
+    expect(calls).toBe(1);
+    // the same request through LlamaChat too: the three engines' slot caches stay alike for the tests below
+    await run(viaChat, job("Tell me about tunnels.", { maxTokens: 4 }));
+  } finally {
+    proto.evaluate = original;
+  }
+});
 
 describe("the plain loop says what LlamaChat says", () => {
   test("free text to max_tokens", async () => {
@@ -155,6 +183,23 @@ describe("the plain loop says what LlamaChat says", () => {
 
   test("seeded sampling and logit_bias", async () => {
     await same(job("Once upon a time", { sampling: { temperature: 0.9, topK: 20, topP: 0.9, seed: 7, logitBias: new Map([[300, 5]]) } }));
+  });
+
+  test("seeded sampling with the default top_k and top_p, with top_p 1 and top_k 0, and a seed past 2^32", async () => {
+    await same(job("Once upon a time", { sampling: { temperature: 1.2, seed: 99 } }));
+    await same(job("Once upon a time", { sampling: { temperature: 0.7, topP: 1, topK: 0, seed: 3 } }));
+    await same(job("Once upon a time", { sampling: { temperature: 0.7, seed: 2 ** 32 + 5 } }));
+  });
+
+  test("end-of-turn tokens banned by logit_bias: the answer runs on to max_tokens", async () => {
+    const { testLlama } = await import("../../models/llama");
+    const vocab = await (await testLlama()).loadModel({ modelPath: chatPath, vocabOnly: true });
+    const ends = ["<|im_end|>", "<|endoftext|>"].map((t) => vocab.tokenize(t, true)[0]!);
+    await vocab.dispose();
+    const free = await same(job("hi", { maxTokens: 160 }));
+    expect(free.result.finishReason).toBe("stop"); // ends by itself after ~110 tokens
+    const banned = await same(job("hi", { maxTokens: 160, sampling: { temperature: 0, logitBias: new Map(ends.map((id) => [id, -100])) } }));
+    expect(banned.result).toMatchObject({ finishReason: "length", completionTokens: 160 });
   });
 
   test("a prompt already in the slot's cache", async () => {

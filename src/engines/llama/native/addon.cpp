@@ -2,6 +2,7 @@
 // node-llama-cpp's llama_model / llama_context (nlc.h) and adds what node-llama-cpp lacks:
 //   image input through llama.cpp's multimodal library (mtmd-addon.cpp)
 //   a persistent CPU threadpool per context (threadpool.cpp)
+//   token sampling on the calling thread for the plain generation loop (sampler.cpp)
 // Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
 // (CMakeLists.txt, build.ts), so the process has one llama.cpp.
 
@@ -13,6 +14,7 @@ namespace {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
     init_mtmd(env, exports);
     init_threadpool(env, exports);
+    init_sampler(env, exports);
     return exports;
 }
 }  // namespace
