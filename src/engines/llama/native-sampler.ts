@@ -23,11 +23,41 @@ export interface NativeSampler {
 
 interface Addon {
   createSampler(model: unknown, context: unknown, config: SamplerConfig): NativeSampler;
+  sampleMany(samplers: NativeSampler[], batchLogitIndexes: Int32Array): Int32Array;
 }
 
 /** Whether the built addon samples (an older build does not: ./install.sh rebuilds it). */
 export function nativeSampling(): boolean {
-  return typeof llamaAddon<Partial<Addon>>()?.createSampler === "function";
+  const addon = llamaAddon<Partial<Addon>>();
+  return typeof addon?.createSampler === "function" && typeof addon.sampleMany === "function";
+}
+
+let pending: { sampler: NativeSampler; index: number; done: (token: number) => void; fail: (e: unknown) => void }[] = [];
+
+/**
+ * The next token of `sampler`'s sequence, sampled together with every other call made in the same
+ * tick: node-llama-cpp asks for the tokens of one decode step's sequences one after another,
+ * synchronously, so a step's samples go to the addon in one call, which spreads them over
+ * threads when the vocabulary makes them costly (sampler.cpp).
+ */
+export function sampleInStep(sampler: NativeSampler, batchLogitIndex: number): Promise<number> {
+  return new Promise((done, fail) => {
+    if (pending.push({ sampler, index: batchLogitIndex, done, fail }) === 1) queueMicrotask(flush);
+  });
+}
+
+function flush(): void {
+  const batch = pending;
+  pending = [];
+  try {
+    const tokens = llamaAddon<Addon>()!.sampleMany(
+      batch.map((p) => p.sampler),
+      Int32Array.from(batch, (p) => p.index),
+    );
+    batch.forEach((p, i) => p.done(tokens[i]!));
+  } catch (e) {
+    for (const p of batch) p.fail(e);
+  }
 }
 
 /** A sampler for one request on `context`, or null when the addon is not built or cannot sample. */

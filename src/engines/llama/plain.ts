@@ -1,7 +1,7 @@
 import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { samplerOptions } from "./generate";
-import { createNativeSampler, nativeSampling } from "./native-sampler";
+import { createNativeSampler, nativeSampling, sampleInStep } from "./native-sampler";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
 import { biasArrays } from "./token-bias";
 
@@ -124,7 +124,7 @@ interface SequenceInternals {
     evaluationPriority: number,
     tokenMeter: TokenMeter,
     contextShift: { size: number; strategy: (o: unknown) => unknown },
-    logitDataMapper: (batchLogitIndex: number) => number,
+    logitDataMapper: (batchLogitIndex: number) => number | Promise<number>,
     afterBatchAction?: (sequenceStateLength: number) => unknown,
   ): Promise<(number | undefined)[]>;
   _tokenMeter: TokenMeter;
@@ -179,7 +179,7 @@ function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input
         }
         const logits: boolean[] = [];
         logits[tokens.length - 1] = true;
-        const out = await seq._decodeTokens.call(sequence, tokens, logits, PRIORITY, seq._tokenMeter, shift, (i) => sampler.sample(i), afterBatch);
+        const out = await seq._decodeTokens.call(sequence, tokens, logits, PRIORITY, seq._tokenMeter, shift, (i) => sampleInStep(sampler, i), afterBatch);
         const next = out[tokens.length - 1];
         if (next === undefined || next < 0) throw new Error("the model gave no logits to sample the next token from");
         if (model.isEogToken(next as Token)) return;
