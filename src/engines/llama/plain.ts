@@ -1,4 +1,4 @@
-import { LlamaText, TokenMeter, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, type TokenBias } from "node-llama-cpp";
+import { LlamaText, TokenBias, TokenMeter, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { samplerOptions } from "./generate";
 import { createNativeSampler, nativeSampling, sampleInStep } from "./native-sampler";
@@ -140,6 +140,7 @@ const hasStepInternals = (sequence: LlamaContextSequence) => {
 export function nativeStepsUnavailable(sequence: LlamaContextSequence): string | null {
   if (!nativeSampling()) return "the llama addon is not built, or is an older build without sampling (./install.sh builds it)";
   if (!hasStepInternals(sequence)) return "this node-llama-cpp lacks the sequence internals the step loop drives";
+  if (!biasArrays(new TokenBias(sequence.model.tokenizer))) return "this node-llama-cpp keeps token biases where the step loop cannot read them";
   return null;
 }
 
@@ -157,9 +158,6 @@ function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input
   if (!hasStepInternals(sequence)) return null;
   const seq = sequence as unknown as SequenceInternals;
   const options = samplerOptions(job);
-  // a bias that cannot be read as arrays is left to evaluate (checked before a sampler is made)
-  const firstBias = tokenBias?.();
-  if (firstBias && !biasArrays(firstBias)) return null;
   const sampler = createNativeSampler(sequence.model, context, { temperature: options.temperature, topK: options.topK, topP: options.topP, seed: options.seed });
   if (!sampler) return null;
   const model = sequence.model;
@@ -169,11 +167,11 @@ function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input
     let lastBias: TokenBias | undefined;
     let tokens = input;
     try {
-      for (let step = 0; ; step++) {
+      for (;;) {
         // asked for before every token, as evaluate does (a forced prefix changes it per step)
-        const bias = step === 0 ? firstBias : tokenBias?.();
+        const bias = tokenBias?.();
         if (bias !== lastBias) {
-          const arrays = bias ? biasArrays(bias)! : { tokens: new Uint32Array(0), logits: new Float32Array(0) };
+          const arrays = (bias && biasArrays(bias)) || { tokens: new Uint32Array(0), logits: new Float32Array(0) };
           sampler.setBias(arrays.tokens, arrays.logits);
           lastBias = bias;
         }
