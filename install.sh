@@ -2,9 +2,9 @@
 # Installs the appliance from this checkout:
 #   - Bun from the npm registry when no bun is on PATH (nothing is fetched from outside the registry)
 #   - the project's dependencies (bun install, from the lockfile)
-#   - the appliance's llama.cpp addon: image input (llama.cpp's tools/mtmd) and a persistent CPU
-#     threadpool for chat, from the source node-llama-cpp ships, built with cmake and a C++
-#     compiler; --no-vision skips it (then no image input, and chat decodes without the threadpool)
+#   - the appliance's llama.cpp addon: image input (llama.cpp's tools/mtmd), a persistent CPU
+#     threadpool and token sampling for chat, from the source node-llama-cpp ships, built with cmake
+#     and a C++ compiler; --no-vision skips it (then no image input, and chat runs without both)
 #   - the executable (`bun run build`: dist/appliance + dist/lib) installed under
 #     PREFIX/lib/appliance/current, `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
 #   - a default config (~/.config/appliance/config.toml) and data dir, and with --systemd a unit
@@ -25,7 +25,7 @@ usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--system
   --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance (the executable,
                  with its lib/ in DIR/lib/appliance/current), DIR/bin/bun
   --no-vision    do not build the llama addon (vision models then refuse to load, and chat
-                 runs without its persistent CPU threadpool: slower on small machines)
+                 runs without its CPU threadpool and native sampling: slower on small machines)
   --cuda         ship node-llama-cpp's CUDA backends (default: only when an NVIDIA GPU is present)
   --cpu-only     ship the CPU backends only
   --systemd      write a systemd unit (user unit; system unit when run as root)
@@ -76,13 +76,13 @@ fi
 say "installing dependencies"
 (cd "$CHECKOUT" && "$BUN" install --frozen-lockfile) || die "bun install failed"
 
-# 2b. The llama addon (image input, CPU threadpool), linked against node-llama-cpp's own libraries
+# 2b. The llama addon (image input, CPU threadpool, sampling), linked against node-llama-cpp's own libraries
 #     (a few minutes the first time; skipped when already built).
 if [ "$VISION" = 1 ]; then
   missing=""
   for tool in cmake git c++; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
   [ -z "$missing" ] || die "building the llama addon needs:$missing (Debian: apt install cmake g++ git); or run with --no-vision"
-  say "building the llama addon (image input, CPU threadpool)"
+  say "building the llama addon (image input, CPU threadpool, sampling)"
   (cd "$CHECKOUT" && "$BUN" src/engines/llama/native/build.ts) || die "the llama addon did not build (see above); --no-vision skips it"
 fi
 

@@ -42,7 +42,7 @@ function shipLibs(lib: string, o: { cpuOnly: boolean }, log: (l: string) => void
   copy(join(NM, ort), join(lib, ort));
   const addon = builtAddon();
   if (addon) copy(addon, join(lib, ADDON_FILE));
-  else log("lib: the llama addon is not built (./install.sh builds it): vision models will not load from this executable and chat runs without a persistent CPU threadpool");
+  else log("lib: the llama addon is not built (./install.sh builds it): vision models will not load from this executable and chat runs without its CPU threadpool and native sampling");
 }
 
 export async function buildExecutable(o: { out?: string; cpuOnly?: boolean; log?: (l: string) => void } = {}): Promise<string> {

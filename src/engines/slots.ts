@@ -104,14 +104,14 @@ export class SlotPool<S extends PoolSlot> {
     const margin = this.opts.adjacency?.margin;
     const free = new Set(this.free.map((f) => f.slot));
     const busy = (at: number) => at >= 0 && at < this.slots.length && !free.has(this.slots[at]!);
-    const beside = (i: number) => {
+    const beside = this.free.map((f, i) => {
       if (margin === undefined || prefixes[i]! < longest - margin) return false;
-      const at = this.slots.indexOf(this.free[i]!.slot);
+      const at = this.slots.indexOf(f.slot);
       return busy(at - 1) || busy(at + 1);
-    };
+    });
     // beside a busy slot first (within the margin), then the longest prefix, then least recently used
     const better = (i: number, j: number) => {
-      if (beside(i) !== beside(j)) return beside(i);
+      if (beside[i] !== beside[j]) return beside[i]!;
       if (prefixes[i] !== prefixes[j]) return prefixes[i]! > prefixes[j]!;
       return this.free[i]!.usedAt < this.free[j]!.usedAt;
     };

@@ -399,8 +399,8 @@ export class LlamaChatEngine implements ChatEngine {
       if (userBias) for (const [id, v] of userBias) setBias(model, bias, id as Token, v <= -100 ? -Infinity : v);
       return bias;
     };
-    // node-llama-cpp asks for the bias before every token: the caller's part is built once (each
-    // set() goes through the tokenizer), a forced prefix adds one token per step on a copy.
+    // node-llama-cpp asks for the bias before every token: the caller's part is built once, a
+    // forced prefix adds one token per step on a copy.
     const user = withUser();
     let step = 0;
     return () => {

@@ -188,7 +188,8 @@ export class DecodeGate {
   /** Goes when every generating sequence not held back has arrived; else waits, at most stepWaitMs. */
   private stepReady(): void {
     if (this.arrived.length === 0) return;
-    const missing = [...this.stepping].filter((id) => !this.held.has(id) && !this.arrived.some((a) => a.id === id));
+    const arrived = new Set(this.arrived.map((a) => a.id));
+    const missing = [...this.stepping].filter((id) => !this.held.has(id) && !arrived.has(id));
     if (missing.length > 0) {
       // One still in the step in flight comes when it ends (waiting for it costs nothing: that
       // step holds the context); only one that is out of it and late is waited for at most stepWaitMs.

@@ -1,28 +1,26 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
 import { llamaAddon } from "./native/addon-path";
 
-// Token sampling on the JavaScript thread through the appliance's llama addon (native/sampler.cpp),
-// for the plain generation loop: llama.cpp's sampler chain built once per request, a few
-// microseconds per token, instead of node-llama-cpp's per-token configuration and async worker.
+// Token sampling through the appliance's llama addon (native/sampler.cpp), for the plain generation
+// loop: llama.cpp's sampler chain built once per request, and a decode step's sequences sampled in
+// one call, instead of node-llama-cpp's per-token configuration and an async worker per token.
 
 export interface SamplerConfig {
   temperature: number;
   topK?: number;
   topP?: number;
-  minP?: number;
   seed?: number;
 }
 
 export interface NativeSampler {
   /** Replaces the logit bias (token -> logit added; -Infinity: never). */
   setBias(tokens: Uint32Array, logits: Float32Array): void;
-  /** The next token from the logits at `batchLogitIndex` of the last decode step; -1 if there are none. */
-  sample(batchLogitIndex: number): number;
   dispose(): void;
 }
 
 interface Addon {
   createSampler(model: unknown, context: unknown, config: SamplerConfig): NativeSampler;
+  /** Each sampler's next token from the logits at its batch logit index of the last decode step; -1: none, or a disposed sampler. */
   sampleMany(samplers: NativeSampler[], batchLogitIndexes: Int32Array): Int32Array;
 }
 
@@ -46,11 +44,16 @@ export function sampleInStep(sampler: NativeSampler, batchLogitIndex: number): P
   });
 }
 
+/** The next tokens of `samplers`' sequences, from the logits at `batchLogitIndexes` (-1 each: none, or a disposed sampler). */
+export function sampleMany(samplers: NativeSampler[], batchLogitIndexes: Int32Array): Int32Array {
+  return llamaAddon<Addon>()!.sampleMany(samplers, batchLogitIndexes);
+}
+
 function flush(): void {
   const batch = pending;
   pending = [];
   try {
-    const tokens = llamaAddon<Addon>()!.sampleMany(
+    const tokens = sampleMany(
       batch.map((p) => p.sampler),
       Int32Array.from(batch, (p) => p.index),
     );

@@ -47,11 +47,6 @@ export class OutputScanner {
     this.inside = [...mark(o.thought?.close, "close"), ...stops];
   }
 
-  /** Inside a thought now. */
-  get inThought(): boolean {
-    return this.thinking;
-  }
-
   get stop(): ScanStop | null {
     return this.stopped;
   }

@@ -65,7 +65,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
   // Align the sequence's cache with the prompt; at least one token is evaluated for the logits.
   await sequence.adaptStateToTokens(prompt.slice(0, -1) as Token[], false);
   const input = prompt.slice(sequence.nextTokenIndex) as Token[];
-  const evaluated = (req: PlainRequest) => req.sequence.evaluate(input, { ...samplerOptions(job), tokenBias: req.tokenBias });
+  const evaluate = () => sequence.evaluate(input, { ...samplerOptions(job), tokenBias: r.tokenBias });
   const scanner = new OutputScanner({ stops: job.stop, templateStops: r.markers.templateStops, thought: r.markers.thought });
   let generated = 0;
   let pending: Token[] = [];
@@ -74,7 +74,7 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     for (const e of events) r.onEvent(e);
   };
   let finish: "stop" | "length" = "stop";
-  const tokens = r.context ? stepTokens(r.context, sequence, input, job, r.tokenBias) ?? evaluated(r) : evaluated(r);
+  const tokens = (r.context && stepTokens(r.context, sequence, input, job, r.tokenBias)) || evaluate();
   try {
     for await (const token of tokens) {
       generated++;

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import { createNativeSampler, sampleInStep, type NativeSampler, type SamplerConfig } from "../../../src/engines/llama/native-sampler";
-import { llamaAddon } from "../../../src/engines/llama/native/addon-path";
+import { createNativeSampler, sampleInStep, sampleMany, type NativeSampler, type SamplerConfig } from "../../../src/engines/llama/native-sampler";
 import { THREADS, testLlama } from "../../models/llama";
 
 // The llama addon's sampler (native/sampler.cpp) on the real engine and the tiny generated chat
@@ -34,27 +33,29 @@ function sampler(config: SamplerConfig): NativeSampler {
   return s;
 }
 afterAll(() => made.forEach((s) => s.dispose()));
+/** One sampler's next token from the logits at `index`. */
+const one = (s: NativeSampler, index = -1) => sampleMany([s], Int32Array.of(index))[0]!;
 
 test("greedy picks the token node-llama-cpp picked from the same logits", () => {
-  expect(sampler({ temperature: 0 }).sample(-1)).toBe(greedyToken);
+  expect(one(sampler({ temperature: 0 }))).toBe(greedyToken);
 });
 
 test("a logit bias of -Infinity rules the greedy pick out; +100 forces a token; a new bias replaces the old", () => {
   const s = sampler({ temperature: 0 });
   s.setBias(Uint32Array.of(greedyToken), Float32Array.of(-Infinity));
-  const second = s.sample(-1);
+  const second = one(s);
   expect(second).not.toBe(greedyToken);
   expect(second).toBeGreaterThanOrEqual(0);
   s.setBias(Uint32Array.of(7), Float32Array.of(100));
-  expect(s.sample(-1)).toBe(7);
+  expect(one(s)).toBe(7);
   s.setBias(new Uint32Array(0), new Float32Array(0));
-  expect(s.sample(-1)).toBe(greedyToken);
+  expect(one(s)).toBe(greedyToken);
 });
 
 test("a seed gives the same draws every time; different seeds differ somewhere", () => {
   const draws = (seed: number) => {
     const s = sampler({ temperature: 1.5, topK: 0, topP: 1, seed });
-    return Array.from({ length: 20 }, () => s.sample(-1));
+    return Array.from({ length: 20 }, () => one(s));
   };
   expect(draws(5)).toEqual(draws(5));
   expect(draws(5)).not.toEqual(draws(6));
@@ -65,8 +66,8 @@ test("sampleMany over threads (a step's worth of work above the threshold) draws
   const n = 1000;
   const config = (i: number): SamplerConfig => ({ temperature: 1.2, topK: 50, topP: 0.9, seed: i + 1 });
   const many = Array.from({ length: n }, (_, i) => sampler(config(i)));
-  const together = Array.from(llamaAddon<{ sampleMany: (s: NativeSampler[], i: Int32Array) => Int32Array }>()!.sampleMany(many, new Int32Array(n).fill(-1)));
-  const alone = Array.from({ length: n }, (_, i) => sampler(config(i)).sample(-1));
+  const together = Array.from(sampleMany(many, new Int32Array(n).fill(-1)));
+  const alone = Array.from({ length: n }, (_, i) => one(sampler(config(i))));
   expect(together).toEqual(alone);
   expect(new Set(together).size).toBeGreaterThan(5);
 });
@@ -82,9 +83,10 @@ test("bad input is refused: a token outside the vocabulary, mismatched lengths, 
   const s = sampler({ temperature: 0 });
   expect(() => s.setBias(Uint32Array.of(1 << 30), Float32Array.of(1))).toThrow(/outside the vocabulary/);
   expect(() => s.setBias(Uint32Array.of(1, 2), Float32Array.of(1))).toThrow(/as many logits as tokens/);
-  expect(s.sample(12345)).toBe(-1);
+  expect(one(s, 12345)).toBe(-1);
   s.dispose();
-  expect(() => s.sample(-1)).toThrow(/disposed/);
+  expect(() => s.setBias(new Uint32Array(0), new Float32Array(0))).toThrow(/disposed/);
+  expect(one(s)).toBe(-1);
   // in a step, a disposed sampler gets -1 and the others of the step their tokens
   const live = sampler({ temperature: 0 });
   expect(await Promise.all([sampleInStep(s, -1), sampleInStep(live, -1)])).toEqual([-1, greedyToken]);

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 
 // Where the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
-// the CPU threadpool) is built and found. The folder name carries the llama.cpp release
+// the CPU threadpool, token sampling) is built and found. The folder name carries the llama.cpp release
 // node-llama-cpp ships and a hash of the addon's own sources, so a new node-llama-cpp or a changed
 // binding is rebuilt instead of loaded stale. (The parent folder keeps its first name, mtmd: the
 // extracted llama.cpp source and the shared build tree live there, and the llama-server bench

@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 // Builds the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
-// and the persistent CPU threadpool) from the source node-llama-cpp ships (its git bundle),
+// the persistent CPU threadpool, token sampling) from the source node-llama-cpp ships (its git bundle),
 // linked against node-llama-cpp's prebuilt shared libraries. Needs cmake, a C++17 compiler, git
 // and Node's N-API headers. Run by install.sh; idempotent.
 //   bun src/engines/llama/native/build.ts [--force]

@@ -1,12 +1,12 @@
 // Token sampling for the plain generation loop (src/engines/llama/plain.ts):
-//   createSampler(model, context, { temperature, topK, topP, minP, seed }) ->
-//     { setBias(tokens: Uint32Array, logits: Float32Array), sample(batchLogitIndex) -> token | -1, dispose() }
+//   createSampler(model, context, { temperature, topK, topP, seed }) ->
+//     { setBias(tokens: Uint32Array, logits: Float32Array), dispose() }
 //   sampleMany(samplers, batchLogitIndexes: Int32Array) -> Int32Array (token, or -1: no logits or a disposed sampler)
 // node-llama-cpp samples each sequence's next token in an async worker after every decode step,
 // rebuilding and re-applying its sampler configuration in JavaScript first; with eight streams that
 // took ~1.9 ms between steps of ~30 ms on a 2-core box (issue "chat throughput"). This builds
 // llama.cpp's sampler chain once per request, in the order node-llama-cpp's AddonSampler builds its
-// own (logit bias, then greedy, or top-k, top-p, min-p, temperature and a seeded distribution), so
+// own (logit bias, then greedy, or top-k, top-p, temperature and a seeded distribution), so
 // a seeded request draws the same tokens either way. The logit bias is kept apart from the chain
 // so it can change between steps.
 //
@@ -132,20 +132,6 @@ Napi::Value SetBias(const Napi::CallbackInfo & info) {
     return env.Undefined();
 }
 
-Napi::Value Sample(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
-    auto * s = static_cast<Sampler *>(info.Data());
-    if (!s->chain) {
-        Napi::Error::New(env, "the sampler is disposed").ThrowAsJavaScriptException();
-        return env.Undefined();
-    }
-    if (!info[0].IsNumber()) {
-        Napi::TypeError::New(env, "sample(batchLogitIndex)").ThrowAsJavaScriptException();
-        return env.Undefined();
-    }
-    return Napi::Number::New(env, sample_row(s, row_of(s->ctx, s->vocab, info[0].As<Napi::Number>().Int32Value())));
-}
-
 Napi::Value SampleMany(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (!info[0].IsArray() || !info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
@@ -197,7 +183,7 @@ Napi::Value CreateSampler(const Napi::CallbackInfo & info) {
     llama_model * model = model_of(env, info[0]);
     llama_context * lctx = model ? context_of(env, info[1], model) : nullptr;
     if (!lctx || !info[2].IsObject()) {
-        Napi::TypeError::New(env, "createSampler(model, context of that model, { temperature, topK, topP, minP, seed })").ThrowAsJavaScriptException();
+        Napi::TypeError::New(env, "createSampler(model, context of that model, { temperature, topK, topP, seed })").ThrowAsJavaScriptException();
         return env.Null();
     }
     Napi::Object cfg = info[2].As<Napi::Object>();
@@ -205,7 +191,6 @@ Napi::Value CreateSampler(const Napi::CallbackInfo & info) {
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const float temperature = number_or(cfg, "temperature", 0.0f);
     const float top_p = number_or(cfg, "topP", 0.95f);
-    const float min_p = number_or(cfg, "minP", 0.0f);
     const int32_t top_k = (int32_t) number_or(cfg, "topK", 40.0f);
     Napi::Value seed_v = cfg.Get("seed");
     const uint32_t seed = seed_v.IsNumber() ? seed_v.As<Napi::Number>().Uint32Value() : (uint32_t) time(nullptr);
@@ -216,9 +201,8 @@ Napi::Value CreateSampler(const Napi::CallbackInfo & info) {
         llama_sampler_chain_add(s->chain, llama_sampler_init_greedy());
     } else {
         llama_sampler_chain_add(s->chain, llama_sampler_init_top_k(top_k <= 0 ? n_vocab : std::min(top_k, n_vocab)));
-        // node-llama-cpp leaves top-p out at 1 (a no-op either way) and min-p at 0
+        // node-llama-cpp leaves top-p out at 1 (a no-op either way); min-p (0) is never asked for
         if (top_p >= 0.0f && top_p < 1.0f) llama_sampler_chain_add(s->chain, llama_sampler_init_top_p(top_p, 1));
-        if (min_p > 0.0f) llama_sampler_chain_add(s->chain, llama_sampler_init_min_p(min_p, 1));
         llama_sampler_chain_add(s->chain, llama_sampler_init_temp(temperature));
         llama_sampler_chain_add(s->chain, llama_sampler_init_dist(seed));
     }
@@ -226,7 +210,6 @@ Napi::Value CreateSampler(const Napi::CallbackInfo & info) {
     Napi::Object handle = Napi::Object::New(env);
     handle.Set("native", Napi::External<Sampler>::New(env, s));
     handle.Set("setBias", Napi::Function::New(env, SetBias, "setBias", s));
-    handle.Set("sample", Napi::Function::New(env, Sample, "sample", s));
     handle.Set("dispose", Napi::Function::New(env, Dispose, "dispose", s));
     // the handle owns the Sampler (the External and the functions only point at it)
     handle.AddFinalizer([](Napi::Env, Sampler * p) {
