@@ -1,6 +1,7 @@
 import type { Config } from "../config";
 import type { Device } from "../engines/llama/runtime";
 import type { ModelKind } from "../engines/manifest";
+import { THREADPOOL_POLL } from "../engines/llama/threadpool";
 import { fail, ok, plural, warn, type Check, type Probes } from "./check";
 import { driverCudaMajor, has, providerHint, type CudaFacts, type GpuFacts } from "./gpu";
 
@@ -128,8 +129,8 @@ export function checkChatDecoding(addon: ReturnType<Probes["addon"]>, served: Se
   const name = "chat decoding";
   const chat = served.filter((m) => m.kind === "chat");
   const batches = [...new Set(chat.map((m) => m.batchSize ?? DEFAULT_CHAT_BATCH))].join("/");
-  const steps = `steps of all generating slots together, flash attention on GPU layers only${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
-  if (addon.path) return ok(name, `persistent CPU threadpool and token sampling (llama addon); ${steps}`);
+  const steps = `steps of all generating slots together, flash attention where the device has it (llama.cpp's "auto")${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
+  if (addon.path) return ok(name, `persistent CPU threadpool (idle workers poll at ${THREADPOOL_POLL} before sleeping) and token sampling (llama addon); ${steps}`);
   const detail = `no persistent CPU threadpool or native token sampling: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
   const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again and every token is sampled in an async worker, slower where cores are few";
   return chat.length ? warn(name, detail, hint) : ok(name, detail);

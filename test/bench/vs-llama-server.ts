@@ -20,6 +20,9 @@ import { readSseEvents } from "./sse-client";
 // BENCH_STREAMS=8 (or "1,8") measures some stream counts only; the targets need 1 and 8
 const STREAMS = (process.env.BENCH_STREAMS ?? "1,2,4,8").split(",").map(Number);
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+// BENCH_LLAMA_SERVER_ARGS="-fa off" adds arguments to llama-server's command line (to compare one
+// of its settings)
+const EXTRA_ARGS = (process.env.BENCH_LLAMA_SERVER_ARGS ?? "").split(" ").filter(Boolean);
 const MAX_TOKENS = 64;
 const PROMPT =
   "You are reviewing the design of a small bridge over a river. " +
@@ -111,7 +114,7 @@ export async function benchVsLlamaServer() {
     if (!oursOnly) {
       const port = ++nextPort;
       // the same 8 × 512 tokens of context as ours
-      children.push(Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * 512), "--port", String(port), "--host", "127.0.0.1", "--no-webui"], {
+      children.push(Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * 512), "--port", String(port), "--host", "127.0.0.1", "--no-webui", ...EXTRA_ARGS], {
         stdout: "ignore",
         stderr: Bun.file(log),
       }));

@@ -237,7 +237,7 @@ describe("image input and threads", () => {
     expect(checkChatDecoding({ path: "/a.node" }, chat)).toEqual({
       name: "chat decoding",
       status: "ok",
-      detail: "persistent CPU threadpool and token sampling (llama addon); steps of all generating slots together, flash attention on GPU layers only; prompt batches of 512 tokens (models' batch_size)",
+      detail: "persistent CPU threadpool (idle workers poll at 10 before sleeping) and token sampling (llama addon); steps of all generating slots together, flash attention where the device has it (llama.cpp's \"auto\"); prompt batches of 512 tokens (models' batch_size)",
     });
     const without = checkChatDecoding({ path: null }, chat);
     expect(without.status).toBe("warn");

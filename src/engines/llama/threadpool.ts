@@ -7,12 +7,15 @@ import { llamaAddon } from "./native/addon-path";
 // 8 ms or 23 ms by turns; with the pool, 7.5-9 ms every time).
 
 /**
- * How long idle workers poll for the next step before they sleep (ggml's 0-100 scale). 0: at
- * once, so between steps the JavaScript thread, which samples, streams and queues the next step,
- * has the core to itself (on 2 cores 0 and 50 measured the same; 0 costs nothing where cores are
- * few).
+ * How long idle workers poll for the next step before they sleep (ggml's 0-100 scale: 10 is 1.3M
+ * pause instructions, ~70 ms on an Intel core, less on AMD). Long enough to bridge the gap between
+ * decode steps (the JavaScript thread's ~0.5-1.5 ms of sampling, streaming and queueing), so a step
+ * starts without waking its workers; short enough that an idle server stops spinning at once.
+ * With 0 (sleep at once), 8 streams on the dev box prefilled ~7% slower than llama-server, which
+ * polls at 50 (its default); at 50, level (paired runs, issue "chat throughput"). On 2 cores with 2
+ * threads only the pool's one worker polls: the thread that ran the step is not in the pool.
  */
-const POLL = 0;
+export const THREADPOOL_POLL = 10;
 
 export interface Threadpool {
   /** Detaches the pool from its context and frees it: before the context is disposed. */
@@ -31,7 +34,7 @@ export function attachThreadpool(model: LlamaModel, context: LlamaContext, threa
     if (typeof addon.attachThreadpool !== "function") return { reason: "the llama addon has no attachThreadpool (an older build: run ./install.sh)" };
     const nativeModel = (model as unknown as { _model?: unknown })._model;
     const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
-    return { pool: addon.attachThreadpool(nativeModel, nativeContext, threads, POLL) };
+    return { pool: addon.attachThreadpool(nativeModel, nativeContext, threads, THREADPOOL_POLL) };
   } catch (e) {
     return { reason: (e as Error).message };
   }

@@ -155,7 +155,8 @@ Napi::Value SampleMany(const Napi::CallbackInfo & info) {
         work += rows[k].n;
     }
     auto out = Napi::Int32Array::New(env, n);
-    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    // asked once: libstdc++ reads /sys (a file open and read) on every call, ~50 us a step
+    static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
     const size_t threads = std::min({n, cores, std::max<size_t>(1, work / WORK_PER_THREAD)});
     if (threads <= 1) {
         for (size_t k = 0; k < n; k++) out[k] = sample_row(samplers[k], rows[k]);
