@@ -32,7 +32,6 @@ struct Sampler {
     const llama_vocab * vocab = nullptr;
     llama_sampler * bias = nullptr;   // logit bias, applied first; null when none
     llama_sampler * chain = nullptr;  // the rest
-    std::vector<llama_logit_bias> biases;
 
     void free_all() {
         if (bias) llama_sampler_free(bias);
@@ -126,9 +125,9 @@ Napi::Value SetBias(const Napi::CallbackInfo & info) {
         }
         biases.push_back(llama_logit_bias{(llama_token) tokens[i], logits[i]});
     }
-    s->biases = std::move(biases);
+    // llama.cpp copies the list into the sampler
     if (s->bias) llama_sampler_free(s->bias);
-    s->bias = s->biases.empty() ? nullptr : llama_sampler_init_logit_bias(n_vocab, (int32_t) s->biases.size(), s->biases.data());
+    s->bias = biases.empty() ? nullptr : llama_sampler_init_logit_bias(n_vocab, (int32_t) biases.size(), biases.data());
     return env.Undefined();
 }
 
