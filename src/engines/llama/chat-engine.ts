@@ -24,6 +24,7 @@ import { batchOrder, DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
 import { generatePlain, nativeStepsUnavailable, plainMarkers, type PlainMarkers } from "./plain";
 import { attachThreadpool, type Threadpool } from "./threadpool";
+import { StepLoop, stepLoopUnavailable } from "./step-loop";
 import { setBias } from "./token-bias";
 import { toGrammarSchema } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
@@ -55,6 +56,8 @@ export interface LlamaChatEngineOptions {
   plainLoop?: boolean;
   /** The plain loop samples through the llama addon where it is built; false: through node-llama-cpp (tests compare both). */
   nativeSampling?: boolean;
+  /** Natively sampled plain requests decode in the step loop; false: through node-llama-cpp's queue (tests compare both). */
+  stepLoop?: boolean;
 }
 
 interface Loaded {
@@ -74,6 +77,8 @@ interface Loaded {
   threadpool: Threadpool | null;
   /** Plain requests sample through the llama addon (plain.ts); false when it cannot (logged at load). */
   nativeSteps: boolean;
+  /** Decodes plain requests' steps (step-loop.ts); null where it cannot (logged at load). */
+  loop: StepLoop | null;
 }
 
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
@@ -172,6 +177,10 @@ export class LlamaChatEngine implements ChatEngine {
       const noSteps = o.nativeSampling === false ? "turned off" : nativeStepsUnavailable(slots[0]!.sequence);
       if (noSteps && o.nativeSampling !== false)
         o.logger.warn("plain chat requests sample through node-llama-cpp: slower between decode steps", { model: o.modelId, reason: noSteps });
+      const noLoop = noSteps ?? (o.stepLoop === false ? "turned off" : stepLoopUnavailable(context, slots[0]!.sequence));
+      if (!noSteps && noLoop && o.stepLoop !== false)
+        o.logger.warn("plain chat requests decode through node-llama-cpp's batch queue: slower between decode steps", { model: o.modelId, reason: noLoop });
+      const loop = noLoop ? null : new StepLoop(context, gate);
       const resolved = resolveChatWrapper(model);
       const thinks = resolved instanceof QwenChatWrapper;
       const wrappers = thinks
@@ -196,7 +205,7 @@ export class LlamaChatEngine implements ChatEngine {
         ? await Projector.load(model, context, o.projectorPath, { useGpu: onCuda, threads: o.threads }, slots[0]!.sequence)
         : null;
       if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device: onCuda ? "cuda" : "cpu", placeholder: projector.placeholderText });
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool, nativeSteps: noSteps === null };
+      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool, nativeSteps: noSteps === null, loop };
     } catch (e) {
       threadpool?.detach();
       await model.dispose();
@@ -315,6 +324,7 @@ export class LlamaChatEngine implements ChatEngine {
                 return await generatePlain({
                   sequence,
                   ...(s.nativeSteps ? { context: s.context } : {}),
+                  ...(s.loop ? { loop: s.loop } : {}),
                   prompt: promptTokens,
                   markers: plain,
                   job,

@@ -64,6 +64,7 @@ export class DecodeGate {
   private lastLive = -Infinity; // when the last live lease ended
   private quietTimer: ReturnType<typeof setTimeout> | null = null;
   private waiters: (() => void)[] = [];
+  private readonly listeners: (() => void)[] = []; // the step loop, told of every wake
   private readonly stepping = new Set<number>(); // generating: from lease (or first decode) to idle/release
   private readonly held = new Set<number>(); // held back by rules 1-3 right now
   private readonly inFlight = new Set<number>(); // decode queued or running
@@ -169,6 +170,51 @@ export class DecodeGate {
     };
   }
 
+  // The step loop (step-loop.ts) decodes plain requests without node-llama-cpp's queue, so this
+  // wrapper never sees them; it asks these instead.
+
+  /** Calls `listener` whenever held sequences may go on (an erase or a live prompt done, a lease ended, live traffic quiet). */
+  onWake(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Whether `id` runs batch work. */
+  isBatch(id: number): boolean {
+    return this.background.has(id);
+  }
+
+  /** Whether the step loop may decode `id` now, `batchInStep` batch sequences being in its step already (rules 2 and 3). */
+  mayDecode(id: number, batchInStep: number): boolean {
+    if (!this.background.has(id)) return true;
+    if (this.prompts.size > 0) return false;
+    return this.decoding.size + batchInStep < this.opts.widthBesideLive || !this.liveAround();
+  }
+
+  /** The step loop's batch sequences `ids` started (true) or ended (false) a step: they count for rule 3. */
+  loopDecoding(ids: readonly number[], on: boolean): void {
+    if (ids.length === 0) return;
+    for (const id of ids) {
+      if (on) this.decoding.add(id);
+      else this.decoding.delete(id);
+    }
+    if (!on) this.wake();
+  }
+
+  /** `id`'s prompt was decoded by the step loop: batch work goes on (rule 2). */
+  promptDecoded(id: number): void {
+    if (this.prompts.delete(id)) this.wake();
+  }
+
+  /**
+   * The step loop waits for the context's lock: node-llama-cpp's loop, which keeps it while its
+   * sequences keep queueing steps, holds them back after the step in flight (rule 1, as for an
+   * erase). Returns the end of the wait.
+   */
+  lockWanted(): () => void {
+    this.erasing.set(LOOP, (this.erasing.get(LOOP) ?? 0) + 1);
+    return () => this.eraseDone(LOOP, false);
+  }
+
   /** Resolves when `id` may queue its next step together with the other generating sequences (rule 4). */
   private step(id: number): Promise<void> {
     // joined at the first step too: a sequence that was idle (priming images) or decodes without a lease
@@ -247,15 +293,33 @@ export class DecodeGate {
     const waiters = this.waiters;
     this.waiters = [];
     for (const w of waiters) w();
+    for (const l of this.listeners) l();
   }
 }
+
+/** The step loop's place in `erasing`: no sequence has this id. */
+const LOOP = -1;
 
 const idOf = (sequence: LlamaContextSequence) => (sequence as unknown as Internal)._sequenceId!;
 
 /**
+ * A batch of `size` tokens shared out among inputs of these lengths: the shortest take all they
+ * need, the rest split what is left (as node-llama-cpp's "maximumParallelism" does).
+ */
+export function shareOut(lengths: readonly number[], size: number): number[] {
+  const order = lengths.map((_, i) => i).sort((a, b) => lengths[a]! - lengths[b]!);
+  const amount = new Array<number>(lengths.length).fill(0);
+  let left = size;
+  order.forEach((i, k) => {
+    amount[i] = Math.min(lengths[i]!, Math.floor(left / (order.length - k)));
+    left -= amount[i]!;
+  });
+  return amount;
+}
+
+/**
  * node-llama-cpp's batch item prioritization (`batching.itemPrioritizationStrategy`) for a
- * context: the batch's tokens shared out evenly among the queued items (the shortest take all
- * they need, the rest split what is left, as node-llama-cpp's "maximumParallelism" does), and the
+ * context: the batch's tokens shared out evenly among the queued items (shareOut), and the
  * items put in sequence-id order so llama.cpp decodes them as one micro-batch (rule 4 above).
  * node-llama-cpp hands the strategy its queued decodes' items in queue order without their
  * sequence ids; `queue` returns that queue, whose entries carry them, in the same order.
@@ -264,14 +328,10 @@ export function batchOrder(queue: () => readonly { sequenceId: number }[] | unde
   return ({ items, size }): PrioritizedBatchItem[] => {
     const queued = queue();
     const ids = queued && queued.length === items.length ? queued.map((q) => q.sequenceId) : items.map((_, i) => i);
-    const order = items.map((_, i) => i).sort((a, b) => items[a]!.tokens.length - items[b]!.tokens.length);
-    const amount = new Array<number>(items.length).fill(0);
-    let left = size;
-    order.forEach((i, k) => {
-      const share = Math.floor(left / (order.length - k));
-      amount[i] = Math.min(items[i]!.tokens.length, share);
-      left -= amount[i]!;
-    });
+    const amount = shareOut(
+      items.map((i) => i.tokens.length),
+      size,
+    );
     return items
       .map((item, i) => ({ item, processAmount: amount[i]!, id: ids[i]! }))
       .filter((p) => p.processAmount > 0)

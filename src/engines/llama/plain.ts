@@ -3,6 +3,7 @@ import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { samplerOptions } from "./generate";
 import { createNativeSampler, nativeSampling, sampleInStep } from "./native-sampler";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
+import type { StepLoop } from "./step-loop";
 import { biasArrays } from "./token-bias";
 
 // The plain generation loop: a request with no tools, no response_format, no images, no repeat
@@ -12,13 +13,17 @@ import { biasArrays } from "./token-bias";
 // JavaScript between decode steps of ~20-35 ms (issue "chat throughput"). The output is the same:
 // the template's stop triggers, the caller's stop strings and the template's thought markers are
 // found in the text by OutputScanner (tests compare both loops token for token). Where the llama
-// addon is built, the tokens come from stepTokens below (decode steps driven directly, sampled
-// natively); elsewhere from `sequence.evaluate`.
+// addon is built, the tokens come from the context's step loop (step-loop.ts: decode steps driven
+// directly, sampled natively), or, for a model whose cache needs node-llama-cpp's checkpoints,
+// from stepTokens below (steps through node-llama-cpp's queue, sampled natively); elsewhere from
+// `sequence.evaluate`.
 
 export interface PlainRequest {
   sequence: LlamaContextSequence;
   /** The sequence's context: with it, tokens are sampled by the llama addon where it is built. */
   context?: LlamaContext;
+  /** The context's step loop: with it (and `context`), it decodes the tokens. */
+  loop?: StepLoop;
   /** The rendered prompt, exactly as LlamaChat would evaluate it. */
   prompt: readonly Token[];
   markers: PlainMarkers;
@@ -61,7 +66,6 @@ const MAX_PARTIAL = 4;
 export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
   const { sequence, prompt, job } = r;
   const model = sequence.model;
-  const before = sequence.tokenMeter.getState();
   // Align the sequence's cache with the prompt; at least one token is evaluated for the logits.
   await sequence.adaptStateToTokens(prompt.slice(0, -1) as Token[], false);
   const input = prompt.slice(sequence.nextTokenIndex) as Token[];
@@ -74,7 +78,9 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     for (const e of events) r.onEvent(e);
   };
   let finish: "stop" | "length" = "stop";
-  const tokens = (r.context && stepTokens(r.context, sequence, input, job, r.tokenBias)) || evaluate();
+  const tokens = (r.context && (loopTokens(r, input) || stepTokens(r.context, sequence, input, job, r.tokenBias))) || evaluate();
+  // Ended by an end-of-generation token (sampled, so counted, never shown) rather than by a break.
+  let ranOut = true;
   try {
     for await (const token of tokens) {
       generated++;
@@ -93,9 +99,13 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
       recent.push(...pending);
       if (recent.length > MAX_PARTIAL) recent.splice(0, recent.length - MAX_PARTIAL);
       pending = [];
-      if (scanner.stop || r.signal.aborted) break;
+      if (scanner.stop || r.signal.aborted) {
+        ranOut = false;
+        break;
+      }
       if (last) {
         finish = "length";
+        ranOut = false;
         break;
       }
     }
@@ -109,14 +119,28 @@ export async function generatePlain(r: PlainRequest): Promise<EngineResult> {
     finishReason: stop ? "stop" : finish,
     stopSequence: stop?.custom ? stop.stop : null,
     promptTokens: prompt.length,
-    completionTokens: TokenMeter.diff(sequence.tokenMeter, before).usedOutputTokens,
+    // every token sampled for the answer: the step loop may have decoded one more (step-loop.ts)
+    completionTokens: generated + (ranOut ? 1 : 0),
     reasoningTokens: scanner.reasoningTokens,
     cachedTokens: r.cachedTokens,
     toolCalls: [],
   };
 }
 
-/** node-llama-cpp's internals the step loop drives (LlamaContextSequence, 3.22). */
+/** The tokens from the context's step loop, sampled by the llama addon; null where either is missing. */
+function loopTokens(r: PlainRequest, input: Token[]): AsyncGenerator<Token> | null {
+  if (!r.loop || !r.context) return null;
+  const sampler = nativeSamplerFor(r.context, r.sequence, r.job);
+  if (!sampler) return null;
+  return r.loop.open({ sequence: r.sequence, input, sampler, tokenBias: r.tokenBias, maxTokens: r.maxTokens });
+}
+
+function nativeSamplerFor(context: LlamaContext, sequence: LlamaContextSequence, job: ChatJob) {
+  const o = samplerOptions(job);
+  return createNativeSampler(sequence.model, context, { temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed });
+}
+
+/** node-llama-cpp's internals stepTokens drives (LlamaContextSequence, 3.22). */
 interface SequenceInternals {
   _decodeTokens(
     tokens: Token[],
@@ -158,7 +182,7 @@ function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input
   if (!hasStepInternals(sequence)) return null;
   const seq = sequence as unknown as SequenceInternals;
   const options = samplerOptions(job);
-  const sampler = createNativeSampler(sequence.model, context, { temperature: options.temperature, topK: options.topK, topP: options.topP, seed: options.seed });
+  const sampler = nativeSamplerFor(context, sequence, job);
   if (!sampler) return null;
   const model = sequence.model;
   const shift = { size: 1, strategy: options.contextShift.strategy };

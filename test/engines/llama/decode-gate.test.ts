@@ -180,3 +180,44 @@ test("batchOrder shares a batch out evenly and puts the items in sequence-id ord
   expect(picked.map((p) => p.processAmount)).toEqual([255, 1, 1, 255]);
   expect(picked.reduce((a, p) => a + p.processAmount, 0)).toBeLessThanOrEqual(512);
 });
+
+// What the step loop (step-loop.ts) asks of the gate: it decodes outside node-llama-cpp's queue.
+
+test("while the step loop waits for the context's lock, node-llama-cpp's sequences hold their next step", async () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: Infinity, stepWaitMs: 5000 })!;
+  gate.leased(f.sequences[1]!, false);
+  const lockTaken = gate.lockWanted();
+  const step = f.decode(1);
+  await Bun.sleep(5);
+  expect(f.queued).toEqual([]);
+  lockTaken();
+  await Bun.sleep(1);
+  expect(f.queued).toEqual([1]);
+  f.finishAll();
+  await step;
+});
+
+test("the step loop's batch sequences hold for live prompts and go one at a time beside live traffic", () => {
+  const f = recordingContext();
+  const gate = DecodeGate.attach(f.context, f.sequences, { widthBesideLive: 1, quietMs: 10_000 })!;
+  let wakes = 0;
+  gate.onWake(() => wakes++);
+  gate.leased(f.sequences[0]!, true);
+  gate.leased(f.sequences[1]!, true);
+  gate.leased(f.sequences[3]!, false);
+  expect([gate.isBatch(0), gate.isBatch(3)]).toEqual([true, false]);
+  // beside live traffic: one batch sequence per step; live ones always
+  expect([gate.mayDecode(0, 0), gate.mayDecode(1, 1), gate.mayDecode(3, 1)]).toEqual([true, false, true]);
+  // a batch sequence in the step in flight counts too
+  gate.loopDecoding([1], true);
+  expect(gate.mayDecode(0, 0)).toBe(false);
+  gate.loopDecoding([1], false);
+  expect(wakes).toBe(1);
+  // a live prompt: batch sequences hold until it is decoded
+  gate.livePrompt(f.sequences[3]!);
+  expect([gate.mayDecode(0, 0), gate.mayDecode(3, 0)]).toEqual([false, true]);
+  gate.promptDecoded(3);
+  expect(wakes).toBe(2);
+  expect(gate.mayDecode(0, 0)).toBe(true);
+});

@@ -6,9 +6,11 @@ import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
 import { nativeSampling } from "../../../src/engines/llama/native-sampler";
 import { plainMarkers } from "../../../src/engines/llama/plain";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
+import { StepLoop } from "../../../src/engines/llama/step-loop";
 import { createLogger } from "../../../src/log";
 import { forceText, forceTokens } from "../../models/force";
 import { THREADS } from "../../models/llama";
+import { userJob } from "../../helpers/chat-job";
 
 // The plain generation loop (plain.ts) against LlamaChat on the real engine and the tiny generated
 // chat model: the same requests through both give the same events, finish reason and usage.
@@ -19,7 +21,7 @@ const PLAIN = /«plain:([\s\S]*?)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(plainLoop: boolean, nativeSampling = true) {
+function engine(plainLoop: boolean, nativeSampling = true, stepLoop = true) {
   return new LlamaChatEngine({
     modelId: "chat",
     modelPath: chatPath,
@@ -33,6 +35,7 @@ function engine(plainLoop: boolean, nativeSampling = true) {
     logger,
     plainLoop,
     nativeSampling,
+    stepLoop,
     testTokenBias: (model: LlamaModel, job: ChatJob) => {
       const text = job.turns.findLast((t) => t.role === "user")!.text;
       const plainText = PLAIN.exec(text);
@@ -45,38 +48,25 @@ function engine(plainLoop: boolean, nativeSampling = true) {
 
 let chatPath: string;
 let plain: LlamaChatEngine;
+let plainQueue: LlamaChatEngine;
 let plainEvaluate: LlamaChatEngine;
 let viaChat: LlamaChatEngine;
 
 beforeAll(async () => {
   chatPath = await ensureChatModel("chat");
   plain = engine(true);
+  plainQueue = engine(true, true, false);
   plainEvaluate = engine(true, false);
   viaChat = engine(false);
 });
 afterAll(async () => {
   await plain.unload();
+  await plainQueue.unload();
   await plainEvaluate.unload();
   await viaChat.unload();
 });
 
-function job(text: string, o: Partial<ChatJob> = {}): ChatJob {
-  return {
-    model: "chat",
-    turns: [{ role: "user", text, images: [] }],
-    tools: [],
-    toolChoice: "auto",
-    parallelToolCalls: true,
-    format: null,
-    thinking: false,
-    maxTokens: 24,
-    stop: [],
-    sampling: { temperature: 0 },
-    stream: true,
-    includeUsage: true,
-    ...o,
-  };
-}
+const job = (text: string, o: Partial<ChatJob> = {}) => userJob(text, { maxTokens: 24, ...o });
 
 async function run(e: LlamaChatEngine, j: ChatJob) {
   const prepared = await e.prepare(j);
@@ -95,33 +85,47 @@ async function run(e: LlamaChatEngine, j: ChatJob) {
   }
 }
 
-/** The plain loop, sampling through the llama addon and through node-llama-cpp, against LlamaChat. */
+/**
+ * The plain loop against LlamaChat: decoded by the step loop, through node-llama-cpp's queue
+ * (both sampled by the llama addon), and sampled by node-llama-cpp.
+ */
 async function same(j: ChatJob) {
   const a = await run(plain, j);
   const b = await run(viaChat, j);
   expect(a).toEqual(b);
+  expect(await run(plainQueue, j)).toEqual(b);
   expect(await run(plainEvaluate, j)).toEqual(b);
   return a;
 }
 
-test("the llama addon samples (install.sh builds it): plain requests do not go through sequence.evaluate", async () => {
+test("the llama addon samples (install.sh builds it): plain requests are decoded by the step loop, not sequence.evaluate", async () => {
   expect(nativeSampling()).toBe(true);
   const proto = LlamaContextSequence.prototype as unknown as { evaluate: (...a: unknown[]) => unknown };
   const original = proto.evaluate;
+  const loop = StepLoop.prototype as unknown as { open: (...a: unknown[]) => unknown };
+  const open = loop.open;
   let calls = 0;
+  let opened = 0;
   proto.evaluate = function (this: unknown, ...a: unknown[]) {
     calls++;
     return original.apply(this, a);
   };
+  loop.open = function (this: unknown, ...a: unknown[]) {
+    opened++;
+    return open.apply(this, a);
+  };
   try {
     await run(plain, job("Tell me about tunnels.", { maxTokens: 4 }));
-    expect(calls).toBe(0);
+    expect({ calls, opened }).toEqual({ calls: 0, opened: 1 });
+    await run(plainQueue, job("Tell me about tunnels.", { maxTokens: 4 }));
+    expect({ calls, opened }).toEqual({ calls: 0, opened: 1 });
     await run(plainEvaluate, job("Tell me about tunnels.", { maxTokens: 4 }));
-    expect(calls).toBe(1);
-    // the same request through LlamaChat too: the three engines' slot caches stay alike for the tests below
+    expect({ calls, opened }).toEqual({ calls: 1, opened: 1 });
+    // the same request through LlamaChat too: the engines' slot caches stay alike for the tests below
     await run(viaChat, job("Tell me about tunnels.", { maxTokens: 4 }));
   } finally {
     proto.evaluate = original;
+    loop.open = open;
   }
 });
 
