@@ -66,6 +66,7 @@ export class DecodeGate {
   private waiters: (() => void)[] = [];
   private readonly listeners: (() => void)[] = []; // the step loop, told of every wake
   private readonly stepping = new Set<number>(); // generating: from lease (or first decode) to idle/release
+  private readonly fresh = new Set<number>(); // leased, not decoded yet (nor idle)
   private readonly held = new Set<number>(); // held back by rules 1-3 right now
   private readonly inFlight = new Set<number>(); // decode queued or running
   private arrived: { id: number; go: () => void }[] = []; // ready for the next step
@@ -89,6 +90,7 @@ export class DecodeGate {
     const gate = new DecodeGate(opts);
     ctx._decodeTokens = async function (this: unknown, item, ...rest) {
       const id = item.sequenceId;
+      gate.fresh.delete(id);
       gate.eraseDone(id, true);
       for (;;) {
         while (gate.mustWait(id)) {
@@ -137,6 +139,7 @@ export class DecodeGate {
     // which during a long prompt step cost ~2 s (measured). The others wait for it at most
     // stepWaitMs if it is slow to start.
     this.stepping.add(id);
+    this.fresh.add(id);
   }
 
   /** `sequence`'s lease ended. */
@@ -158,6 +161,7 @@ export class DecodeGate {
   idle(sequence: LlamaContextSequence): void {
     const id = idOf(sequence);
     this.held.delete(id);
+    this.fresh.delete(id);
     if (this.stepping.delete(id)) this.stepReady();
   }
 
@@ -176,6 +180,18 @@ export class DecodeGate {
   /** Calls `listener` whenever held sequences may go on (an erase or a live prompt done, a lease ended, live traffic quiet). */
   onWake(listener: () => void): void {
     this.listeners.push(listener);
+  }
+
+  /**
+   * Whether a request took a slot and has not decoded yet: the step loop waits for it at most
+   * `stepWaitMs` before a step, so its prompt joins that step (rule 4) instead of waiting for it.
+   */
+  joining(): boolean {
+    return this.fresh.size > 0;
+  }
+
+  get stepWait(): number {
+    return this.stepWaitMs;
   }
 
   /** Whether `id` runs batch work. */

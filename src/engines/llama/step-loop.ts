@@ -209,6 +209,7 @@ export class StepLoop {
           await new Promise<void>((r) => (this.kick = r));
           continue;
         }
+        await this.awaitJoining();
         const lockWait = this.gate?.lockWanted();
         const lock = await acquireLock([this.context, "context"]);
         lockWait?.();
@@ -248,6 +249,24 @@ export class StepLoop {
     } finally {
       this.running = false;
       if (this.streams.size > 0 && [...this.streams].some((s) => !s.error)) this.poke();
+    }
+  }
+
+  /** Waits, at most the gate's step wait, for requests that took a slot to open their stream (rule 4). */
+  private async awaitJoining(): Promise<void> {
+    const gate = this.gate;
+    if (!gate?.joining()) return;
+    const until = performance.now() + gate.stepWait;
+    while (gate.joining()) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, left);
+        this.kick = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
     }
   }
 

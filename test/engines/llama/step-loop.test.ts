@@ -107,6 +107,22 @@ test("four requests at once decode in shared steps, and each says what it says a
   expect(decodes).toBeLessThanOrEqual(16 + 3);
 });
 
+test("a request that took a slot is waited for, briefly: its prompt joins the next step", async () => {
+  const [a, b] = await Promise.all(["bridges", "rivers"].map((t) => four.prepare(job(`Tell me about ${t} again.`))));
+  const { value, decodes } = await countDecodes(four, async () => {
+    const [leaseA, leaseB] = await Promise.all([a!.acquire(), b!.acquire()]);
+    const signal = new AbortController().signal;
+    const runA = leaseA.run(() => {}, signal).finally(() => leaseA.release());
+    // B starts a moment later, as a request does that is still being set up
+    await Bun.sleep(5);
+    const runB = leaseB.run(() => {}, signal).finally(() => leaseB.release());
+    return Promise.all([runA, runB]);
+  });
+  expect(value.map((r) => r.completionTokens)).toEqual([16, 16]);
+  // both prompts in the first step, then 15 steps: B's prompt alone after A's would make 17
+  expect(decodes).toBe(16);
+});
+
 test("a stop string: the token decoded ahead stays in the slot's cache, and the requests after it use the slot as they should", async () => {
   const stopped = job(`Go. «force:one two STOP three four five»`, { stop: ["STOP"], maxTokens: 12 });
   const first = await run(one, stopped);
