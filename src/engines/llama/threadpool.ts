@@ -9,7 +9,7 @@ import { llamaAddon } from "./native/addon-path";
 /**
  * How long idle workers poll for the next step before they sleep (ggml's 0-100 scale: 10 is 1.3M
  * pause instructions, ~70 ms on an Intel core, less on AMD). Long enough to bridge the gap between
- * decode steps (the JavaScript thread's ~0.5-1.5 ms of sampling, streaming and queueing), so a step
+ * decode steps (the JavaScript thread's ~0.3-1.5 ms of sampling, streaming and queueing), so a step
  * starts without waking its workers; short enough that an idle server stops spinning soon after
  * its last step. With 0 (sleep at once), 8 streams on the dev box prefilled ~7% slower than
  * llama-server, which polls at 50 (its default); at 50 level, at 10 1.02× at 8 streams (paired
