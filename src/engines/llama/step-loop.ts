@@ -88,6 +88,8 @@ class Stream {
   closed = false;
   wake: (() => void) | null = null;
   lastBias: TokenBias | undefined;
+  /** The loop's step count when it last stepped. */
+  lastStep = 0;
 
   constructor(readonly o: StepStreamOptions) {
     this.seq = o.sequence as unknown as SequenceInternals;
@@ -116,6 +118,7 @@ const EMPTY = new Uint32Array(0);
 export class StepLoop {
   private readonly streams = new Set<Stream>();
   private running = false;
+  private steps = 0;
   private kick: (() => void) | null = null;
   /** The step in flight: its streams, and when it is recorded. */
   private current: { streams: ReadonlySet<Stream>; done: Promise<void> } | null = null;
@@ -188,14 +191,20 @@ export class StepLoop {
 
   /** The streams that decode in the next step, in sequence-id order. */
   private pick(): Stream[] {
-    const ready = [...this.streams].filter((s) => s.input.length > 0 && s.queue.length === 0 && !s.error).sort((a, b) => a.id - b.id);
-    if (!this.gate) return ready;
+    const gate = this.gate;
+    const ready = [...this.streams].filter((s) => s.input.length > 0 && s.queue.length === 0 && !s.error);
+    const byId = (a: Stream, b: Stream) => a.id - b.id;
+    if (!gate) return ready.sort(byId);
+    // admitted least recently stepped first: batch streams take turns when only some may go (rule 3)
     let batch = 0;
-    return ready.filter((s) => {
-      if (!this.gate!.mayDecode(s.id, batch)) return false;
-      if (this.gate!.isBatch(s.id)) batch++;
-      return true;
-    });
+    return ready
+      .sort((a, b) => a.lastStep - b.lastStep || a.id - b.id)
+      .filter((s) => {
+        if (!gate.mayDecode(s.id, batch)) return false;
+        if (gate.isBatch(s.id)) batch++;
+        return true;
+      })
+      .sort(byId);
   }
 
   private async drive(): Promise<void> {
@@ -288,6 +297,7 @@ export class StepLoop {
       threads = handle;
       if (count != null) ctx._ctx.setThreads(count);
       ctx._ctx.initBatch(shares.reduce((a, b) => a + b, 0));
+      this.steps++;
       step.forEach((s, i) => {
         const n = shares[i]!;
         if (n === 0) return;
@@ -302,6 +312,7 @@ export class StepLoop {
         if (finishing) this.applyBias(s);
         const logits = ctx._ctx.addToBatch(s.id, s.seq._nextTokenIndex, Uint32Array.from(tokens), finishing ? Uint32Array.of(n - 1) : EMPTY);
         items.push({ stream: s, tokens, logit: finishing ? logits[0]! : -1 });
+        s.lastStep = this.steps;
       });
       const decoded = items.length ? ctx._ctx.decodeBatch() : Promise.resolve();
       const release = () => {

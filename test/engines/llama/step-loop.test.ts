@@ -123,6 +123,30 @@ test("a request that took a slot is waited for, briefly: its prompt joins the ne
   expect(decodes).toBe(16);
 });
 
+test("beside live traffic, batch requests decode one per step, taking turns", async () => {
+  const live = await (await four.prepare(job("A live request that holds its slot."))).acquire();
+  try {
+    const order: string[] = [];
+    const batch = async (label: string) => {
+      const lease = await (await four.prepare(job(`Tell me about ${label}.`, { maxTokens: 8 }))).acquire(undefined, { batch: true });
+      try {
+        return await lease.run((e) => {
+          if (e.type === "text") order.push(label);
+        }, new AbortController().signal);
+      } finally {
+        lease.release();
+      }
+    };
+    const { value, decodes } = await countDecodes(four, () => Promise.all([batch("kites"), batch("sails")]));
+    expect(value.map((r) => r.completionTokens)).toEqual([8, 8]);
+    // one at a time: 2 × 8 steps; in turns: the second does not wait for the first to finish
+    expect(decodes).toBe(16);
+    expect(order.indexOf("sails")).toBeLessThan(order.lastIndexOf("kites"));
+  } finally {
+    live.release();
+  }
+});
+
 test("a stop string: the token decoded ahead stays in the slot's cache, and the requests after it use the slot as they should", async () => {
   const stopped = job(`Go. «force:one two STOP three four five»`, { stop: ["STOP"], maxTokens: 12 });
   const first = await run(one, stopped);
