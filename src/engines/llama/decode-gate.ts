@@ -169,9 +169,7 @@ export class DecodeGate {
   livePrompt(sequence: LlamaContextSequence): () => void {
     const id = idOf(sequence);
     this.prompts.add(id);
-    return () => {
-      if (this.prompts.delete(id)) this.wake();
-    };
+    return () => this.promptDecoded(id);
   }
 
   // The step loop (step-loop.ts) decodes plain requests without node-llama-cpp's queue, so this

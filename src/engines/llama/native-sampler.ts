@@ -1,5 +1,6 @@
-import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import type { LlamaContext, LlamaModel, TokenBias } from "node-llama-cpp";
 import { llamaAddon } from "./native/addon-path";
+import { biasArrays } from "./token-bias";
 
 // Token sampling through the appliance's llama addon (native/sampler.cpp), for the plain generation
 // loop: llama.cpp's sampler chain built once per request, and a decode step's sequences sampled in
@@ -72,4 +73,18 @@ export function createNativeSampler(model: LlamaModel, context: LlamaContext, co
   // node-llama-cpp's rounding: a seed is a whole non-negative number (taken modulo 2^32 natively)
   const seed = config.seed === undefined ? undefined : Math.max(0, Math.floor(config.seed));
   return addon.createSampler(nativeModel, nativeContext, { ...config, ...(seed === undefined ? {} : { seed }) });
+}
+
+/**
+ * Gives `sampler` each bias it is handed, where it differs from the last one (node-llama-cpp asks
+ * for the bias before every token; a forced prefix changes it per token, a caller's stays).
+ */
+export function biasFollower(sampler: NativeSampler): (bias: TokenBias | undefined) => void {
+  let last: TokenBias | undefined;
+  return (bias) => {
+    if (bias === last) return;
+    const arrays = (bias && biasArrays(bias)) || { tokens: new Uint32Array(0), logits: new Float32Array(0) };
+    sampler.setBias(arrays.tokens, arrays.logits);
+    last = bias;
+  };
 }

@@ -1,7 +1,7 @@
 import { LlamaText, TokenBias, TokenMeter, type ChatWrapper, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult } from "../../chat/job";
 import { samplerOptions } from "./generate";
-import { createNativeSampler, nativeSampling, sampleInStep } from "./native-sampler";
+import { biasFollower, createNativeSampler, nativeSampling, sampleInStep } from "./native-sampler";
 import { OutputScanner, type ScannedEvent } from "./output-scanner";
 import type { StepLoop } from "./step-loop";
 import { biasArrays } from "./token-bias";
@@ -187,18 +187,13 @@ function stepTokens(context: LlamaContext, sequence: LlamaContextSequence, input
   const model = sequence.model;
   const shift = { size: 1, strategy: options.contextShift.strategy };
   const afterBatch = seq._takeIntervalCheckpointIfNeededAfterBatch?.bind(sequence);
+  const followBias = biasFollower(sampler);
   return (async function* () {
-    let lastBias: TokenBias | undefined;
     let tokens = input;
     try {
       for (;;) {
-        // asked for before every token, as evaluate does (a forced prefix changes it per step)
-        const bias = tokenBias?.();
-        if (bias !== lastBias) {
-          const arrays = (bias && biasArrays(bias)) || { tokens: new Uint32Array(0), logits: new Float32Array(0) };
-          sampler.setBias(arrays.tokens, arrays.logits);
-          lastBias = bias;
-        }
+        // asked for before every token, as evaluate does
+        followBias(tokenBias?.());
         const logits: boolean[] = [];
         logits[tokens.length - 1] = true;
         const out = await seq._decodeTokens.call(sequence, tokens, logits, PRIORITY, seq._tokenMeter, shift, (i) => sampleInStep(sampler, i), afterBatch);

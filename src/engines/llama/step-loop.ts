@@ -1,8 +1,7 @@
 import { acquireLock } from "lifecycle-utils";
 import { TokenMeter, type LlamaContext, type LlamaContextSequence, type Token, type TokenBias } from "node-llama-cpp";
 import { shareOut, type DecodeGate } from "./decode-gate";
-import { sampleMany, type NativeSampler } from "./native-sampler";
-import { biasArrays } from "./token-bias";
+import { biasFollower, sampleMany, type NativeSampler } from "./native-sampler";
 
 // The decode steps of a context's plain requests (plain.ts), driven here instead of through
 // node-llama-cpp's batch queue. Each step: every stream that has tokens to decode goes in one
@@ -45,7 +44,6 @@ interface SequenceInternals {
   _nextTokenIndex: number;
   _contextTokens: Token[];
   _tokenMeter: TokenMeter;
-  _loadedTokenPredictions: unknown[];
   needsCheckpoints: boolean;
 }
 
@@ -87,7 +85,7 @@ class Stream {
   error: unknown = null;
   closed = false;
   wake: (() => void) | null = null;
-  lastBias: TokenBias | undefined;
+  readonly followBias: (bias: TokenBias | undefined) => void;
   /** The loop's step count when it last stepped. */
   lastStep = 0;
 
@@ -95,6 +93,7 @@ class Stream {
     this.seq = o.sequence as unknown as SequenceInternals;
     this.id = this.seq._sequenceId;
     this.input = o.input;
+    this.followBias = biasFollower(o.sampler);
   }
 
   notify(): void {
@@ -309,7 +308,7 @@ export class StepLoop {
           s.notify();
           return;
         }
-        if (finishing) this.applyBias(s);
+        if (finishing) s.followBias(s.o.tokenBias?.());
         const logits = ctx._ctx.addToBatch(s.id, s.seq._nextTokenIndex, Uint32Array.from(tokens), finishing ? Uint32Array.of(n - 1) : EMPTY);
         items.push({ stream: s, tokens, logit: finishing ? logits[0]! : -1 });
         s.lastStep = this.steps;
@@ -340,17 +339,16 @@ export class StepLoop {
       }
       return [];
     }
-    for (const { stream, tokens } of items) {
+    for (const { stream, tokens, logit } of items) {
       const seq = stream.seq;
       seq._nextTokenIndex += tokens.length;
       for (const t of tokens) seq._contextTokens.push(t);
       stream.input = stream.input.length === tokens.length ? [] : stream.input.slice(tokens.length);
+      // as node-llama-cpp counts: tokens with logits are output
+      TokenMeter.useTokens(seq._tokenMeter, tokens.length - (logit >= 0 ? 1 : 0), "input");
+      if (logit >= 0) TokenMeter.useTokens(seq._tokenMeter, 1, "output");
     }
     const sampling = items.filter((i) => i.logit >= 0);
-    for (const { stream, tokens, logit } of items) {
-      TokenMeter.useTokens(stream.seq._tokenMeter, tokens.length - (logit >= 0 ? 1 : 0), "input");
-      if (logit >= 0) TokenMeter.useTokens(stream.seq._tokenMeter, 1, "output");
-    }
     if (sampling.length === 0) return [];
     let next: Int32Array;
     try {
@@ -385,14 +383,6 @@ export class StepLoop {
       out.push({ stream, token: token as Token });
     });
     return out;
-  }
-
-  private applyBias(s: Stream): void {
-    const bias = s.o.tokenBias?.();
-    if (bias === s.lastBias) return;
-    const arrays = (bias && biasArrays(bias)) || { tokens: new Uint32Array(0), logits: new Float32Array(0) };
-    s.o.sampler.setBias(arrays.tokens, arrays.logits);
-    s.lastBias = bias;
   }
 
   private deliver(deliveries: Delivery[]): void {
