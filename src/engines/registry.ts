@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
@@ -104,9 +104,22 @@ export function createRegistry(
       return engine as EngineOf[K];
     },
     chatEngine: (id: string) => registry.engine(id, "chat"),
-    /** Loads every model whose manifest says `load = "start"` and whose kind has an engine. */
+    /**
+     * Loads every model whose manifest says `load = "start"` and whose kind has an engine. A file
+     * the engine cannot read stops the start with one line naming the model and its files, not
+     * the engine library's own error and stack.
+     */
     async loadAtStart(): Promise<void> {
-      for (const m of models) if (m.load === "start" && opts.engines?.[m.kind]) await registry.engine(m.id, m.kind).load();
+      for (const [i, m] of models.entries()) {
+        if (m.load !== "start" || !opts.engines?.[m.kind]) continue;
+        try {
+          await registry.engine(m.id, m.kind).load();
+        } catch (e) {
+          const files = Object.keys(m.files).map((role) => `${role} ${file(m, role)}`).join(", ");
+          const why = e instanceof Error ? e.message : String(e);
+          throw new ConfigError(`models[${i}] "${m.id}": cannot load its files (${files}): ${why}`);
+        }
+      }
     },
     async unload(id: string): Promise<void> {
       await engines.get(id)?.unload();
@@ -119,12 +132,15 @@ export function createRegistry(
   return registry;
 }
 
-/** Start-up check: every file a manifest names must exist. */
+/** Start-up check: every file a manifest names must exist, and no model file is empty. */
 export function checkModelFiles(models: ModelManifest[], baseDir: string): void {
   models.forEach((m, i) => {
     for (const [role, p] of Object.entries(m.files)) {
       const abs = isAbsolute(p) ? p : resolve(baseDir, p);
       if (!existsSync(abs)) throw new ConfigError(`models[${i}].files.${role}: file not found: ${abs}`);
+      // An interrupted copy or download leaves an empty file; no engine reads weights from one.
+      const st = statSync(abs);
+      if (st.isFile() && st.size === 0) throw new ConfigError(`models[${i}].files.${role}: file is empty: ${abs}`);
     }
   });
 }
