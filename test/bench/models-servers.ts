@@ -1,8 +1,10 @@
 // Child process for the /v1/models benchmark: `bare` serves the same JSON from a bare Bun.serve
 // handler; `app` runs the real server (auth, limits, logging) on a fresh data dir.
 // Prints "READY <url> <key>" on stderr once listening.
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+// The models are the generated tiny ones (real files: the server checks them at start), loaded on
+// first use, which this bench never makes: it measures the edge, not an engine.
+import { ensureChatModel } from "../../models/cache";
+import { ensureOnnxModel } from "../../models/onnx/cache";
 import { validateConfig } from "../../src/config";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
@@ -11,8 +13,10 @@ import { manifestConfig } from "../helpers/models";
 const mode = process.argv[2];
 const dir = tempDir("appliance-bench-");
 const m = manifestConfig();
-for (const model of m.models) for (const f of Object.values(model.files)) writeFileSync(join(dir, f), "");
-const config = validateConfig({ ...m, server: { data_dir: dir, port: 0 } });
+const [chat, embed] = await Promise.all([ensureChatModel("chat"), ensureOnnxModel("embed")]);
+const files = (kind: string) => (kind === "embedding" ? { model: embed } : { model: chat });
+const models = m.models.map(({ vision: _vision, ...model }) => ({ ...model, files: files(model.kind), load: "first_use" }));
+const config = validateConfig({ ...m, models, server: { data_dir: dir, port: 0 } });
 config.models_dir = dir;
 
 if (mode === "app") {

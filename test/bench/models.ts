@@ -15,14 +15,17 @@ interface Result {
 async function measure(mode: "bare" | "app", concurrency: number, seconds: number): Promise<Result> {
   const server = Bun.spawn([process.execPath, join(HERE, "models-servers.ts"), mode], { stdout: "ignore", stderr: "pipe" });
   try {
+    // The server logs on stderr too: read until the READY line (or the child's end).
     const reader = server.stderr.getReader();
     let text = "";
-    while (!text.includes("\n")) {
+    let ready: RegExpExecArray | null = null;
+    while (!(ready = /READY (\S+) (\S+)\n/.exec(text))) {
       const { value, done } = await reader.read();
-      if (done) throw new Error(`${mode} server exited: ${text}`);
+      if (done) throw new Error(`${mode} server exited before it was ready:\n${text}`);
       text += new TextDecoder().decode(value);
     }
-    const [, url, key] = /READY (\S+) (\S+)/.exec(text)!;
+    reader.releaseLock();
+    const [, url, key] = ready;
     const client = Bun.spawnSync([process.execPath, join(HERE, "load.ts"), `${url}/v1/models`, key!, String(concurrency), String(seconds)], {
       stdout: "pipe",
       stderr: "inherit",
@@ -36,8 +39,8 @@ async function measure(mode: "bare" | "app", concurrency: number, seconds: numbe
 }
 
 export async function benchModels(opts: { seconds?: number; rounds?: number } = {}) {
-  const seconds = opts.seconds ?? 5;
-  const rounds = opts.rounds ?? 2;
+  const seconds = opts.seconds ?? Number(process.env.BENCH_SECONDS ?? 5);
+  const rounds = opts.rounds ?? Number(process.env.BENCH_ROUNDS ?? 2);
   const best = (rs: Result[], f: (r: Result) => number, max: boolean) => rs.reduce((a, b) => ((max ? f(b) > f(a) : f(b) < f(a)) ? b : a));
   const runs: Record<string, Result[]> = { "bare-tp": [], "app-tp": [], "bare-lat": [], "app-lat": [] };
   for (let i = 0; i < rounds; i++) {
