@@ -1,8 +1,9 @@
 import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
-import { authenticateRequest, needsKeyWithoutScope, requiredScope, requireScope } from "./api/http/auth";
+import { accessOf, authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
 import { consoleRoutes } from "./api/console/routes";
 import { bindContext, clientAddressOf, contextOf, pathOf, type RequestContext } from "./api/http/context";
+import { admitBody, bodyTooLarge } from "./api/http/body";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
@@ -19,7 +20,7 @@ import { metricsRoutes } from "./api/metrics";
 import { buildOpenApi, type OpenApiDocument } from "./api/openapi/document";
 import { openapiRoutes } from "./api/openapi/routes";
 import { newId } from "./ids";
-import { routeMatcher } from "./metrics/routes";
+import { parseClientJson } from "./bounded-json";
 import type { AppDeps } from "./services";
 
 export interface App {
@@ -29,15 +30,45 @@ export interface App {
 
 /**
  * Composes the edge (request id, auth, limits, errors, logs) and the route plugins. Never listens.
- * Auth runs before Elysia parses anything, so a bad key is a 401 whatever the body holds.
+ * Auth runs on the route the router matched and before Elysia parses anything (the first hook of
+ * every route: parse for requests with a body, transform for the rest), so a bad key is a 401
+ * whatever the body holds, and `/openapi.json/` is authenticated as `/openapi.json` is.
  */
 export function createApp(deps: AppDeps): App {
   const { accounts, limits, logger, metrics } = deps;
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
+  /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */
+  function admit(request: Request, route: string): void {
+    const rc = contextOf(request);
+    if (rc.admitted) return;
+    rc.admitted = true;
+    rc.route = route;
+    rc.format = formatFor(route, request.headers);
+    const access = accessOf(route);
+    if (access.key) {
+      rc.principal = authenticateRequest(accounts, request.headers, route);
+      if (access.scope) {
+        requireScope(rc.principal, access.scope);
+        rc.headers = limits.request(rc.principal);
+      }
+    }
+    const length = Number(request.headers.get("content-length") ?? 0);
+    if (length > maxBodyBytes) throw bodyTooLarge(maxBodyBytes, `request body is ${length} bytes`);
+  }
+
   const routes = new Elysia()
-    .onTransform({ as: "global" }, ({ request, route }) => {
-      contextOf(request).route = route;
+    .onParse({ as: "global" }, async ({ request, route }, contentType) => {
+      admit(request, route);
+      // JSON bodies are parsed here, with their nesting and size bounded first (src/bounded-json.ts);
+      // other types fall through to Elysia's parsers.
+      if (/^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType)) {
+        return parseClientJson(await request.text(), "request body");
+      }
+    })
+    .onTransform({ as: "global" }, ({ request, route, params }) => {
+      admit(request, route);
+      decodeParams(params as Record<string, string | null>);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       const rc = contextOf(request);
@@ -58,16 +89,32 @@ export function createApp(deps: AppDeps): App {
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
-  // The route pattern of a request answered before Elysia routed it (401, 429, 413): logs and
-  // metrics name the route, never the raw path.
-  const routeOf = routeMatcher(routes.routes);
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
+    // A chunked body that ran past the limit, whoever was reading it (a parser, the files upload).
+    if (contextOf(request).bodyTooLarge) return bodyTooLarge(maxBodyBytes);
     if (error instanceof ApiError) return error;
+    // Elysia wraps what its parse hooks throw (the edge's auth and JSON bounds among them).
+    if (code === "PARSE" && (error as Error).cause instanceof ApiError) return (error as Error).cause as ApiError;
     if (code === "VALIDATION") return validationToApiError(error);
     if (code === "PARSE") return new ApiError("invalid_json", "request body is not valid JSON");
-    if (code === "NOT_FOUND") return new ApiError("not_found", `Invalid URL (${request.method} ${pathOf(request.url)})`);
+    if (code === "NOT_FOUND") return notFound(request);
+    // The client is gone (it disconnected, or shutdown cut it): whatever failed because of that is no server error.
+    if (request.signal.aborted) return new ApiError("request_cancelled", "the request was cancelled before it was answered");
     return unexpected(contextOf(request), error);
+  }
+
+  /** No route matched: under the API's prefixes a missing or bad key is still a 401, so paths cannot be probed. */
+  function notFound(request: Request): ApiError {
+    const path = pathOf(request.url);
+    if (requiredScope(path)) {
+      try {
+        authenticateRequest(accounts, request.headers, path);
+      } catch (e) {
+        return e as ApiError;
+      }
+    }
+    return new ApiError("not_found", `Invalid URL (${request.method} ${path})`);
   }
 
   function unexpected(rc: RequestContext, error: unknown): ApiError {
@@ -100,26 +147,11 @@ export function createApp(deps: AppDeps): App {
       bindContext(req, rc);
       let res: Response;
       try {
-        const scope = requiredScope(path);
-        if (scope) {
-          rc.principal = authenticateRequest(accounts, req.headers, path);
-          requireScope(rc.principal, scope);
-          rc.headers = limits.request(rc.principal);
-        } else if (needsKeyWithoutScope(path)) {
-          rc.principal = authenticateRequest(accounts, req.headers, path);
-        }
-        const length = Number(req.headers.get("content-length") ?? 0);
-        if (length > maxBodyBytes)
-          throw new ApiError(
-            "payload_too_large",
-            `request body is ${length} bytes; the limit is ${maxBodyBytes} bytes (server.max_body_mb)`,
-          );
-        res = await routes.handle(req);
+        res = await routes.handle(admitBody(req, rc, maxBodyBytes));
       } catch (e) {
         res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
       }
       res = withHeaders(res, rc);
-      if (rc.route === "unmatched") rc.route = routeOf(req.method, path);
       metrics.httpRequest(rc.route, req.method, res.status, (performance.now() - rc.start) / 1000);
       logger.info("request", {
         request_id: rc.id,
@@ -132,6 +164,24 @@ export function createApp(deps: AppDeps): App {
       return res;
     },
   };
+}
+
+/**
+ * Path parameters decoded alike: Elysia decodes named ones (null where a percent-escape is
+ * malformed, `/v1/models/%ff`) but hands a wildcard over raw. A malformed one is a 400 naming it.
+ */
+function decodeParams(params: Record<string, string | null>): void {
+  for (const name in params) {
+    let value = params[name];
+    if (name === "*" && value !== null) {
+      try {
+        value = params[name] = decodeURIComponent(value!);
+      } catch {
+        value = null;
+      }
+    }
+    if (value === null) throw new ApiError("invalid_request", `the path's ${name === "*" ? "id" : name} has a malformed percent-escape`, { param: name === "*" ? "id" : name });
+  }
 }
 
 /** The body limit this app enforces with a readable error; Bun.serve's own limit sits just above it. */

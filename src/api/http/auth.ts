@@ -4,22 +4,29 @@ import { ApiError, formatFor } from "./errors";
 
 // Spec §5: `Authorization: Bearer <key>` everywhere; `x-api-key` also on the Messages endpoints —
 // and on the model list for Anthropic clients, which send it (with `anthropic-version`) there too.
-// Every path under /v1 and /api/v1 authenticates; /api/v1 (rentals) also needs the rental scope.
-// /metrics authenticates too (any scope; admin accounts only, checked by its route).
+// Who may call a route is decided on the route the router matched (its pattern), never on the raw
+// path: `/openapi.json/` is the route `/openapi.json`, and must ask for a key as it does.
 
-export function requiredScope(path: string): Scope | null {
-  if (path === "/api/v1" || path.startsWith("/api/v1/")) return "rental";
-  if (path === "/v1" || path.startsWith("/v1/")) return "inference";
+/** The scope a route's pattern needs: /api/v1 (rentals) the rental scope, /v1 the inference scope. */
+export function requiredScope(route: string): Scope | null {
+  if (route === "/api/v1" || route.startsWith("/api/v1/")) return "rental";
+  if (route === "/v1" || route.startsWith("/v1/")) return "inference";
   return null;
 }
 
+export type Access = { key: false } | { key: true; scope: Scope | null };
+
+/** Routes that answer without a key: health, and the web console (its own sessions, src/api/console). */
+const PUBLIC = new Set(["/", "/health", "/console"]);
+
 /**
- * Paths outside /v1 and /api/v1 that still need a valid key (of any scope): GET /metrics, whose
- * route then answers only keys of admin accounts, and the API's description (/openapi.json and
- * its readable page /reference).
+ * Who may call a matched route. Every route needs a key unless it is public — GET /metrics (whose
+ * route then answers only keys of admin accounts) and the API's description (/openapi.json,
+ * /reference) need one of any scope — so a route added later is closed until it is opened here.
  */
-export function needsKeyWithoutScope(path: string): boolean {
-  return path === "/metrics" || path === "/openapi.json" || path === "/reference";
+export function accessOf(route: string): Access {
+  if (PUBLIC.has(route) || route.startsWith("/console/")) return { key: false };
+  return { key: true, scope: requiredScope(route) };
 }
 
 export function presentedKey(headers: Headers, path: string): string | null {

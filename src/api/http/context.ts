@@ -12,6 +12,10 @@ export interface RequestContext {
   route: string;
   /** Headers added to the response whatever it is (rate-limit state). */
   headers: Record<string, string>;
+  /** Set once auth, scope and limits have run on the matched route (src/app.ts, admit). */
+  admitted?: boolean;
+  /** A body without a length ran past server.max_body_mb while being read (src/api/http/body.ts). */
+  bodyTooLarge?: boolean;
 }
 
 const contexts = new WeakMap<Request, RequestContext>();

@@ -15,7 +15,11 @@ const ListQuery = T.Object({
 
 export function filesRoutes(files: FilesService) {
   return new Elysia({ name: "openai-files" })
-    .post("/v1/files", ({ request }) => files.upload(principalOf(request), request.body, request.headers.get("content-type")), { parse: "none" })
+    // The multipart body is streamed to disk by the service: this route's parser hands Elysia the
+    // unread stream (after the edge's own parse hook has authenticated the request), so no parser reads it.
+    .post("/v1/files", ({ request }) => files.upload(principalOf(request), request.body, request.headers.get("content-type")), {
+      parse: ({ request }) => request.body ?? null,
+    })
     .get("/v1/files", ({ request, query }) => {
       const page = files.list(principalOf(request), { purpose: query.purpose, after: query.after, limit: query.limit === undefined ? undefined : Number(query.limit) });
       return query.order === "asc" ? { ...page, data: page.data.reverse() } : page;

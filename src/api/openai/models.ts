@@ -19,7 +19,7 @@ export function modelsRoutes(registry: Registry) {
   return new Elysia({ name: "openai-models" })
     .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? anthropic : openai))
     .get("/v1/models/*", ({ params, request }) => {
-      const entry = registry.entry(decodeURIComponent(params["*"]));
+      const entry = registry.entry(params["*"]); // decoded by the edge (src/app.ts)
       return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
     });
 }

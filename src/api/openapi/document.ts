@@ -1,7 +1,7 @@
 import { Kind } from "@sinclair/typebox";
 import { VERSION } from "../../version";
 import { SESSION_COOKIE } from "../../console/auth";
-import { needsKeyWithoutScope, requiredScope } from "../http/auth";
+import { accessOf, requiredScope } from "../http/auth";
 import { ERROR_TABLE } from "../http/errors";
 import { AnthropicErrorBody, OpenAIErrorBody } from "./hand-schemas";
 import { CSRF_HEADER, needsCsrf, OPERATIONS, PathString, TAGS, tagOf, type OperationDoc } from "./operations";
@@ -264,7 +264,7 @@ function errorDescription(status: number): string {
 
 /** How the edge authenticates a path: the rules of src/api/http/auth.ts and src/api/console/session.ts. */
 export function securityOf(path: string): SecurityRequirement[] {
-  if (requiredScope(path) || needsKeyWithoutScope(path)) {
+  if (accessOf(path).key) {
     const anthropic = path.startsWith("/v1/messages") || path.startsWith("/v1/models");
     return anthropic ? [{ bearerAuth: [] }, { xApiKey: [] }] : [{ bearerAuth: [] }];
   }
