@@ -1,5 +1,6 @@
 import { pointerToDotted } from "../config";
 import { ApiError } from "../api/http/errors";
+import { parseClientJson } from "../bounded-json";
 import type { Registry } from "../engines/registry";
 import { BATCH_ENDPOINTS, type BatchEndpoint } from "./endpoints";
 
@@ -40,9 +41,9 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, r
     }
     let req: any;
     try {
-      req = JSON.parse(text);
+      req = parseClientJson(text, `line ${n}`);
     } catch (e) {
-      problem(n, "invalid_json", `line ${n} is not valid JSON (${(e as Error).message})`);
+      problem(n, "invalid_json", (e as Error).message);
       continue;
     }
     if (typeof req !== "object" || req === null || Array.isArray(req)) {

@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart } from "../api/openai/chat-schema";
 import { ApiError } from "../api/http/errors";
+import { parseClientJson } from "../bounded-json";
 import type { ChatJob, ChatTurn, ImageInput, OutputFormat, ToolChoice, ToolSpec } from "./job";
 
 // OpenAI chat-completions request → ChatJob. Pure: no framework, store or engine. Every rule the
@@ -57,11 +58,7 @@ function toTurns(messages: ChatMessage[]): ChatTurn[] {
       case "assistant": {
         const calls = (m.tool_calls ?? []).map((c, j) => {
           const param = `${at}.tool_calls[${j}].function.arguments`;
-          try {
-            JSON.parse(c.function.arguments);
-          } catch {
-            throw bad(param, "must be a JSON string");
-          }
+          parseClientJson(c.function.arguments, param, param);
           pendingCalls.add(c.id);
           return { id: c.id, name: c.function.name, arguments: c.function.arguments };
         });

@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ResponseFormat, ToolCall } from "../openai/chat-schema";
 import { ApiError } from "../http/errors";
+import { parseClientJson } from "../../bounded-json";
 import type { InputItem, InputPart, ResponsesRequest, TextFormat, Tool, ToolChoice } from "./schema";
 
 // Responses request → chat-completions request (spec §2.5). Pure: plain data in, plain data out.
@@ -46,7 +47,7 @@ const STATELESS = "responses are not stored on this server (stateless); send the
 const isNull = (v: unknown) => v == null;
 
 /** OpenAI fields this server does not implement: accepted only at their "off" value. */
-const UNSUPPORTED: Record<string, [off: (v: unknown) => boolean, why: string]> = {
+const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>(Object.entries({
   previous_response_id: [isNull, STATELESS],
   conversation: [isNull, `conversations are not kept: ${STATELESS}`],
   conversations: [isNull, `conversations are not kept: ${STATELESS}`],
@@ -56,7 +57,7 @@ const UNSUPPORTED: Record<string, [off: (v: unknown) => boolean, why: string]> =
   truncation: [(v) => v == null || v === "disabled", 'only "disabled" is supported: a prompt longer than the context window is refused, never truncated'],
   top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
   max_tool_calls: [isNull, "only applies to built-in tools, which this server does not have"],
-};
+}));
 
 const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];
 const BUILT_IN_TOOLS = ["web_search", "file_search", "code_interpreter", "computer_use", "computer", "image_generation", "mcp", "local_shell", "shell", "apply_patch"];
@@ -106,7 +107,7 @@ export function toChatRequest(req: ResponsesRequest): ChatTranslation {
 function checkTopLevel(req: ResponsesRequest) {
   for (const [key, value] of Object.entries(req)) {
     if (SUPPORTED.has(key) || value === undefined) continue;
-    const rule = UNSUPPORTED[key];
+    const rule = UNSUPPORTED.get(key); // a Map: a field named "toString" is not a rule
     if (!rule) throw bad(key, "unknown or unsupported field on /v1/responses");
     if (!rule[0](value)) throw bad(key, rule[1]);
   }
@@ -285,11 +286,7 @@ function toToolCall(item: InputItem, at: string): ToolCall {
   if (!item.call_id) throw bad(`${at}.call_id`, "is required on a function_call item");
   if (!item.name) throw bad(`${at}.name`, "is required on a function_call item");
   if (item.arguments === undefined) throw bad(`${at}.arguments`, "is required on a function_call item (a JSON string)");
-  try {
-    JSON.parse(item.arguments);
-  } catch {
-    throw bad(`${at}.arguments`, "must be a JSON string");
-  }
+  parseClientJson(item.arguments, `${at}.arguments`, `${at}.arguments`);
   return { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
 }
 

@@ -61,7 +61,7 @@ function convert(s: unknown, param: string, defs: Set<string>): JsonSchema {
     for (const k of Object.keys(schema)) if (k !== "type" && !ANNOTATIONS.has(k)) refuse(param, k, "cannot be combined with a list of types");
     return { ...out, type: [...type] };
   }
-  if (typeof type !== "string" || !(type in ALLOWED)) refuse(param, "type", typeof type === "string" ? `"${type}" is not a JSON Schema type` : "is required");
+  if (typeof type !== "string" || !Object.hasOwn(ALLOWED, type)) refuse(param, "type", typeof type === "string" ? `"${type}" is not a JSON Schema type` : "is required");
   for (const k of Object.keys(schema)) if (!ALLOWED[type]!.has(k) && !ANNOTATIONS.has(k)) refuse(param, k);
   out.type = type;
 
