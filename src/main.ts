@@ -1,6 +1,7 @@
 import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
+import { ApiError } from "./api/http/errors";
 import { liftIdleTimeout } from "./api/http/idle";
 import { InFlight } from "./api/http/in-flight";
 import { startMetricsListener } from "./metrics/listen";
@@ -100,6 +101,10 @@ export async function startServer(
         metricsListener.stop();
         if (!(await inFlight.drained(timeoutMs))) {
           logger.warn("shutdown: requests still running after the timeout are cut", { timeout_s: timeoutMs / 1000, requests: inFlight.size });
+          // Requests still queued for a slot never started: they get a 503 they can retry on, not a reset.
+          const closing = new ApiError("model_unavailable", "the server is shutting down; retry once it is back", { headers: { "retry-after": "5" } });
+          for (const engine of deps.registry.engines()) engine.refuseWaiting?.(closing);
+          await inFlight.drained(200);
           await server.stop(true);
           await inFlight.drained(5000); // cut streams end their generations through their signals
         } else if (running > 0) logger.info("shutdown: running requests finished", { requests: running });

@@ -82,6 +82,14 @@ export class SlotPool<S extends PoolSlot> {
     });
   }
 
+  /** Answers every live request still waiting for a slot with `reason` (shutdown); batch work waits on. */
+  refuseWaiting(reason: unknown): void {
+    for (const w of this.queue.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(reason);
+    }
+  }
+
   private busy() {
     const code = this.opts.busy ?? "workers_busy";
     const what = code === "image_workers_busy" ? "image worker" : "worker";

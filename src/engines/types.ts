@@ -57,6 +57,8 @@ export interface ModelEngine {
   unload(): Promise<void>;
   /** Slot use, for engines that have slots (chat, image). */
   stats?(): EngineStats;
+  /** Answers the live requests waiting for a slot with `reason` (at shutdown), for engines with slots. */
+  refuseWaiting?(reason: unknown): void;
 }
 
 /** One text to embed: a string, or token ids the caller already has (OpenAI allows both). */

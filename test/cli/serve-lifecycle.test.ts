@@ -99,6 +99,30 @@ test("SIGTERM with a short timeout cuts a request that runs too long, then exits
   expect(s.logs()).toContain("requests still running after the timeout are cut");
 }, 60_000);
 
+test("SIGTERM's timeout answers a request still queued for a slot with a 503 it can retry, and logs no 500", async () => {
+  const s = await start("shutdown_timeout_s = 0.5");
+  const long = () => chat(s.url, s.key, { stream: true, max_tokens: 3000, response_format: LONG, chat_template_kwargs: { enable_thinking: false } });
+  // Both slots stream; their clients keep reading until the cut.
+  const readers = (await Promise.all([long(), long()])).map((r) => r.body!.getReader());
+  for (const r of readers) await r.read();
+  const draining = readers.map(async (r) => {
+    try {
+      while (!(await r.read()).done);
+    } catch {}
+  });
+  const queued = chat(s.url, s.key, { max_tokens: 4 });
+  await Bun.sleep(200);
+  s.child.kill("SIGTERM");
+  const res = await queued;
+  expect(res.status).toBe(503);
+  expect(res.headers.get("retry-after")).toBe("5");
+  expect(((await res.json()) as any).error).toMatchObject({ code: "model_unavailable", message: "the server is shutting down; retry once it is back" });
+  expect(await s.exited()).toBe(0);
+  await Promise.all(draining);
+  expect(s.logs()).not.toContain('"status":500');
+  expect(s.logs()).not.toContain("unhandled error");
+}, 60_000);
+
 test("SIGHUP reloads limits (a new rpm cap applies at once); a broken config is refused and the old one kept", async () => {
   const s = await start();
   for (let i = 0; i < 3; i++) expect((await chat(s.url, s.key, { max_tokens: 1 })).status).toBe(200);

@@ -76,6 +76,10 @@ export class DiffusionImageEngine implements ImageEngine {
     return { slots: s.total, busy: s.busy, queued: s.queued };
   }
 
+  refuseWaiting(reason: unknown): void {
+    this.pool.refuseWaiting(reason);
+  }
+
   async acquire(signal?: AbortSignal) {
     await this.load();
     const lease = await this.pool.acquire([], signal);

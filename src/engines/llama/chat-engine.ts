@@ -123,6 +123,10 @@ export class LlamaChatEngine implements ChatEngine {
     return { slots: this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0, batchQueued: s?.batchQueued ?? 0 };
   }
 
+  refuseWaiting(reason: unknown): void {
+    this.state?.pool.refuseWaiting(reason);
+  }
+
   async load(): Promise<void> {
     await this.ensure();
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { chatTestApp } from "../../helpers/chat";
-import type { TestApp } from "../../helpers/app";
+import { BASE, type TestApp } from "../../helpers/app";
 
 let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
@@ -102,4 +102,20 @@ test("a wrongly typed stream flag is a 400, not a silent JSON answer", async () 
   const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "chat", messages: [{ role: "user", content: "x" }], stream: "yes" } });
   expect(res.status).toBe(400);
   expect((await res.json()).error.param).toBe("stream");
+});
+
+test("a request whose client is gone before it gets a slot is logged as cancelled (499), never as an unhandled 500", async () => {
+  const controller = new AbortController();
+  controller.abort();
+  const res = await t.app.handle(
+    new Request(`${BASE}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "chat", max_tokens: 4, messages: [{ role: "user", content: "hi" }] }),
+      signal: controller.signal,
+    }),
+  );
+  expect(res.status).toBe(499);
+  expect(t.logs.filter((l) => l.msg === "unhandled error")).toEqual([]);
+  expect(t.logs.filter((l) => l.msg === "request" && l.status === 499).length).toBe(1);
 });
