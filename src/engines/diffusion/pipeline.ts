@@ -1,3 +1,4 @@
+import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import * as ort from "onnxruntime-node";
 import type { ImageRequest } from "../types";
 import { readModelFolder, type ModelFolder } from "./model-folder";

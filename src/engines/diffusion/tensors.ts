@@ -1,3 +1,4 @@
+import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import * as ort from "onnxruntime-node";
 
 // Feeding an exported graph whatever element type it declares: fp32 exports take float32, fp16

@@ -1,3 +1,4 @@
+import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import * as transformers from "@huggingface/transformers";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,3 +1,4 @@
+import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import { env, LogLevel } from "@huggingface/transformers";
 import { DiffusionPipeline, GenerationStopped } from "./pipeline";
 import type { FromWorker, ToWorker } from "./worker-protocol";

@@ -1,3 +1,4 @@
+import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 // transformers.js, loaded on first use and set to local files only (platform notes): no remote
 // lookups, no file cache of its own; a model is an absolute folder path (which transformers.js
 // reads as a local directory, so env.localModelPath is not needed and nothing global is shared
