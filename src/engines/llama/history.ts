@@ -45,7 +45,8 @@ export function withOpenModelResponse(history: ChatHistoryItem[]): ChatHistoryIt
 }
 
 export function toLlamaFunctions(tools: ToolSpec[]): ChatModelFunctions {
-  const out: Record<string, { description?: string; params?: any }> = {};
+  // No prototype: a tool may be named "__proto__" or "constructor" (OpenAI's name pattern allows both).
+  const out: Record<string, { description?: string; params?: any }> = Object.create(null);
   tools.forEach((t, i) => {
     const params = t.parameters ? toGrammarSchema(t.parameters, `tools[${i}].function.parameters`) : null;
     out[t.name] = { description: t.description, ...(params ? { params } : {}) };

@@ -122,6 +122,12 @@ describe("tools", () => {
     expect(["utc", "local"]).toContain(JSON.parse((call as any).function.arguments).zone);
   });
 
+  test.each(["__proto__", "constructor"])("a tool named %s is a tool like any other", async (name) => {
+    const own = [{ type: "function" as const, function: { name, parameters: { type: "object", properties: { x: { type: "integer" } }, required: ["x"] } } }];
+    const r = await client.chat.completions.create({ model: "chat", tools: own, tool_choice: { type: "function", function: { name } }, parallel_tool_calls: false, max_tokens: 60, temperature: 0, messages: user("Go.") });
+    expect(r.choices[0]!.message.tool_calls?.[0]).toMatchObject({ type: "function", function: { name } });
+  });
+
   test("none: no tool is called even when the model is pushed to", async () => {
     const r = await client.chat.completions.create({ model: "chat", tools, tool_choice: "none", max_tokens: 10, temperature: 0, messages: user(`Hi ${forced("<tool_call>")}`) });
     expect(r.choices[0]!.message.tool_calls ?? []).toEqual([]);
