@@ -5,11 +5,12 @@ import { benchEmbeddings } from "./embeddings";
 import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
 import { benchFormats } from "./formats";
+import { benchFuzz } from "./fuzz";
 import { benchModels } from "./models";
 import { benchSoak } from "./soak";
 import { benchVsLlamaServer } from "./vs-llama-server";
 
-const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
+const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = {
   models: () => benchModels(),
   chat: () => benchChat(),
   formats: () => benchFormats(),
@@ -19,9 +20,14 @@ const BENCHES: Record<string, () => Promise<{ pass: boolean }>> = {
   executable: () => benchExecutable(),
   soak: () => benchSoak(),
   "vs-llama-server": () => benchVsLlamaServer(),
+  fuzz: (args) => benchFuzz(args),
 };
 
-const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+// Words of the form key=value are settings for the benchmarks named (e.g. `fuzz count=20000`).
+const argv = process.argv.slice(2);
+const settings = argv.filter((a) => a.includes("="));
+const named = argv.filter((a) => !a.includes("="));
+const names = named.length ? named : Object.keys(BENCHES);
 let failed = false;
 for (const name of names) {
   const bench = BENCHES[name];
@@ -30,6 +36,6 @@ for (const name of names) {
     process.exit(2);
   }
   console.log(`\n== ${name}`);
-  failed = !(await bench()).pass || failed;
+  failed = !(await bench(settings)).pass || failed;
 }
 process.exit(failed ? 1 : 0);
