@@ -10,13 +10,14 @@ import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../store/r
 import { usageRepo } from "../store/usage";
 import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "./billing";
 import { isRentable, type RentableNode, type RentalNode } from "./inventory";
-import type { LaunchHandle, Launcher } from "./launchers/types";
+import type { LaunchHandle, LaunchIntent, Launcher } from "./launchers/types";
 
 // The rental state machine (spec §2.3, §3 Rental): pending → running → stopping → stopped, or
-// failed. It knows launchers only through their interface, and bills per started minute from
-// `running_at` at the price fixed at creation (spec §8), charged as each minute starts, in the same
-// transaction that records it. Everything is in the store, so a restarted server reconciles what it
-// finds (`reconcile`).
+// stopping → failed. It knows launchers only through their interface, and bills per started minute
+// from `running_at` at the price fixed at creation (spec §8), charged as each minute starts, in the
+// same transaction that records it. Everything is in the store, so a restarted server reconciles
+// what it finds (`reconcile`): the launch intent is written before a launcher starts anything, and
+// a rental holds its node (pending, running, stopping) until what it started is known to be gone.
 
 export interface RentalsOptions {
   db: Database;
@@ -48,6 +49,9 @@ export type RentalsService = ReturnType<typeof createRentalsService>;
 /** How often a running rental's server is probed (a dead one fails and stops billing). */
 const PROBE_EVERY_MS = 5000;
 
+/** How long after a failed stop (the Docker daemon did not answer) the ticks try it again. */
+const STOP_RETRY_MS = 30_000;
+
 /** How often launchers are checked (an offline one's nodes are not listed or rentable). */
 const HEALTH_EVERY_MS = 30_000;
 
@@ -62,6 +66,8 @@ export function createRentalsService(o: RentalsOptions) {
   const launching = new Map<string, Promise<void>>();
   const stopping = new Map<string, Promise<void>>();
   const lastProbe = new Map<string, number>();
+  /** When a rental's stop last failed (launcher unreachable): retried every STOP_RETRY_MS, not every tick. */
+  const stopFailedAt = new Map<string, number>();
   let timer: ReturnType<typeof setInterval> | null = null;
 
   const launcherOf = (name: string) => {
@@ -70,6 +76,7 @@ export function createRentalsService(o: RentalsOptions) {
     return l;
   };
   const handleOf = (r: RentalRow): LaunchHandle | null => (r.handle ? (JSON.parse(r.handle) as LaunchHandle) : null);
+  const intentOf = (r: RentalRow): LaunchIntent | null => (r.launch_intent ? (JSON.parse(r.launch_intent) as LaunchIntent) : null);
 
   /** What is wrong with each launcher (null: healthy), as last checked; unchecked counts as healthy. */
   const launcherProblems = new Map<string, string | null>();
@@ -196,10 +203,14 @@ export function createRentalsService(o: RentalsOptions) {
       const launcher = launcherOf(r.launcher);
       const workDir = join(o.dataDir, "rentals", r.id);
       mkdirSync(workDir, { recursive: true });
-      const handle = await launcher.start({ rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir });
+      const spec = { rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir };
+      // Committed before anything starts (issue 23: a kill -9 between the start and setHandle left
+      // a notebook server nobody knew of): a restart finds what this launch started by its intent.
+      repo.setIntent(r.id, JSON.stringify(launcher.intent(spec)));
+      const handle = await launcher.start(spec);
       repo.setHandle(r.id, JSON.stringify(handle));
       o.logger.info("rental launched", { rental: r.id, node: r.node_id, launcher: launcher.name });
-    })().catch((e) => fail(r.id, `the launch failed: ${(e as Error).message}`));
+    })().catch((e) => void fail(r.id, `the launch failed: ${(e as Error).message}`)); // not awaited here: the stop waits for this launch
     launching.set(r.id, work);
     return work.finally(() => launching.delete(r.id));
   }
@@ -227,42 +238,63 @@ export function createRentalsService(o: RentalsOptions) {
   }
 
   /**
-   * Ends a rental that broke. `charge`: bill the minutes started until now (the server saw it
-   * alive until moments ago); false when it ended at an unknown time (found dead after a restart):
-   * then what was billed before stays the bill.
+   * Ends a rental that broke: `failed`, through `stopping`. `charge`: bill the minutes started until
+   * now (the server saw it alive until moments ago); false when it ended at an unknown time (found
+   * dead after a restart): then what was billed before stays the bill.
    */
-  function fail(id: string, reason: string, charge = true) {
-    const r = repo.byId(id);
-    if (!r || !ACTIVE.includes(r.status)) return;
-    o.logger.warn("rental failed", { rental: id, reason });
-    const now = o.clock.now();
-    if (r.status === "running" && charge) bill(r, now, minutesRun(r.running_at!, now));
-    repo.transition(id, ACTIVE, "failed", { failure: reason, stop_reason: "error", stopped_at: now });
-    lastProbe.delete(id);
-    const handle = handleOf(r);
-    if (handle) void o.launchers[r.launcher]?.stop(handle).catch(() => {});
+  function fail(id: string, reason: string, charge = true): Promise<void> {
+    return stop(id, "error", { failure: reason, billTo: charge ? undefined : null });
   }
 
-  /** Stops a rental (idempotent): the process/container goes, the GPU is free, billing ends. */
-  function stop(id: string, reason: StopReason): Promise<void> {
+  /**
+   * Stops a rental (idempotent): billing ends, the process/container goes, then the GPU is free. The
+   * rental is `stopping` (its node still taken) until the launcher has stopped what it started —
+   * found by its handle or, for a launch that never recorded one, by its intent — and only then
+   * `stopped` (`failed` for reason `error`). A stop that throws (the Docker daemon does not answer)
+   * leaves it `stopping` and the ticks try again: the GPU is never listed free while a process may
+   * still hold it. `billTo`: bill to that time (at most now); null: bill nothing more.
+   */
+  function stop(id: string, reason: StopReason, opts: { failure?: string; billTo?: number | null } = {}): Promise<void> {
     const inFlight = stopping.get(id);
     if (inFlight) return inFlight;
     const work = (async () => {
       await launching.get(id); // a launch in progress finishes first, so its process is known
-      const r = repo.byId(id);
-      if (!r || (r.status !== "pending" && r.status !== "running" && r.status !== "stopping")) return;
+      let r = repo.byId(id);
+      if (!r || !ACTIVE.includes(r.status)) return;
       const now = o.clock.now();
-      const end = r.expires_at !== null && reason === "auto_stop" ? Math.min(now, r.expires_at) : now;
-      if (r.status === "running") bill(r, end, minutesRun(r.running_at!, end));
-      if (r.status !== "stopping") repo.transition(id, ["pending", "running"], "stopping", { stopping_at: now, stop_reason: reason });
-      const handle = handleOf(r);
-      if (handle) await launcherOf(r.launcher).stop(handle);
-      repo.transition(id, ["stopping"], "stopped", { stopped_at: end });
+      if (r.status !== "stopping") {
+        if (reason === "error") o.logger.warn("rental failed", { rental: id, reason: opts.failure });
+        const billTo = opts.billTo === null ? null : Math.min(now, opts.billTo ?? now, reason === "auto_stop" && r.expires_at !== null ? r.expires_at : now);
+        if (r.status === "running" && billTo !== null) bill(r, billTo, minutesRun(r.running_at!, billTo));
+        repo.transition(id, ["pending", "running"], "stopping", { stopping_at: now, stop_reason: reason, ...(opts.failure === undefined ? {} : { failure: opts.failure }) });
+        r = repo.byId(id)!;
+      }
+      await release(r);
+      const end = r.stop_reason === "auto_stop" && r.expires_at !== null ? Math.min(o.clock.now(), r.expires_at) : o.clock.now();
+      repo.transition(id, ["stopping"], r.stop_reason === "error" ? "failed" : "stopped", { stopped_at: end });
       lastProbe.delete(id);
-      o.logger.info("rental stopped", { rental: id, reason });
-    })().catch((e) => o.logger.error("rental stop failed", { rental: id, error: (e as Error).message }));
+      stopFailedAt.delete(id);
+      if (r.stop_reason !== "error") o.logger.info("rental stopped", { rental: id, reason: r.stop_reason });
+    })().catch((e) => {
+      stopFailedAt.set(id, o.clock.now());
+      o.logger.error("rental stop failed; its node stays taken until it succeeds", { rental: id, error: (e as Error).message });
+    });
     stopping.set(id, work);
     return work.finally(() => stopping.delete(id));
+  }
+
+  /** Stops what the rental's launch started: by its handle, else by its intent; nothing when it never began. */
+  async function release(r: RentalRow) {
+    const launcher = o.launchers[r.launcher];
+    if (!launcher) {
+      // The config no longer names its launcher: nothing here can stop what it started.
+      o.logger.warn("rental launcher no longer configured; what it started is not stopped", { rental: r.id, launcher: r.launcher });
+      return;
+    }
+    const handle = handleOf(r);
+    const intent = intentOf(r);
+    if (handle) await launcher.stop(handle);
+    else if (intent) await launcher.reclaim(intent);
   }
 
   /** One pass over active rentals: launches answer, minutes are charged, due rentals stop. */
@@ -283,15 +315,16 @@ export function createRentalsService(o: RentalsOptions) {
   async function tickOne(r: RentalRow, now: number) {
     const handle = handleOf(r);
     if (r.status === "stopping") {
-      void stop(r.id, r.stop_reason ?? "user"); // a stop the server did not finish (restart)
+      // A stop that failed, or one the server did not finish (restart).
+      if (now - (stopFailedAt.get(r.id) ?? -Infinity) >= STOP_RETRY_MS) void stop(r.id, r.stop_reason ?? "user");
       return;
     }
     if (r.status === "pending") {
       if (!handle) return; // launch() is starting it, or reconcile decides
       const state = await launcherOf(r.launcher).probe(handle).catch(() => "starting" as const);
       if (state === "ready") started(r);
-      else if (state === "dead") fail(r.id, "the notebook server exited before it answered");
-      else if (now - r.created_at > o.readyTimeoutMs) fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
+      else if (state === "dead") void fail(r.id, "the notebook server exited before it answered");
+      else if (now - r.created_at > o.readyTimeoutMs) void fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
       return;
     }
     if (r.expires_at !== null && now >= r.expires_at) {
@@ -304,7 +337,7 @@ export function createRentalsService(o: RentalsOptions) {
     }
     if (handle && now - (lastProbe.get(r.id) ?? 0) >= PROBE_EVERY_MS) {
       lastProbe.set(r.id, now);
-      if ((await launcherOf(r.launcher).probe(handle).catch(() => "ready" as const)) === "dead") fail(r.id, "the notebook server exited");
+      if ((await launcherOf(r.launcher).probe(handle).catch(() => "ready" as const)) === "dead") void fail(r.id, "the notebook server exited");
     }
   }
 
@@ -345,21 +378,27 @@ export function createRentalsService(o: RentalsOptions) {
     },
     /**
      * At start, before any billing: what the store says is active is checked against what really
-     * runs. A launch the server lost fails; a running rental whose server is gone fails with no
-     * charge for the time the appliance was down; a launcher no longer configured fails its
-     * rentals. The rest (still running, due or not) is picked up by the ticks.
+     * runs. A launch the server lost (it died before recording the handle) fails, and whatever it
+     * had started is found by the launch intent and stopped first; a running rental whose server is
+     * gone fails with no charge for the time the appliance was down; a launcher no longer configured
+     * fails its rentals; an unfinished stop is finished. The rest (still running, due or not;
+     * started and still coming up) is picked up by the ticks.
      */
     async reconcile() {
+      const ending: Promise<void>[] = [];
       for (const r of repo.active()) {
         const handle = handleOf(r);
-        if (!o.launchers[r.launcher]) fail(r.id, `the "${r.launcher}" launcher is no longer configured`, false);
-        else if (r.status === "pending" && !handle) fail(r.id, "the server restarted before the launch started");
+        if (!o.launchers[r.launcher]) ending.push(fail(r.id, `the "${r.launcher}" launcher is no longer configured`, false));
+        else if (r.status === "stopping") ending.push(stop(r.id, r.stop_reason ?? "user"));
+        else if (r.status === "pending" && !handle)
+          ending.push(fail(r.id, r.launch_intent ? "the appliance restarted while the launch was under way; what it had started was stopped" : "the server restarted before the launch started"));
         else if (r.status === "running" && handle) {
           const state = await o.launchers[r.launcher]!.probe(handle).catch(() => "starting" as const);
-          if (state === "dead") fail(r.id, "the notebook server was gone when the appliance restarted", false);
+          if (state === "dead") ending.push(fail(r.id, "the notebook server was gone when the appliance restarted", false));
           else o.logger.info("rental found running", { rental: r.id, node: r.node_id });
         }
       }
+      await Promise.all(ending);
     },
     async start() {
       await checkLaunchers();

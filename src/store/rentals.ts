@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 
 export type RentalStatus = "pending" | "running" | "stopping" | "stopped" | "failed";
-export type StopReason = "user" | "auto_stop" | "insufficient_credit" | "error";
+export type StopReason = "user" | "auto_stop" | "insufficient_credit" | "error" | "key_revoked";
 
 export interface RentalRow {
   id: string;
@@ -16,6 +16,8 @@ export interface RentalRow {
   hours: number | null;
   token: string;
   launcher: string;
+  /** What the launcher is about to start (JSON LaunchIntent), written before it starts anything. */
+  launch_intent: string | null;
   /** The launcher's handle (JSON), once started. */
   handle: string | null;
   created_at: number;
@@ -47,6 +49,10 @@ export function rentalsRepo(db: Database) {
   );
   const forget = db.query("DELETE FROM rental_requests WHERE key_id = $key AND idempotency_key = $idem");
   const forgetOld = db.query("DELETE FROM rental_requests WHERE created_at < ?");
+  const onRevokedKeys = db.query<RentalRow & { revoked_at: number }, []>(
+    `SELECT r.*, k.revoked_at AS revoked_at FROM rentals r JOIN api_keys k ON k.id = r.key_id
+      WHERE r.status IN ('pending', 'running') AND k.revoked_at IS NOT NULL`,
+  );
 
   /** Moves a rental from one of `from` to `to`, with the given columns; false when it was not in `from`. */
   function transition(id: string, from: readonly RentalStatus[], to: RentalStatus, set: Partial<RentalRow> = {}): boolean {
@@ -69,6 +75,9 @@ export function rentalsRepo(db: Database) {
     activeCount: (keyId: string) => activeForKey.get(keyId)!.n,
     transition,
     setHandle: (id: string, handle: string) => db.query("UPDATE rentals SET handle = ? WHERE id = ?").run(handle, id),
+    setIntent: (id: string, intent: string) => db.query("UPDATE rentals SET launch_intent = ? WHERE id = ?").run(intent, id),
+    /** Pending and running rentals whose key was revoked, with when. */
+    onRevokedKeys: () => onRevokedKeys.all(),
     /** Records minutes billed up to `minutes` in total (inside the usage settlement). */
     billed: (id: string, minutes: number, costMicros: number) =>
       db.query("UPDATE rentals SET billed_minutes = $m, cost_micros = cost_micros + $c WHERE id = $id AND billed_minutes < $m").run({ id, m: minutes, c: costMicros }),
@@ -79,3 +88,11 @@ export function rentalsRepo(db: Database) {
   };
 }
 export type RentalsRepo = ReturnType<typeof rentalsRepo>;
+
+/**
+ * A rotated key's active rentals go to its successor (called inside the rotation's transaction):
+ * rotation changes the secret, not what runs; revoking a key stops its rentals (src/rentals/service.ts).
+ */
+export function moveActiveRentals(db: Database, fromKeyId: string, toKeyId: string): number {
+  return db.query("UPDATE rentals SET key_id = ? WHERE key_id = ? AND status IN ('pending', 'running', 'stopping')").run(toKeyId, fromKeyId).changes;
+}

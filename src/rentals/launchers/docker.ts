@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { writeFileSync } from "node:fs";
 import { LOG_FILE, tailOf } from "./log-tail";
-import type { LaunchHandle, LaunchSpec, Launcher, Liveness } from "./types";
+import type { LaunchHandle, LaunchIntent, LaunchSpec, Launcher, Liveness } from "./types";
 
 export interface DockerLauncherOptions {
   /** The Engine API socket; default `/var/run/docker.sock`. */
@@ -68,8 +68,20 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
   return {
     name: "docker",
 
+    // The container's name is fixed by the rental id, so a server that died before it recorded the
+    // container id finds it by name.
+    intent: (spec: LaunchSpec): LaunchIntent => ({ launcher: "docker", data: { container: containerName(spec.rentalId) } }),
+
+    async reclaim(intent: LaunchIntent): Promise<void> {
+      const name = intent.data.container;
+      if (typeof name !== "string" || name === "") throw new Error("docker: the launch intent names no container");
+      // As stop(), with 404 (never created) taken as done; an unreachable daemon throws.
+      await engine("POST", `${containerPath(name)}/stop?t=10`);
+      await remove(name);
+    },
+
     async start(spec: LaunchSpec): Promise<LaunchHandle> {
-      const create = await engine("POST", `/containers/create?name=${encodeURIComponent(`appliance-${spec.rentalId}`)}`, createBody(spec, opts.image));
+      const create = await engine("POST", `/containers/create?name=${encodeURIComponent(containerName(spec.rentalId))}`, createBody(spec, opts.image));
       if (create.status === 404 && messageOf(create).includes("No such image")) {
         throw new Error(`docker image ${opts.image} is not on this machine; run \`docker pull ${opts.image}\` first (the appliance never pulls images by itself)`);
       }
@@ -214,6 +226,10 @@ function tailBytes(text: string, maxBytes: number): string {
 function publishedPort(info: any): number | undefined {
   const port = Number(info?.NetworkSettings?.Ports?.[JUPYTER_PORT]?.[0]?.HostPort);
   return Number.isInteger(port) && port > 0 ? port : undefined;
+}
+
+function containerName(rentalId: string): string {
+  return `appliance-${rentalId}`;
 }
 
 function containerPath(id: string): string {

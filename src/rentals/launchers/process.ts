@@ -28,8 +28,33 @@ const ENV_TAG = "APPLIANCE_RENTAL_ID";
 
 export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
   const probeHost = o.probeHost ?? "127.0.0.1";
+
+  /**
+   * Stops everything carrying the rental's tag: the server (`pid`, when known: its group first, so
+   * Jupyter shuts its kernels down), its kernels, whatever they started — also when the server
+   * itself already exited and left them behind. SIGTERM, then SIGKILL after the grace period.
+   */
+  async function stopTagged(pid: number | null, rentalId: string) {
+    const left = () => [...new Set([...(pid !== null && ours(pid, rentalId) ? [pid] : []), ...tagged(rentalId)])];
+    if (left().length === 0) return;
+    if (pid !== null && ours(pid, rentalId)) signal(pid, "SIGTERM");
+    for (const p of left()) signal(p, "SIGTERM", false);
+    const grace = Date.now() + (o.stopGraceMs ?? 5000);
+    while (Date.now() < grace && left().length > 0) await Bun.sleep(100);
+    for (const p of left()) signal(p, "SIGKILL", false);
+    for (let i = 0; i < 20 && left().length > 0; i++) await Bun.sleep(50);
+  }
+
   return {
     name: "process",
+
+    intent: (spec: LaunchSpec): LaunchIntent => ({ launcher: "process", data: { env: `${ENV_TAG}=${spec.rentalId}`, rentalId: spec.rentalId } }),
+
+    async reclaim(intent: LaunchIntent): Promise<void> {
+      const rentalId = intent.data.rentalId;
+      if (typeof rentalId !== "string" || rentalId === "") throw new Error("process: the launch intent names no rental");
+      await stopTagged(null, rentalId);
+    },
     async start(spec: LaunchSpec): Promise<LaunchHandle> {
       const port = await freePort();
       const log = join(spec.workDir, LOG_FILE);
@@ -71,16 +96,7 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
 
     async stop(handle: LaunchHandle): Promise<void> {
       const { pid, rentalId } = handle.data as { pid: number; rentalId: string };
-      // Everything carrying the rental's tag goes: the server, its kernels, whatever they started
-      // (also when the server itself already exited and left them behind).
-      const left = () => [...new Set([...(ours(pid, rentalId) ? [pid] : []), ...tagged(rentalId)])];
-      if (left().length === 0) return;
-      if (ours(pid, rentalId)) signal(pid, "SIGTERM"); // the group first: Jupyter shuts its kernels down
-      for (const p of left()) signal(p, "SIGTERM", false);
-      const grace = Date.now() + (o.stopGraceMs ?? 5000);
-      while (Date.now() < grace && left().length > 0) await Bun.sleep(100);
-      for (const p of left()) signal(p, "SIGKILL", false);
-      for (let i = 0; i < 20 && left().length > 0; i++) await Bun.sleep(50);
+      await stopTagged(pid, rentalId);
     },
 
     async logs(handle: LaunchHandle, maxBytes: number): Promise<string> {

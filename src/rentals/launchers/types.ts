@@ -23,16 +23,35 @@ export interface LaunchHandle {
   data: Record<string, unknown>;
 }
 
+/**
+ * What identifies a launch before it starts (the process launcher's environment tag, the docker
+ * launcher's container name): stored with the rental before `start` is called, so a server killed
+ * mid-launch, before it could record the handle, finds and stops what it started when it comes
+ * back.
+ */
+export interface LaunchIntent {
+  launcher: string;
+  data: Record<string, unknown>;
+}
+
 export type Liveness = "starting" | "ready" | "dead";
 
 export interface Launcher {
   readonly name: string;
+  /** What `start(spec)` will start, as a restarted server finds it; pure (starts nothing). */
+  intent(spec: LaunchSpec): LaunchIntent;
   /** Starts the notebook server; resolves once it was started (not necessarily ready). */
   start(spec: LaunchSpec): Promise<LaunchHandle>;
   /** Whether the started server answers yet (`ready`), is still coming up, or is gone (`dead`). */
   probe(handle: LaunchHandle): Promise<Liveness>;
   /** Stops it and releases the GPU; safe to call on something already gone. */
   stop(handle: LaunchHandle): Promise<void>;
+  /**
+   * Stops whatever a launch with this intent started, found without a handle; safe when it started
+   * nothing. Throws when it cannot tell (the Docker daemon does not answer): then something may
+   * still hold the GPU.
+   */
+  reclaim(intent: LaunchIntent): Promise<void>;
   /**
    * The last `maxBytes` of the notebook server's stdout and stderr (for the owner), also after it
    * stopped; "" when there is none.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { testApp, type TestApp } from "../../helpers/app";
 import { nodeIdFor } from "../../../src/rentals/inventory";
-import { GPU_UUIDS, getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";
+import { GPU_UUIDS, ended, getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";
 
 // Every refusal of the rentals API with its documented status and code, and launches that go
 // wrong: the process dies, never answers, or cannot start. Each ends `failed`, bills nothing
@@ -115,7 +115,7 @@ describe("launches that go wrong", () => {
       const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key, body: { node_id: nodeId, type: "jupyter" } })).json();
       const running = await until(() => getRental(t, key, rental_id), (r) => r.status !== "pending");
       expect(running.status).toBe("running");
-      const failed = await until(() => getRental(t, key, rental_id), (r) => r.status !== "running", 15_000);
+      const failed = await until(() => getRental(t, key, rental_id), ended, 15_000);
       expect(failed).toMatchObject({ status: "failed", stop_reason: "error", connection: null, billed_minutes: 1, cost: 0.01 });
       expect(failed.failure).toContain("exited");
       expect(failed.stopped_at).not.toBeNull();
@@ -131,7 +131,7 @@ describe("launches that go wrong", () => {
   test("a notebook server that never answers fails after ready_timeout_s, unbilled, and its process is stopped", async () => {
     await withApp(rentalConfig({ args: ["--delay-ms=60000"], readyTimeoutS: 1 }), async (t, key, nodeId) => {
       const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key, body: { node_id: nodeId, type: "jupyter" } })).json();
-      const failed = await until(() => getRental(t, key, rental_id), (r) => r.status !== "pending", 15_000);
+      const failed = await until(() => getRental(t, key, rental_id), ended, 15_000);
       expect(failed).toMatchObject({ status: "failed", stop_reason: "error", billed_minutes: 0, cost: 0, running_at: null });
       expect(failed.failure).toContain("did not answer within 1 s");
       await until(async () => processesOf(rental_id), (p) => p.length === 0, 10_000);
@@ -161,7 +161,7 @@ describe("launches that go wrong", () => {
   test("a command that exits at once fails the rental before it runs, unbilled", async () => {
     await withApp(rentalConfig({ command: ["/bin/false"] }), async (t, key, nodeId) => {
       const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key, body: { node_id: nodeId, type: "jupyter" } })).json();
-      const failed = await until(() => getRental(t, key, rental_id), (r) => r.status !== "pending", 10_000);
+      const failed = await until(() => getRental(t, key, rental_id), ended, 10_000);
       expect(failed).toMatchObject({ status: "failed", stop_reason: "error", billed_minutes: 0, running_at: null });
       expect(failed.failure).toContain("exited before it answered");
       expect(await nodeIds(t, key)).toContain(nodeId);

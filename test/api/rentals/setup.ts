@@ -40,6 +40,9 @@ export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms =
   }
 }
 
+/** Whether a rental has ended: stopped, or failed (a failing one is `stopping` until its process is gone). */
+export const ended = <T extends { status: string }>(r: T): boolean => r.status === "stopped" || r.status === "failed";
+
 export const getRental = (t: TestApp, key: string, id: string) => t.request("GET", `/api/v1/rentals/${id}`, { key }).then((r) => r.json() as Promise<any>);
 
 export async function nodeIds(t: TestApp, key: string): Promise<string[]> {
