@@ -110,10 +110,11 @@ test("start creates the container with the rental's GPU, token, label, work dir 
       "--ip=0.0.0.0",
       "--port=8888",
       "--no-browser",
-      `--IdentityProvider.token=${TOKEN}`,
       "--ServerApp.root_dir=/home/jovyan/work",
     ],
-    Env: [`NVIDIA_VISIBLE_DEVICES=${GPU}`],
+    // The token in the environment, where Jupyter Server reads it: a container's command line shows
+    // in the host's process list.
+    Env: [`NVIDIA_VISIBLE_DEVICES=${GPU}`, `JUPYTER_TOKEN=${TOKEN}`],
     Labels: { "appliance.rental": "rent_01" },
     ExposedPorts: { "8888/tcp": {} },
     HostConfig: {
@@ -194,6 +195,31 @@ test("stop on a container that is already gone does not throw", async () => {
     `POST /v1.43/containers/${RUNNING}/stop?t=10`,
     `DELETE /v1.43/containers/${RUNNING}?force=true`,
   ]);
+});
+
+test("reclaim finds by name the container of a launch whose handle was never recorded, and stops and removes it", async () => {
+  const l = launcherFor(startEngine([]).socketPath);
+  const intent = JSON.parse(JSON.stringify(l.intent(spec("rent_04"))));
+  expect(intent).toEqual({ launcher: "docker", data: { container: "appliance-rent_04" } });
+  const engine = startEngine([
+    { method: "POST", path: "/v1.43/containers/appliance-rent_04/stop?t=10", status: 204, body: null },
+    { method: "DELETE", path: "/v1.43/containers/appliance-rent_04?force=true", status: 204, body: null },
+  ]);
+  await launcherFor(engine.socketPath).reclaim(intent);
+  expect(engine.unused).toEqual([]);
+});
+
+test("reclaim of a launch that created nothing is done; with the daemon unreachable it throws, so the rental keeps its GPU", async () => {
+  const intent = { launcher: "docker", data: { container: "appliance-rent_05" } };
+  const engine = startEngine([
+    { method: "POST", path: "/v1.43/containers/appliance-rent_05/stop?t=10", status: 404, body: { message: "No such container: appliance-rent_05" } },
+    { method: "DELETE", path: "/v1.43/containers/appliance-rent_05?force=true", status: 404, body: { message: "No such container: appliance-rent_05" } },
+  ]);
+  await launcherFor(engine.socketPath).reclaim(intent);
+  expect(engine.unused).toEqual([]);
+  const empty = mkdtempSync(join(tmpdir(), "docker-none-"));
+  cleanups.push(() => rmSync(empty, { recursive: true, force: true }));
+  await expect(launcherFor(join(empty, "docker.sock")).reclaim(intent)).rejects.toThrow();
 });
 
 test("the log stream is demultiplexed; a TTY container's raw text passes through", () => {

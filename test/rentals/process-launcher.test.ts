@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createProcessLauncher } from "../../src/rentals/launchers/process";
-import { FAKE_JUPYTER, processesOf } from "../api/rentals/setup";
+import { FAKE_JUPYTER, processesOf, until } from "../api/rentals/setup";
 
 // The process launcher on its own: the real spawn of the stand-in JupyterLab, its readiness, its
 // log, its stop (the whole process group), and that a pid it does not own is never signalled.
@@ -35,6 +35,42 @@ test("start, ready, log, stop: the server gets the GPU, token, port and work dir
   expect(processesOf(id)).toEqual([]);
   await l.stop(handle); // already gone: safe
   expect(readFileSync(join(workDir, "jupyter.log"), "utf8")).toContain("listening");
+});
+
+test("the token reaches the notebook server in its environment (JUPYTER_TOKEN), never on its command line, which every local user can read", async () => {
+  const id = `rent_t${Date.now()}`;
+  const token = "tok-secret-9f8e7d6c5b4a";
+  const workDir = mkdtempSync(join(dir, "rent_t-"));
+  const l = launcher([process.execPath, FAKE_JUPYTER]);
+  const handle = await l.start({ rentalId: id, gpus: ["GPU-aaaa"], token, workDir });
+  try {
+    const [pid] = processesOf(id);
+    expect(pid).toBe(handle.data.pid as number);
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    expect(cmdline).toContain("--ServerApp.root_dir="); // it is the server's command line
+    expect(cmdline).not.toContain(token);
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain(`JUPYTER_TOKEN=${token}`);
+    expect(JSON.stringify(handle)).not.toContain(token); // nor in what is stored and shown as the handle
+    let state = await l.probe(handle);
+    for (let i = 0; i < 100 && state !== "ready"; i++) state = (await Bun.sleep(50), await l.probe(handle));
+    expect((await fetch(`http://127.0.0.1:${handle.data.port}/lab?token=${token}`)).status).toBe(200); // and the server requires it
+    expect((await fetch(`http://127.0.0.1:${handle.data.port}/lab?token=wrong`)).status).toBe(403);
+  } finally {
+    await l.stop(handle);
+  }
+});
+
+test("reclaim stops what a launch started, found by its intent alone (the handle was never stored)", async () => {
+  const id = `rent_r${Date.now()}`;
+  const workDir = mkdtempSync(join(dir, "rent_r-"));
+  const l = launcher([process.execPath, FAKE_JUPYTER, "--stubborn-kernel"]);
+  const intent = JSON.parse(JSON.stringify(l.intent({ rentalId: id, gpus: [], token: "t", workDir })));
+  expect(intent).toEqual({ launcher: "process", data: { env: `APPLIANCE_RENTAL_ID=${id}`, rentalId: id } });
+  await l.start({ rentalId: id, gpus: [], token: "t", workDir }); // its handle is dropped, as by a kill -9
+  expect(await until(async () => processesOf(id), (p) => p.length === 2)).toHaveLength(2); // the server and its kernel
+  await l.reclaim(intent);
+  expect(processesOf(id)).toEqual([]); // the kernel that ignores SIGTERM too
+  await l.reclaim(intent); // nothing left: safe
 });
 
 test("a pid that is not the rental's (reused, or another program) is dead to the launcher and never signalled", async () => {

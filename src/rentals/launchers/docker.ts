@@ -171,7 +171,11 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
   }
 }
 
-/** The ContainerConfig of POST /containers/create (the token is in Cmd, so this body is never logged). */
+/**
+ * The ContainerConfig of POST /containers/create. The token goes in Env as JUPYTER_TOKEN (read by
+ * Jupyter Server), not in Cmd: a container's command line shows in the host's process list. This
+ * body is never logged.
+ */
 function createBody(spec: LaunchSpec, image: string) {
   return {
     Image: image,
@@ -181,10 +185,9 @@ function createBody(spec: LaunchSpec, image: string) {
       "--ip=0.0.0.0",
       "--port=8888",
       "--no-browser",
-      `--IdentityProvider.token=${spec.token}`,
       `--ServerApp.root_dir=${WORK_DIR}`,
     ],
-    Env: [`NVIDIA_VISIBLE_DEVICES=${spec.gpus.join(",")}`],
+    Env: [`NVIDIA_VISIBLE_DEVICES=${spec.gpus.join(",")}`, `JUPYTER_TOKEN=${spec.token}`],
     Labels: { "appliance.rental": spec.rentalId },
     // Declared as well as bound, as the CLI's `-p` and docker-py do, so an image without
     // `EXPOSE 8888` still gets the mapping.

@@ -3,16 +3,19 @@ import { accessSync, closeSync, constants, openSync, readdirSync, readFileSync }
 import { LOG_FILE, tailOf } from "./log-tail";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import type { LaunchHandle, Launcher, LaunchSpec, Liveness } from "./types";
+import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec, Liveness } from "./types";
 
 // The `process` launcher: JupyterLab (or a configured command taking the same flags) as a child
 // process bound to the rental's GPUs with CUDA_VISIBLE_DEVICES, on a free port, requiring the
 // rental's token. It runs in its own process group, so stopping it stops what it started, and it
 // outlives a restart of the appliance (which finds it again by pid and the rental id in its
-// environment). Its output goes to `<workDir>/jupyter.log`.
+// environment, or by that tag alone when the appliance died before it recorded the pid). Its
+// output goes to `<workDir>/jupyter.log`. The token is passed as JUPYTER_TOKEN (Jupyter Server's
+// IdentityProvider reads it from there): a command line is readable by every local user
+// (/proc/<pid>/cmdline, `ps`), an environment only by the same user and root.
 
 export interface ProcessLauncherOptions {
-  /** The program and its first arguments; the launcher adds --port, --ip, the token, the root dir. */
+  /** The program and its first arguments; the launcher adds --port, --ip and the root dir (the token goes in JUPYTER_TOKEN). */
   command: string[];
   /** Address the notebook server listens on. */
   bind: string;
@@ -63,12 +66,12 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
         const [program, ...args] = o.command;
         const child = spawn(
           program!,
-          [...args, `--ip=${o.bind}`, `--port=${port}`, "--no-browser", `--IdentityProvider.token=${spec.token}`, `--ServerApp.root_dir=${spec.workDir}`, "--ServerApp.port_retries=0"],
+          [...args, `--ip=${o.bind}`, `--port=${port}`, "--no-browser", `--ServerApp.root_dir=${spec.workDir}`, "--ServerApp.port_retries=0"],
           {
             cwd: spec.workDir,
             detached: true, // its own process group: stop() signals the whole group
             stdio: ["ignore", fd, fd],
-            env: { ...process.env, CUDA_VISIBLE_DEVICES: spec.gpus.join(","), [ENV_TAG]: spec.rentalId },
+            env: { ...process.env, CUDA_VISIBLE_DEVICES: spec.gpus.join(","), JUPYTER_TOKEN: spec.token, [ENV_TAG]: spec.rentalId },
           },
         );
         const pid = await new Promise<number>((resolve, reject) => {

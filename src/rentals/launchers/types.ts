@@ -6,7 +6,10 @@ export interface LaunchSpec {
   rentalId: string;
   /** The GPU(s) to hand out: UUIDs as nvidia-smi reports them (`GPU-…`), or indexes. */
   gpus: string[];
-  /** The access token the notebook server must require (`--IdentityProvider.token`). */
+  /**
+   * The access token the notebook server must require. Passed in its environment
+   * (`JUPYTER_TOKEN`), never on its command line, which every local user can read.
+   */
   token: string;
   /** A directory owned by this rental (working dir / logs). */
   workDir: string;

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { rentalsRepo } from "../../../src/store/rentals";
 import { testApp, type TestApp } from "../../helpers/app";
 import { authSuite } from "../http/auth-suite";
@@ -39,7 +40,7 @@ afterAll(async () => {
   await t.close();
 });
 
-test("another key of the same account can neither see, read the log of, nor stop a running rental; its token is never logged", async () => {
+test("another key of the same account can neither see, read the log of, nor stop a running rental; its token is never logged nor on the command line", async () => {
   const owner = t.key({ account: "lab", creditUsd: 1, scopes: ["inference", "rental"] });
   const sibling = t.key({ account: "lab", scopes: ["inference", "rental"] });
   const [node] = await nodeIds(t, owner);
@@ -57,6 +58,9 @@ test("another key of the same account can neither see, read the log of, nor stop
   const bare = running.connection.url.replace(/\?token=.*$/, "");
   expect((await fetch(bare)).status).toBe(403);
   expect(JSON.stringify(t.logs)).not.toContain(running.connection.token);
+  // Nor is it on the notebook server's command line, which every local user can read (`ps`).
+  const [pid] = processesOf(rental_id);
+  expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).not.toContain(running.connection.token);
 
   await t.request("DELETE", `/api/v1/rentals/${rental_id}`, { key: owner });
   expect(processesOf(rental_id)).toEqual([]);
