@@ -357,6 +357,13 @@ export function createRentalsService(o: RentalsOptions) {
       return rentable().filter((n) => !taken.has(n.node_id));
     },
     async create(p: Principal, body: CreateRental, idempotencyKey: string | null) {
+      // A rental is paid from the account's prepaid balance, which nothing else lets a free key spend
+      // (its inference runs on the trial): renting needs a premium key, whatever its scopes (issue 23).
+      if (p.kind !== "premium")
+        throw new ApiError(
+          "missing_scope",
+          "GPU rentals need a premium key: a rental is paid from the account's balance, which a free key cannot spend. Create a premium key with the GPU Rentals scope in the console or with `appliance keys create --premium --scope rental`",
+        );
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
         throw new ApiError("invalid_request", "Idempotency-Key must be 1–255 characters", { param: "Idempotency-Key" });
       const { row, created } = createTx.immediate(p, validate(body), idempotencyKey);

@@ -73,13 +73,26 @@ describe("refusals", () => {
     for (const r of (await (await t.request("GET", "/api/v1/rentals", { key: b })).json()).data) await t.request("DELETE", `/api/v1/rentals/${r.rental_id}`, { key: b });
   }, 30_000);
 
-  test("a balance below one minute is 402 insufficient_balance; free-trial tokens do not pay for rentals", async () => {
+  test("a balance below one minute is 402 insufficient_balance", async () => {
     const poor = t.key({ creditUsd: 0.009, scopes: [...RENTAL] }); // one minute at 0.6/h is 0.01
     const [node] = await nodeIds(t, poor);
     expect(await expectError(await post(poor, { node_id: node, type: "jupyter" }), 402, "insufficient_balance")).toContain("0.01");
-    const trial = t.key({ kind: "free", scopes: [...RENTAL] });
-    await expectError(await post(trial, { node_id: node, type: "jupyter" }), 402, "insufficient_balance");
     expect(await nodeIds(t, poor)).toContain(node!);
+  });
+
+  test("a free key with the rental scope is refused with 403 naming the premium key, also when its account has a balance; nothing starts", async () => {
+    // Rentals are paid from the prepaid balance, which nothing else lets a free key spend.
+    const free = t.key({ kind: "free", creditUsd: 5, scopes: [...RENTAL] });
+    const [node] = await nodeIds(t, free); // the GPUs may still be listed
+    const before = (t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
+    for (const headers of [undefined, { "idempotency-key": "free-1" }]) {
+      const msg = await expectError(await post(free, { node_id: node, type: "jupyter" }, headers), 403, "missing_scope");
+      expect(msg).toContain("premium key");
+      expect(msg).toContain("free key cannot spend");
+    }
+    expect((t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n).toBe(before);
+    expect(await nodeIds(t, free)).toContain(node!);
+    expect(t.deps.accounts.getAccount(t.deps.accounts.authenticate(free)!.accountId).balance_micros).toBe(5_000_000);
   });
 
   test("one Idempotency-Key with another body is 422 idempotency_key_reused", async () => {
