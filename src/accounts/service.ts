@@ -5,6 +5,7 @@ import type { Config } from "../config";
 import { newId } from "../ids";
 import { accountsRepo } from "../store/accounts";
 import { keysRepo, type KeyWithAccount } from "../store/keys";
+import { moveActiveRentals } from "../store/rentals";
 import { displayKey, generateKey, hashKey, hashKeyBase64, looksLikeKey, sameHash } from "./key-format";
 import { SCOPES, type AccountInfo, type KeyInfo, type KeyKind, type Principal, type Scope } from "./types";
 
@@ -211,7 +212,9 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
         .transaction(() => {
           const old = activeKey(ref);
           keys.revoke(old.id, clock.now());
-          return { ...insertKey(old.account_id, old.kind, old, old.id), oldId: old.id };
+          const made = insertKey(old.account_id, old.kind, old, old.id);
+          moveActiveRentals(db, old.id, made.id); // they keep running for the new secret; revoking stops them
+          return { ...made, oldId: old.id };
         })
         .immediate();
       cache.clear();

@@ -301,6 +301,7 @@ export function createRentalsService(o: RentalsOptions) {
   async function tick() {
     const now = o.clock.now();
     if (now - lastHealthCheck >= HEALTH_EVERY_MS) await checkLaunchers();
+    stopRevoked();
     for (const r of repo.active()) {
       if (launching.has(r.id) || stopping.has(r.id)) continue;
       try {
@@ -310,6 +311,20 @@ export function createRentalsService(o: RentalsOptions) {
       }
     }
     repo.forgetBefore(now - idempotencyMs);
+  }
+
+  /**
+   * A revoked key's rentals stop, billed to the moment of revocation (issue 23: they ran and billed
+   * on). Read from the store, so a key revoked by the CLI or the console, in this process or
+   * another, is found at the next tick. A rotated key's rentals moved to its successor when it was
+   * rotated (accounts service), so they are not among these.
+   */
+  function stopRevoked() {
+    for (const r of repo.onRevokedKeys()) {
+      if (stopping.has(r.id)) continue;
+      o.logger.info("rental's key revoked", { rental: r.id });
+      void stop(r.id, "key_revoked", { billTo: r.revoked_at });
+    }
   }
 
   async function tickOne(r: RentalRow, now: number) {
