@@ -41,9 +41,16 @@ export async function benchFuzz(args: string[] = []) {
     const unlogged = t.errors(null).filter((l) => !report.results.some((r) => r.requestId === l.request_id));
     if (unlogged.length) console.log(`server errors logged outside any fuzz request: ${unlogged.length}\n${unlogged.slice(0, 5).map((l) => `  ${l.msg} ${l.error ?? ""}`).join("\n")}`);
     if (report.failures.length) {
-      console.log(`\nfailures (${report.failures.length}; reproduce with seed=${seed} count=${count}):`);
-      for (const r of report.failures.slice(0, 60)) console.log(describeFailure(r, t));
-      if (report.failures.length > 60) console.log(`… and ${report.failures.length - 60} more`);
+      // 5xx first; at most 3 reproductions per route and kind of problem.
+      const rank = (k: string) => ["5xx", "stream-error", "timeout"].includes(k) ? 0 : 1;
+      const sorted = [...report.failures].sort((a, b) => rank(a.problems[0]!.kind) - rank(b.problems[0]!.kind) || a.c.n - b.c.n);
+      const shown = new Map<string, number>();
+      console.log(`\nfailures (${report.failures.length}; reproduce with seed=${seed} count=${count}; at most 3 per route and kind):`);
+      for (const r of sorted) {
+        const k = `${r.c.op} ${r.problems[0]!.kind}`;
+        shown.set(k, (shown.get(k) ?? 0) + 1);
+        if (shown.get(k)! <= 3) console.log(describeFailure(r, t));
+      }
     }
     const healthy = report.finalHealthStatus === 200 && report.finalHealthMs < 1000;
     const pass = report.failures.length === 0 && healthy;

@@ -75,8 +75,8 @@ export function modelKindOf(template: string): keyof FuzzWorld["models"] | null 
 
 /** Real values for a path parameter, by route and name. */
 export function realIds(world: FuzzWorld, template: string, name: string, method = "GET"): string[] {
-  // The first file is kept for the routes that read it; only the others are deleted.
-  if (method === "DELETE" && template.includes("/files/")) return world.ids.file.slice(1);
+  // The first three files are kept for the routes that read them; only the others are deleted.
+  if (method === "DELETE" && template.includes("/files/")) return world.ids.file.slice(3);
   if (name === "model") return [...world.models.chat, ...world.models.embedding, ...world.models.image, ...world.models.retired];
   if (name === "file") return world.ids.consoleFile;
   if (name === "name") return world.ids.account;

@@ -42,7 +42,11 @@ export interface RunOptions {
 /** The headers a case is sent with: its credentials as the run holds them, then its own. */
 export function headersOf(t: FuzzTarget, c: FuzzCase): Record<string, string> {
   const h: Record<string, string> = {};
-  if (c.auth === "key") h.authorization = `Bearer ${t.key}`;
+  if (c.auth === "key") {
+    // Anthropic clients send x-api-key (and anthropic-version) on the Messages endpoints: a third of those cases do.
+    if (c.path.startsWith("/v1/messages") && c.n % 3 === 0) Object.assign(h, { "x-api-key": t.key, "anthropic-version": "2023-06-01" });
+    else h.authorization = `Bearer ${t.key}`;
+  }
   if (c.path.startsWith("/console")) h.origin = t.base;
   if (c.auth === "session" || c.auth === "session-no-csrf") {
     h.cookie = t.session.cookie;

@@ -157,9 +157,9 @@ export function wrongType(r: Prng, v: unknown): unknown {
 /** A sentinel string replaced in the JSON text by a deeply nested value (see deepJson). */
 export const DEEP_SENTINEL = "\u0001deep\u0001";
 
-export type Mutation = "drop" | "wrong-type" | "extra-field" | "extreme-number" | "proto-top" | "proto-nested" | "hostile-string" | "null" | "deep";
+export type Mutation = "drop" | "wrong-type" | "extra-field" | "extreme-number" | "proto-top" | "proto-nested" | "proto-value" | "hostile-string" | "null" | "deep";
 
-export const MUTATIONS: Mutation[] = ["drop", "wrong-type", "extra-field", "extreme-number", "proto-top", "proto-nested", "hostile-string", "null", "deep"];
+export const MUTATIONS: Mutation[] = ["drop", "wrong-type", "extra-field", "extreme-number", "proto-top", "proto-nested", "proto-value", "hostile-string", "null", "deep"];
 
 /**
  * Applies one mutation to a (fresh, owned) value; returns the new value and a short description.
@@ -207,6 +207,14 @@ export function mutate(r: Prng, value: unknown, m: Mutation, protect: ReadonlySe
       const v = r.pick<() => unknown>([() => anyValue(r), () => ({ polluted: true }), () => r.word(), () => 1, () => null, () => [1, 2], () => ({ prototype: { polluted: 1 } })])();
       setKey(target, key, v);
       return { value, what: `${JSON.stringify(key)}=${JSON.stringify(v)} at ${show(p)}` };
+    }
+    case "proto-value": {
+      // In place of a field's value, an object whose own toString / valueOf are not functions:
+      // code that turns the value into a string (a template, a message) throws on it.
+      const p = at(inner.length ? inner : all);
+      const v: Record<string, unknown> = {};
+      for (const k of r.chance(0.5) ? ["toString", "valueOf"] : [r.pick(["toString", "valueOf", "toJSON", "constructor", "__proto__"])]) setKey(v, k, r.pick<unknown>([[], 1, "x", null, {}, true]));
+      return { value: setAt(value, p, v), what: `${JSON.stringify(v)} at ${show(p)}` };
     }
     case "hostile-string": {
       const p = at(inner.length ? inner : all);

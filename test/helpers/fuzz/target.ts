@@ -115,7 +115,18 @@ export async function fuzzTarget(o: { http?: boolean } = {}): Promise<FuzzTarget
     const upload = multipartBody(new Prng(seed), world, true);
     world.ids.file.push((await call("POST", "/v1/files", upload.body, { "content-type": upload.contentType })).id);
   }
+  // A file whose lines carry what the fuzzer sends to the live routes (prototype-named fields, deep
+  // nesting, duplicate and odd ids): batches created from it validate and run those lines.
+  const hostile = [];
+  for (const lines of HOSTILE_LINES) hostile.push((await call("POST", "/v1/files", upload(lines), { "content-type": `multipart/form-data; boundary=${BOUNDARY}` })).id);
+  world.ids.file.splice(1, 0, ...hostile);
   const file = { id: world.ids.file[0]! };
+  // The worker runs the lines that pass validation (a refusal is fine: then validation saw them).
+  await handle(new Request(`${base}/v1/batches`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ input_file_id: hostile[0], endpoint: "/v1/chat/completions", completion_window: "24h" }),
+  })).then((r) => r.text());
   const batch = await call("POST", "/v1/batches", JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }), { "content-type": "application/json" });
   world.ids.batch.push(batch.id);
   const gpus = await call("GET", "/api/v1/gpus");
@@ -147,4 +158,32 @@ export async function fuzzTarget(o: { http?: boolean } = {}): Promise<FuzzTarget
     errors: (id) => lines.filter((l) => l.level === "error" && (id === null || l.request_id === id)),
     close: shutdown,
   };
+}
+
+const BOUNDARY = "fuzz-hostile-lines";
+const line = (id: string, url: string, body: string) => `{"custom_id":${JSON.stringify(id)},"method":"POST","url":"${url}","body":${body}}`;
+const CHAT = '"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":4';
+
+/** Files whose lines carry what the fuzzer sends to the live routes: the first may pass validation, the second may not. */
+const HOSTILE_LINES = [
+  [
+    line("ok", "/v1/chat/completions", `{${CHAT}}`),
+    line("proto", "/v1/chat/completions", `{"__proto__":{"max_tokens":100000},"toString":1,"constructor":{"prototype":1},${CHAT}}`),
+    line("__proto__", "/v1/chat/completions", `{${CHAT}}`),
+    line("nested-proto", "/v1/chat/completions", '{"model":"chat","messages":[{"role":"user","content":"hi","__proto__":{"role":"system"},"toString":"x"}],"max_tokens":4}'),
+    line("constructor", "/v1/chat/completions", `{${CHAT},"tools":[{"type":"function","function":{"name":"__proto__","parameters":{"type":"object","properties":{"toString":{"type":"string"}}}}}]}`),
+  ],
+  [
+    line("responses-proto", "/v1/responses", '{"model":"chat","input":"hi","max_output_tokens":4,"toString":1,"valueOf":"x","hasOwnProperty":null}'),
+    line("embed-proto", "/v1/embeddings", '{"model":"embed","input":["a","b"],"__proto__":{"input":1},"constructor":1}'),
+    line("deep", "/v1/chat/completions", `{${CHAT},"metadata":${"[".repeat(3000)}${"]".repeat(3000)}}`),
+    line("dup", "/v1/embeddings", '{"model":"embed","input":"a"}'),
+    line("dup", "/v1/embeddings", '{"model":"embed","input":"a"}'),
+    "{not json",
+  ],
+];
+
+function upload(lines: string[]): string {
+  const file = lines.join("\n") + "\n";
+  return `--${BOUNDARY}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="hostile.jsonl"\r\n\r\n${file}\r\n--${BOUNDARY}--\r\n`;
 }
