@@ -60,8 +60,18 @@ export const CONSOLE_FILES = Object.keys(FILES);
 
 /** One console file, or null when there is none of that name. */
 export function consoleAsset(name: string): Response | null {
-  const body = FILES[name];
-  if (body === undefined) return null;
+  if (!Object.hasOwn(FILES, name)) return null; // "toString" names no file either
+  const body = FILES[name]!;
   const type = TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
   return new Response(body, { headers: { ...HEADERS, "content-type": type } });
+}
+
+const NOT_FOUND_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Not found</title></head>
+<body><h1>Not found</h1><p>The console has no such page. <a href="/console">Open the console</a>.</p></body></html>
+`;
+
+/** The answer for a console path that names no file: a plain 404 page (a browser lands on it). */
+export function consoleNotFound(): Response {
+  return new Response(NOT_FOUND_HTML, { status: 404, headers: { ...HEADERS, "content-type": TYPES.html! } });
 }

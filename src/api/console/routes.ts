@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { ConsoleAuth } from "../../console/auth";
 import type { ConsoleViews } from "../../console/views";
 import { ApiError } from "../http/errors";
-import { consoleAsset } from "./assets";
+import { consoleAsset, consoleNotFound } from "./assets";
 import { assertSameOrigin, cookieValue, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
@@ -19,7 +19,10 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf:
   return new Elysia({ name: "console" })
     .get("/", () => Response.redirect("/console", 302))
     .get("/console", () => consoleAsset("index.html")!)
-    .get("/console/:file", ({ params }) => consoleAsset(params.file) ?? new Response("not found", { status: 404 }))
+    .get("/console/:file", ({ params, request }) => {
+      if (params.file === "api") throw new ApiError("not_found", `Invalid URL (${request.method} /console/api)`);
+      return consoleAsset(params.file) ?? consoleNotFound();
+    })
     .post("/console/api/login", async ({ request, body }) => {
       assertSameOrigin(request);
       const b = bodyOf(body);

@@ -4,12 +4,19 @@ import { ApiError } from "../http/errors";
 // The console's edge: its session cookie, and the checks every state-changing request passes
 // (same origin, and the session's CSRF token in `X-CSRF-Token`). Pure functions of the request.
 
+/** A cookie's value; null when absent or not decodable (a bad escape is no cookie, never a 500). */
 export function cookieValue(req: Request, name = SESSION_COOKIE): string | null {
   const header = req.headers.get("cookie");
   if (!header) return null;
   for (const part of header.split(";")) {
     const i = part.indexOf("=");
-    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+    if (i > 0 && part.slice(0, i).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(i + 1).trim());
+      } catch {
+        return null;
+      }
+    }
   }
   return null;
 }

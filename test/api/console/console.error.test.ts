@@ -56,3 +56,22 @@ test("usage range, admin credit, unknown routes", async () => {
   await expectError(await admin.call("POST", "/console/api/admin/accounts/nobody/credit", { usd: 5 }), 404, "not_found");
   expect(t.deps.accounts.getAccount("err-a").balance_micros).toBe(0);
 });
+
+test("a session cookie with a bad percent-escape is no session, never a 500", async () => {
+  for (const cookie of ["appliance_session=%", "appliance_session=%zz; appliance_device=%"]) {
+    const res = await t.app.handle(new Request("http://localhost/console/api/session", { headers: { cookie } }));
+    await expectError(res, 401, "not_signed_in");
+  }
+});
+
+test("an unknown console path is a 404 page, and under /console/api the JSON envelope", async () => {
+  for (const path of ["/console/nope.js", "/console/toString", "/console/__proto__", "/console/constructor"]) {
+    const res = await c.call("GET", path);
+    expect({ path, status: res.status, type: res.headers.get("content-type") }).toEqual({ path, status: 404, type: "text/html; charset=utf-8" });
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(await res.text()).toContain("Not found");
+  }
+  await expectError(await c.call("GET", "/console/api"), 404, "not_found");
+  await expectError(await c.call("GET", "/console/api/nope/deeper"), 404, "not_found");
+  await expectError(await c.call("POST", "/console/api/keys/%ff/revoke"), 400, null, "id");
+});
