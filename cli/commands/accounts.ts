@@ -65,7 +65,9 @@ export function accountsCommand(): Command {
 
   cmd
     .command("password <name>")
-    .description("set the account's web console password (typed without echo, or one line on stdin); ends its console sessions")
+    .description(
+      "set the account's web console password (typed without echo, or one line on stdin); ends its console sessions, its sign-in back-off and its known browsers (works while the server runs)",
+    )
     .action((name: string, _opts: object, c: Command) =>
       withAccounts(c, async (accounts, _config, db) => {
         const password = await readSecret(`password for ${name}: `);

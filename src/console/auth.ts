@@ -5,19 +5,18 @@ import { ApiError } from "../api/http/errors";
 import type { Clock } from "../clock";
 import { randomBase62 } from "../ids";
 import { sessionsRepo } from "../store/sessions";
+import { deviceTokenId, mintDeviceToken } from "./devices";
+import { createSigninThrottle } from "./throttle";
 
 // Console sign-in: account passwords hashed with argon2id (Bun.password), sessions in the store
 // keyed by the SHA-256 of the cookie value, a CSRF token per session, and sign-in attempts limited
-// per account and per client address. API keys never sign in here: only an account's password.
+// per client address, per account with back-off, and per known browser (throttle.ts, devices.ts).
+// API keys never sign in here: only an account's password.
 
 export const SESSION_COOKIE = "appliance_session";
 /** A session lasts at most this long, and ends sooner after this much idle time. */
 export const SESSION_MAX_MS = 7 * 86_400_000;
 export const SESSION_IDLE_MS = 24 * 3_600_000;
-/** Failed sign-ins allowed per account, and from one address, in a window before 429. */
-export const SIGNIN_FAILURES = 5;
-export const SIGNIN_FAILURES_PER_ADDRESS = 20;
-export const SIGNIN_WINDOW_MS = 15 * 60_000;
 export const MIN_PASSWORD = 8;
 
 export interface ConsoleSession {
@@ -28,34 +27,23 @@ export interface ConsoleSession {
 }
 
 const sha256 = (s: string) => new Uint8Array(new Bun.CryptoHasher("sha256").update(s).digest());
+const sha256hex = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
 
 export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;
 
-export function createConsoleAuth(o: { db: Database; clock: Clock; accounts: AccountService }) {
+export function createConsoleAuth(o: {
+  db: Database;
+  clock: Clock;
+  accounts: AccountService;
+  /** The password check; tests count its calls. */
+  verify?: (password: string, hash: string) => Promise<boolean>;
+}) {
   const repo = sessionsRepo(o.db);
-  const failures = new Map<string, number[]>();
+  const throttle = createSigninThrottle(o.clock);
+  const verify = o.verify ?? ((password: string, hash: string) => Bun.password.verify(password, hash));
   // Verified against when the account does not exist, so a wrong name costs as long as a wrong password.
   let decoy: string | null = null;
   const decoyHash = async () => (decoy ??= await Bun.password.hash(randomBase62(24), { algorithm: "argon2id" }));
-
-  function recent(key: string, now: number): number[] {
-    const list = (failures.get(key) ?? []).filter((t) => now - t < SIGNIN_WINDOW_MS);
-    if (list.length) failures.set(key, list);
-    else failures.delete(key);
-    return list;
-  }
-
-  function throttle(keys: string[], now: number) {
-    for (const key of keys) {
-      const list = recent(key, now);
-      if (list.length >= (key.startsWith("address:") ? SIGNIN_FAILURES_PER_ADDRESS : SIGNIN_FAILURES)) {
-        const retry = Math.ceil((list[0]! + SIGNIN_WINDOW_MS - now) / 1000);
-        throw new ApiError("rate_limit_exceeded", `too many failed sign-ins; try again in ${Math.ceil(retry / 60)} minute(s)`, {
-          headers: { "retry-after": String(retry) },
-        });
-      }
-    }
-  }
 
   function checkPassword(password: unknown): string {
     if (typeof password !== "string" || password.length < MIN_PASSWORD || password.length > 1024)
@@ -64,7 +52,10 @@ export function createConsoleAuth(o: { db: Database; clock: Clock; accounts: Acc
   }
 
   return {
-    /** Sets (or replaces) an account's console password; its sessions end. */
+    /**
+     * Sets (or replaces) an account's console password: its sessions end, its device tokens stop
+     * counting and its sign-in back-off starts over (both follow the password hash).
+     */
     async setPassword(accountRef: string, password: unknown): Promise<void> {
       const account = o.accounts.getAccount(accountRef);
       const hash = await Bun.password.hash(checkPassword(password), { algorithm: "argon2id" });
@@ -76,30 +67,46 @@ export function createConsoleAuth(o: { db: Database; clock: Clock; accounts: Acc
 
     hasPassword: (accountId: string) => repo.passwordHash(accountId) !== null,
 
-    /** Checks the password; returns the new session's cookie value and its view. */
-    async signIn(name: unknown, password: unknown, address: string): Promise<{ token: string; session: ConsoleSession }> {
-      const now = o.clock.now();
+    /**
+     * Checks the password; returns the new session's cookie value, its view and a device token for
+     * the browser. `device` is the device token the browser sent, if any.
+     */
+    async signIn(
+      name: unknown,
+      password: unknown,
+      address: string,
+      device: string | null = null,
+    ): Promise<{ token: string; session: ConsoleSession; device: string }> {
       if (typeof name !== "string" || name === "" || name.length > 64) throw new ApiError("invalid_request", "account is required", { param: "account" });
       if (typeof password !== "string" || password === "" || password.length > 1024) throw new ApiError("invalid_request", "password is required", { param: "password" });
-      const keys = [`account:${name.toLowerCase()}`, `address:${address}`];
-      throttle(keys, now);
-      const decoy = await decoyHash(); // made once, before any verify, so no sign-in pays for it
       let account: ReturnType<AccountService["getAccount"]> | null = null;
       try {
         account = o.accounts.getAccount(name);
       } catch {}
       const hash = account ? repo.passwordHash(account.id) : null;
-      const ok = await Bun.password.verify(password, hash ?? decoy).catch(() => false);
-      if (!account || !hash || !ok) {
-        for (const key of keys) failures.set(key, [...recent(key, now), now]);
-        throw new ApiError("invalid_credentials", "wrong account or password");
-      }
-      failures.delete(keys[0]!);
+      const now = o.clock.now();
+      // One decision, charged as a failure, before anything is awaited (throttle.ts). The account
+      // is keyed by its id (a name and an id share one bucket) and its password version, so a new
+      // password starts a new bucket even when another process (the CLI) sets it.
+      const reservation = throttle.reserve({
+        account: account ? `${account.id}:${hash ? sha256hex(hash).slice(0, 16) : "none"}` : `?${name.toLowerCase()}`,
+        address,
+        device: account && hash ? deviceTokenId(device, account.id, hash, now) : null,
+      });
+      const decoy = await decoyHash();
+      const ok = await verify(password, hash ?? decoy).catch(() => false);
+      if (!account || !hash || !ok) throw new ApiError("invalid_credentials", "wrong account or password");
+      throttle.succeeded(reservation);
       const token = randomBase62(43);
       const csrf = randomBase62(32);
-      repo.sweep(now, now - SESSION_IDLE_MS);
-      repo.insert({ id_hash: sha256(token), account_id: account.id, csrf, created_at: now, expires_at: now + SESSION_MAX_MS });
-      return { token, session: { accountId: account.id, account: account.name, role: account.role, csrf } };
+      const at = o.clock.now();
+      repo.sweep(at, at - SESSION_IDLE_MS);
+      repo.insert({ id_hash: sha256(token), account_id: account.id, csrf, created_at: at, expires_at: at + SESSION_MAX_MS });
+      return {
+        token,
+        session: { accountId: account.id, account: account.name, role: account.role, csrf },
+        device: mintDeviceToken(account.id, hash, at),
+      };
     },
 
     /** The session of a cookie value, or null (unknown, expired or idle too long). */

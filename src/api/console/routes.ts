@@ -2,8 +2,9 @@ import { Elysia } from "elysia";
 import type { ConsoleAuth } from "../../console/auth";
 import type { ConsoleViews } from "../../console/views";
 import { ApiError } from "../http/errors";
+import { DEVICE_COOKIE } from "../../console/devices";
 import { consoleAsset, consoleNotFound } from "./assets";
-import { assertSameOrigin, cookieValue, requireAdmin, requireSession, sessionCookie } from "./session";
+import { assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
 // Sessions, not API keys; the logic lives in src/console, over the same services as the API.
@@ -26,11 +27,11 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf:
     .post("/console/api/login", async ({ request, body }) => {
       assertSameOrigin(request);
       const b = bodyOf(body);
-      const { token, session } = await auth.signIn(b.account, b.password, addressOf(request));
-      return Response.json(
-        { account: { id: session.accountId, name: session.account, role: session.role }, csrf: session.csrf },
-        { headers: { "set-cookie": sessionCookie(request, token), "cache-control": "no-store" } },
-      );
+      const { token, session, device } = await auth.signIn(b.account, b.password, addressOf(request), cookieValue(request, DEVICE_COOKIE));
+      const headers = new Headers({ "cache-control": "no-store" });
+      headers.append("set-cookie", sessionCookie(request, token));
+      headers.append("set-cookie", deviceCookie(request, device));
+      return Response.json({ account: { id: session.accountId, name: session.account, role: session.role }, csrf: session.csrf }, { headers });
     })
     .post("/console/api/logout", ({ request }) => {
       signedIn(request);

@@ -1,7 +1,8 @@
 import { SESSION_COOKIE, SESSION_MAX_MS, type ConsoleAuth, type ConsoleSession } from "../../console/auth";
+import { DEVICE_COOKIE, DEVICE_MAX_MS } from "../../console/devices";
 import { ApiError } from "../http/errors";
 
-// The console's edge: its session cookie, and the checks every state-changing request passes
+// The console's edge: its cookies, and the checks every state-changing request passes
 // (same origin, and the session's CSRF token in `X-CSRF-Token`). Pure functions of the request.
 
 /** A cookie's value; null when absent or not decodable (a bad escape is no cookie, never a 500). */
@@ -21,12 +22,24 @@ export function cookieValue(req: Request, name = SESSION_COOKIE): string | null 
   return null;
 }
 
+/** The scheme the browser used: the request's, or a TLS-terminating proxy's X-Forwarded-Proto. */
+function schemeOf(req: Request): "http" | "https" {
+  const forwarded = req.headers.get("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase();
+  if (forwarded === "https" || forwarded === "http") return forwarded;
+  return new URL(req.url).protocol === "https:" ? "https" : "http";
+}
+
 /** HttpOnly, SameSite=Strict, scoped to /console; Secure when the request came over https. */
 export function sessionCookie(req: Request, token: string | null): string {
-  const secure = new URL(req.url).protocol === "https:" || req.headers.get("x-forwarded-proto") === "https";
   const value = token ?? "";
   const age = token ? Math.floor(SESSION_MAX_MS / 1000) : 0;
-  return `${SESSION_COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${age}${secure ? "; Secure" : ""}`;
+  return `${SESSION_COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${age}${schemeOf(req) === "https" ? "; Secure" : ""}`;
+}
+
+/** The browser's device token (devices.ts): sent to the sign-in only. */
+export function deviceCookie(req: Request, token: string): string {
+  const age = Math.floor(DEVICE_MAX_MS / 1000);
+  return `${DEVICE_COOKIE}=${token}; Path=/console/api/login; HttpOnly; SameSite=Strict; Max-Age=${age}${schemeOf(req) === "https" ? "; Secure" : ""}`;
 }
 
 const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);

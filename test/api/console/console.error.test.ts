@@ -62,6 +62,9 @@ test("a session cookie with a bad percent-escape is no session, never a 500", as
     const res = await t.app.handle(new Request("http://localhost/console/api/session", { headers: { cookie } }));
     await expectError(res, 401, "not_signed_in");
   }
+  const fresh = consoleClient(t);
+  fresh.device = "appliance_device=%";
+  expect((await fresh.signIn("err-a", "pw-err-a-0123456789")).status).toBe(200);
 });
 
 test("an unknown console path is a 404 page, and under /console/api the JSON envelope", async () => {
