@@ -21,6 +21,11 @@ const Server = T.Object(
       pattern: "^$|^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]]+):[0-9]{1,5}$",
       description: 'a second listener serving GET /metrics with no key, "host:port" (e.g. "127.0.0.1:9464"); empty = off',
     }),
+    allowed_hosts: T.Array(T.String({ minLength: 1 }), {
+      default: [],
+      description:
+        'more Host names the web console answers to ("name", "*.suffix", "*" = any) besides IP literals, localhost, *.local, this machine\'s hostname, server.host and rentals.public_host',
+    }),
   },
   { additionalProperties: false, default: {} },
 );

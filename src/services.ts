@@ -23,6 +23,7 @@ import { createDockerLauncher } from "./rentals/launchers/docker";
 import { createProcessLauncher } from "./rentals/launchers/process";
 import type { Launcher } from "./rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
+import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
 import { inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { createRentalsService, type RentalsService } from "./rentals/service";
@@ -124,7 +125,7 @@ export function createServices(
     batchWorker,
     rentals,
     console: {
-      auth: createConsoleAuth({ db, clock, accounts }),
+      auth: createConsoleAuth({ db, clock, accounts, allowedHosts: consoleHosts(config) }),
       views: createConsoleViews({ db, clock, accounts, batches, files, rentals, registry }),
     },
     metrics,

@@ -6,6 +6,7 @@ import type { Clock } from "../clock";
 import { randomBase62 } from "../ids";
 import { sessionsRepo } from "../store/sessions";
 import { deviceTokenId, mintDeviceToken } from "./devices";
+import { hostAllowList, type HostAllowList } from "./hosts";
 import { createSigninThrottle } from "./throttle";
 
 // Console sign-in: account passwords hashed with argon2id (Bun.password), sessions in the store
@@ -35,12 +36,15 @@ export function createConsoleAuth(o: {
   db: Database;
   clock: Clock;
   accounts: AccountService;
+  /** Names the console answers to besides the built-in ones (hosts.ts). */
+  allowedHosts?: string[];
   /** The password check; tests count its calls. */
   verify?: (password: string, hash: string) => Promise<boolean>;
 }) {
   const repo = sessionsRepo(o.db);
   const throttle = createSigninThrottle(o.clock);
   const verify = o.verify ?? ((password: string, hash: string) => Bun.password.verify(password, hash));
+  const allowsHost: HostAllowList = hostAllowList(o.allowedHosts ?? []);
   // Verified against when the account does not exist, so a wrong name costs as long as a wrong password.
   let decoy: string | null = null;
   const decoyHash = async () => (decoy ??= await Bun.password.hash(randomBase62(24), { algorithm: "argon2id" }));
@@ -108,6 +112,9 @@ export function createConsoleAuth(o: {
         device: mintDeviceToken(account.id, hash, at),
       };
     },
+
+    /** Whether the console answers to this Host header (DNS-rebinding guard, hosts.ts). */
+    allowsHost,
 
     /** The session of a cookie value, or null (unknown, expired or idle too long). */
     session(token: string | null): ConsoleSession | null {

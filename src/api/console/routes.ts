@@ -4,7 +4,7 @@ import type { ConsoleViews } from "../../console/views";
 import { ApiError } from "../http/errors";
 import { DEVICE_COOKIE } from "../../console/devices";
 import { consoleAsset, consoleNotFound } from "./assets";
-import { assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
+import { assertAllowedHost, assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
 // Sessions, not API keys; the logic lives in src/console, over the same services as the API.
@@ -17,7 +17,9 @@ const bodyOf = (b: unknown): Body => {
 
 export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf: (req: Request) => string) {
   const signedIn = (req: Request) => requireSession(auth, req);
+  // Every console route, before its handler: a Host this machine answers to (DNS rebinding).
   return new Elysia({ name: "console" })
+    .onBeforeHandle(({ request }) => assertAllowedHost(auth, request))
     .get("/", () => Response.redirect("/console", 302))
     .get("/console", () => consoleAsset("index.html")!)
     .get("/console/:file", ({ params, request }) => {

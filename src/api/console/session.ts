@@ -2,8 +2,9 @@ import { SESSION_COOKIE, SESSION_MAX_MS, type ConsoleAuth, type ConsoleSession }
 import { DEVICE_COOKIE, DEVICE_MAX_MS } from "../../console/devices";
 import { ApiError } from "../http/errors";
 
-// The console's edge: its cookies, and the checks every state-changing request passes
-// (same origin, and the session's CSRF token in `X-CSRF-Token`). Pure functions of the request.
+// The console's edge: its cookies, and the checks requests pass (a Host this machine answers to;
+// for state-changing requests the same origin and the session's CSRF token in `X-CSRF-Token`).
+// Pure functions of the request.
 
 /** A cookie's value; null when absent or not decodable (a bad escape is no cookie, never a 500). */
 export function cookieValue(req: Request, name = SESSION_COOKIE): string | null {
@@ -29,6 +30,10 @@ function schemeOf(req: Request): "http" | "https" {
   return new URL(req.url).protocol === "https:" ? "https" : "http";
 }
 
+function hostOf(req: Request): string {
+  return req.headers.get("host") ?? new URL(req.url).host;
+}
+
 /** HttpOnly, SameSite=Strict, scoped to /console; Secure when the request came over https. */
 export function sessionCookie(req: Request, token: string | null): string {
   const value = token ?? "";
@@ -42,22 +47,36 @@ export function deviceCookie(req: Request, token: string): string {
   return `${DEVICE_COOKIE}=${token}; Path=/console/api/login; HttpOnly; SameSite=Strict; Max-Age=${age}${schemeOf(req) === "https" ? "; Secure" : ""}`;
 }
 
+/** Refuses a Host this machine does not answer to: a DNS-rebinding page's name (hosts.ts). */
+export function assertAllowedHost(auth: ConsoleAuth, req: Request): void {
+  const host = hostOf(req);
+  if (!auth.allowsHost(host))
+    throw new ApiError("csrf_failed", `this console does not answer to the host name in "${host.slice(0, 100)}" (add it to server.allowed_hosts)`);
+}
+
 const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
 
-/** Refuses a state-changing request sent from another site (Origin / Sec-Fetch-Site). */
+/**
+ * Refuses a state-changing request sent from another origin: Sec-Fetch-Site other than
+ * same-origin, or an Origin whose scheme, host or port is not this request's (RFC 6454 §5: an
+ * origin is all three; https://host is another origin than http://host; "null" does not parse).
+ * A request with neither header is not from a browser's page.
+ */
 export function assertSameOrigin(req: Request): void {
   if (SAFE.has(req.method)) return;
-  if (req.headers.get("sec-fetch-site") === "cross-site") throw new ApiError("csrf_failed", "cross-site request refused");
+  const site = req.headers.get("sec-fetch-site");
+  if (site === "cross-site" || site === "same-site") throw new ApiError("csrf_failed", "cross-site request refused");
   const origin = req.headers.get("origin");
   if (origin === null) return;
-  const host = req.headers.get("host") ?? new URL(req.url).host;
-  let originHost: string;
+  let given: string;
+  let own: string;
   try {
-    originHost = new URL(origin).host;
+    given = new URL(origin).origin;
+    own = new URL(`${schemeOf(req)}://${hostOf(req)}`).origin;
   } catch {
     throw new ApiError("csrf_failed", "cross-site request refused");
   }
-  if (originHost !== host) throw new ApiError("csrf_failed", "cross-site request refused");
+  if (given !== own) throw new ApiError("csrf_failed", "cross-site request refused");
 }
 
 /** The signed-in session, with the CSRF check for anything but reads. */

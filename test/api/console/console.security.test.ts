@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { hostname } from "node:os";
 import { ManualClock } from "../../../src/clock";
 import { SESSION_IDLE_MS } from "../../../src/console/auth";
 import { BASE, testApp, type TestApp } from "../../helpers/app";
 import { consoleAccount, consoleClient } from "./client";
 
 // Sessions, not keys; one account's session cannot touch another's resources; CSRF and
-// cross-site requests refused; passwords hashed. Sign-in throttling: console.signin.test.ts.
+// cross-site requests and other origins refused; only this machine's host names answered;
+// passwords hashed. Sign-in throttling: console.signin.test.ts.
 
 const clock = new ManualClock(Date.UTC(2026, 10, 1));
 let t: TestApp;
@@ -55,6 +57,56 @@ test("state changes need the session's CSRF token and the same origin", async ()
   expect(cross.status).toBe(403);
   expect(cross.headers.get("set-cookie")).toBeNull();
   expect((await create({})).status).toBe(200);
+});
+
+test("an origin is scheme, host and port: https:// on an http console, another port, same-site or null are refused", async () => {
+  const pw = await consoleAccount(t, "origin-a");
+  const c = consoleClient(t);
+  await c.signIn("origin-a", pw);
+  const create = (headers: Record<string, string>) => c.call("POST", "/console/api/keys", { kind: "premium" }, headers);
+  const refused: Record<string, string>[] = [
+    { origin: "https://localhost" },
+    { origin: "http://localhost:8080" },
+    { origin: "null" },
+    { origin: "localhost" },
+    { "sec-fetch-site": "same-site" },
+  ];
+  for (const headers of refused) expect({ headers, code: await code(await create(headers)) }).toEqual({ headers, code: "csrf_failed" });
+  const login = await t.app.handle(new Request(`${BASE}/console/api/login`, { method: "POST", headers: { origin: "https://localhost", "content-type": "application/json" }, body: JSON.stringify({ account: "origin-a", password: pw }) }));
+  expect(login.status).toBe(403);
+  expect((await c.json("GET", "/console/api/keys")).data).toEqual([]);
+  // The same origin passes, the default port written out or not; behind a TLS proxy the scheme is its.
+  expect((await create({ origin: "http://localhost:80" })).status).toBe(200);
+  expect((await create({ origin: "https://localhost", "x-forwarded-proto": "https" })).status).toBe(200);
+  expect((await create({ origin: "http://localhost", "sec-fetch-site": "same-origin" })).status).toBe(200);
+});
+
+test("a DNS-rebinding page's host name is refused on every console route; this machine's names are answered", async () => {
+  const pw = await consoleAccount(t, "host-a");
+  const at = (host: string, path: string, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("host", host);
+    return t.app.handle(new Request(`http://${host}${path}`, { ...init, headers }));
+  };
+  const login = (host: string) =>
+    at(host, "/console/api/login", { method: "POST", headers: { origin: `http://${host}`, "content-type": "application/json" }, body: JSON.stringify({ account: "host-a", password: pw }) });
+  const rebound = await login("evil.example:8484");
+  expect(rebound.status).toBe(403);
+  expect(await code(rebound)).toBe("csrf_failed");
+  expect(rebound.headers.get("set-cookie")).toBeNull();
+  for (const path of ["/", "/console", "/console/app.js", "/console/api/session"]) expect({ path, status: (await at("evil.example", path)).status }).toEqual({ path, status: 403 });
+  for (const host of ["localhost:8484", "127.0.0.1:8484", "[::1]:8484", "appliance.local", `${hostname()}:8484`]) expect({ host, status: (await login(host)).status }).toEqual({ host, status: 200 });
+  // More names come from the config.
+  const named = testApp({ config: { server: { allowed_hosts: ["console.example.com"] } } });
+  try {
+    await consoleAccount(named, "host-b", { password: pw });
+    const res = (host: string) =>
+      named.app.handle(new Request(`http://${host}/console/api/login`, { method: "POST", headers: { host, origin: `http://${host}`, "content-type": "application/json" }, body: JSON.stringify({ account: "host-b", password: pw }) }));
+    expect((await res("console.example.com")).status).toBe(200);
+    expect((await res("evil.example")).status).toBe(403);
+  } finally {
+    await named.close();
+  }
 });
 
 test("the cookie is HttpOnly, SameSite=Strict, scoped to /console; the password is stored as argon2id", async () => {
