@@ -65,13 +65,3 @@ export function consoleAsset(name: string): Response | null {
   const type = TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
   return new Response(body, { headers: { ...HEADERS, "content-type": type } });
 }
-
-const NOT_FOUND_HTML = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Not found</title></head>
-<body><h1>Not found</h1><p>The console has no such page. <a href="/console">Open the console</a>.</p></body></html>
-`;
-
-/** The answer for a console path that names no file: a plain 404 page (a browser lands on it). */
-export function consoleNotFound(): Response {
-  return new Response(NOT_FOUND_HTML, { status: 404, headers: { ...HEADERS, "content-type": TYPES.html! } });
-}

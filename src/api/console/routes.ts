@@ -1,9 +1,10 @@
 import { Elysia } from "elysia";
 import type { ConsoleAuth } from "../../console/auth";
 import type { ConsoleViews } from "../../console/views";
+import { pathOf } from "../http/context";
 import { ApiError } from "../http/errors";
 import { DEVICE_COOKIE } from "../../console/devices";
-import { consoleAsset, consoleNotFound } from "./assets";
+import { consoleAsset } from "./assets";
 import { assertAllowedHost, assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
@@ -22,9 +23,11 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf:
     .onBeforeHandle(({ request }) => assertAllowedHost(auth, request))
     .get("/", () => Response.redirect("/console", 302))
     .get("/console", () => consoleAsset("index.html")!)
+    // An unknown file is the API's 404 envelope (JSON), as every other error of this server.
     .get("/console/:file", ({ params, request }) => {
-      if (params.file === "api") throw new ApiError("not_found", `Invalid URL (${request.method} /console/api)`);
-      return consoleAsset(params.file) ?? consoleNotFound();
+      const asset = consoleAsset(params.file);
+      if (!asset) throw new ApiError("not_found", `Invalid URL (${request.method} ${pathOf(request.url)}): the console has no such file`);
+      return asset;
     })
     .post("/console/api/login", async ({ request, body }) => {
       assertSameOrigin(request);
