@@ -4,6 +4,7 @@ import { accessOf, authenticateRequest, requiredScope, requireScope } from "./ap
 import { consoleRoutes } from "./api/console/routes";
 import { bindContext, clientAddressOf, contextOf, pathOf, type RequestContext } from "./api/http/context";
 import { admitBody, bodyTooLarge } from "./api/http/body";
+import { bodyErrorOf } from "./api/http/body-check";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
@@ -70,9 +71,11 @@ export function createApp(deps: AppDeps): App {
       admit(request, route);
       decodeParams(params as Record<string, string | null>);
     })
-    .onError({ as: "global" }, ({ code, error, request }) => {
+    .onError({ as: "global" }, ({ code, error, request, body, route }) => {
       const rc = contextOf(request);
-      return errorResponse(rc, toApiError(code, error, request));
+      // A failed body whose value broke Elysia's own error message (body-check.ts): the field's 400.
+      const invalid = code === "UNKNOWN" && error instanceof TypeError ? bodyError(request.method, route, body) : null;
+      return errorResponse(rc, invalid ?? toApiError(code, error, request));
     })
     .use(healthRoutes(deps))
     .use(metricsRoutes(deps))
@@ -89,6 +92,8 @@ export function createApp(deps: AppDeps): App {
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
+
+  const bodyError = bodyErrorOf(routes.routes);
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     // A chunked body that ran past the limit, whoever was reading it (a parser, the files upload).

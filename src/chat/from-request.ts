@@ -58,7 +58,11 @@ function toTurns(messages: ChatMessage[]): ChatTurn[] {
       case "assistant": {
         const calls = (m.tool_calls ?? []).map((c, j) => {
           const param = `${at}.tool_calls[${j}].function.arguments`;
-          parseClientJson(c.function.arguments, param, param);
+          try {
+            parseClientJson(c.function.arguments, "the text");
+          } catch (e) {
+            throw bad(param, `must be a JSON string (${(e as Error).message})`);
+          }
           pendingCalls.add(c.id);
           return { id: c.id, name: c.function.name, arguments: c.function.arguments };
         });

@@ -286,7 +286,11 @@ function toToolCall(item: InputItem, at: string): ToolCall {
   if (!item.call_id) throw bad(`${at}.call_id`, "is required on a function_call item");
   if (!item.name) throw bad(`${at}.name`, "is required on a function_call item");
   if (item.arguments === undefined) throw bad(`${at}.arguments`, "is required on a function_call item (a JSON string)");
-  parseClientJson(item.arguments, `${at}.arguments`, `${at}.arguments`);
+  try {
+    parseClientJson(item.arguments, "the text");
+  } catch (e) {
+    throw bad(`${at}.arguments`, `must be a JSON string (${(e as Error).message})`);
+  }
   return { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
 }
 

@@ -99,6 +99,7 @@ describe("error types through the official client", () => {
       422: ["invalid_request_error"],
       413: ["request_too_large"],
       429: ["rate_limit_error"],
+      499: ["invalid_request_error"], // logs only: the client has gone
       500: ["api_error"],
       503: ["overloaded_error"],
     };

@@ -136,7 +136,10 @@ describe("hostile JSON", () => {
       },
     });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as any).error).toMatchObject({ code: "invalid_json", param: "messages[1].tool_calls[0].function.arguments" });
+    expect(((await res.json()) as any).error).toMatchObject({
+      param: "messages[1].tool_calls[0].function.arguments",
+      message: `messages[1].tool_calls[0].function.arguments: must be a JSON string (the text is nested deeper than ${MAX_JSON_DEPTH} levels)`,
+    });
   });
 
   test("the server answers the next request at once after a hostile body", async () => {
@@ -150,6 +153,18 @@ describe("field names of Object.prototype", () => {
     const res = await t.request("POST", "/v1/responses", { key, body: `{"model":"m","input":"hi","${name}":1}` });
     expect(res.status).toBe(400);
     expect(((await res.json()) as any).error.param).toBe(name);
+  });
+
+  test.each([
+    { path: "/v1/embeddings", body: '{"model":{"toString":1},"input":"x"}', param: "model" },
+    { path: "/v1/chat/completions", body: '{"model":"m","messages":[{"role":{"valueOf":1,"toString":{}},"content":"x"}]}', param: "messages[0].role" },
+    { path: "/v1/messages", body: '{"model":"m","max_tokens":{"toString":null},"messages":[]}', param: "max_tokens" },
+  ])("$path: a value whose own toString is not a function is a 400 naming $param", async ({ path, body, param }) => {
+    const res = await t.request("POST", path, { key, body });
+    expect(res.status).toBe(400);
+    const json = (await res.json()) as any;
+    expect(json.error.message).toStartWith(`${param}: `);
+    if (!path.startsWith("/v1/messages")) expect(json.error.param).toBe(param);
   });
 
   test("a JSON Schema whose type is toString is refused as an unknown type", async () => {
