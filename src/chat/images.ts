@@ -1,15 +1,15 @@
 import { createHash } from "node:crypto";
-import { lookup } from "node:dns/promises";
-import { isIP } from "node:net";
 import sharp from "sharp";
 import { ApiError } from "../api/http/errors";
 import type { Config } from "../config";
+import { FetchRefused, safeFetch, type SafeFetchOptions } from "../net/safe-fetch";
 import type { ChatJob, DecodedImage, ImageInput } from "./job";
 
 // Images of a chat request, fetched and decoded before the engine sees them: base64 data URLs, or
-// https URLs fetched by the server (timeout, size cap, no private addresses unless the admin
-// allows them, every redirect checked again). PNG, JPEG, WebP and GIF (first frame), decoded by
-// sharp into RGB and scaled down to `max_side`. Errors name the part ("messages[1].content[0]").
+// https URLs fetched by the server (timeout, size cap, no internal addresses unless the admin
+// allows them, every redirect checked again, the connection pinned to the checked address: see
+// net/safe-fetch.ts). PNG, JPEG, WebP and GIF (first frame), decoded by sharp into RGB and scaled
+// down to `max_side`. Errors name the part ("messages[1].content[0]").
 
 /** Spec: a chat request carries at most this many images. */
 export const MAX_IMAGES_PER_REQUEST = 2;
@@ -22,8 +22,11 @@ export function imagesOf(job: ChatJob): ImageInput[] {
   return job.turns.flatMap((t) => (t.role === "user" ? t.images : []));
 }
 
+/** How URLs are resolved and judged (net/safe-fetch.ts); tests swap them. */
+export type ImageFetchDeps = Pick<SafeFetchOptions, "resolve" | "classify">;
+
 /** Fetches and decodes every image of the job into `decoded`. */
-export async function decodeImages(job: ChatJob, o: ImageInputOptions): Promise<void> {
+export async function decodeImages(job: ChatJob, o: ImageInputOptions, deps: ImageFetchDeps = {}): Promise<void> {
   const images = imagesOf(job);
   if (images.length > MAX_IMAGES_PER_REQUEST)
     throw new ApiError("too_many_images", `a request may carry at most ${MAX_IMAGES_PER_REQUEST} images; this one has ${images.length} (${images[MAX_IMAGES_PER_REQUEST]!.param} is one too many)`, {
@@ -31,12 +34,12 @@ export async function decodeImages(job: ChatJob, o: ImageInputOptions): Promise<
     });
   await Promise.all(
     images.map(async (img) => {
-      img.decoded = await decode(await bytesOf(img, o), img.param, o.max_side);
+      img.decoded = await decode(await bytesOf(img, o, deps), img.param, o.max_side);
     }),
   );
 }
 
-async function bytesOf(img: ImageInput, o: ImageInputOptions): Promise<Uint8Array> {
+async function bytesOf(img: ImageInput, o: ImageInputOptions, deps: ImageFetchDeps): Promise<Uint8Array> {
   const url = img.url.trim();
   if (/^data:/i.test(url)) return dataUrlBytes(url, img.param, o.max_bytes);
   let parsed: URL;
@@ -45,7 +48,7 @@ async function bytesOf(img: ImageInput, o: ImageInputOptions): Promise<Uint8Arra
   } catch {
     throw urlError(img.param, "is neither a data URL nor an https URL");
   }
-  return fetchBytes(parsed, img.param, o);
+  return fetchBytes(parsed, img.param, o, deps);
 }
 
 function dataUrlBytes(url: string, param: string, maxBytes: number): Uint8Array {
@@ -58,29 +61,41 @@ function dataUrlBytes(url: string, param: string, maxBytes: number): Uint8Array 
   return Buffer.from(b64, "base64");
 }
 
-async function fetchBytes(start: URL, param: string, o: ImageInputOptions): Promise<Uint8Array> {
+async function fetchBytes(url: URL, param: string, o: ImageInputOptions, deps: ImageFetchDeps): Promise<Uint8Array> {
   const signal = AbortSignal.timeout(o.fetch_timeout_s * 1000);
-  let url = start;
-  for (let hop = 0; ; hop++) {
-    await checkTarget(url, param, o);
-    let res: Response;
-    try {
-      res = await fetch(url, { redirect: "manual", signal, headers: { accept: "image/*" } });
-    } catch (e) {
-      const why = signal.aborted ? `timed out after ${o.fetch_timeout_s} s` : (e as Error).message;
-      throw urlError(param, `could not be fetched (${why})`);
-    }
-    if (res.status >= 300 && res.status < 400 && res.headers.get("location")) {
-      await res.body?.cancel();
-      if (hop >= MAX_REDIRECTS) throw urlError(param, `redirected more than ${MAX_REDIRECTS} times`);
-      url = new URL(res.headers.get("location")!, url);
-      continue;
-    }
-    if (!res.ok) {
-      await res.body?.cancel();
-      throw urlError(param, `could not be fetched (the server answered ${res.status})`);
-    }
-    return readCapped(res, param, o.max_bytes, signal);
+  let res: Response;
+  try {
+    res = await safeFetch(url, {
+      protocols: o.allow_http_urls ? ["https:", "http:"] : ["https:"],
+      allowPrivate: o.allow_private_urls,
+      maxRedirects: MAX_REDIRECTS,
+      signal,
+      headers: { accept: "image/*" },
+      ...deps,
+    });
+  } catch (e) {
+    if (!(e instanceof FetchRefused)) throw e;
+    throw urlError(param, refusalMessage(e, o));
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw urlError(param, `could not be fetched (the server answered ${res.status})`);
+  }
+  return readCapped(res, param, o.max_bytes, signal);
+}
+
+function refusalMessage(e: FetchRefused, o: ImageInputOptions): string {
+  switch (e.kind) {
+    case "scheme":
+      return `must be ${o.allow_http_urls ? "https://, http://" : "https://"} or a base64 data URL (${e.detail})`;
+    case "internal":
+      return `${e.detail}; the server fetches only public addresses unless image_input.allow_private_urls is set`;
+    case "timeout":
+      return `could not be fetched (timed out after ${o.fetch_timeout_s} s)`;
+    case "unreachable":
+      return `could not be fetched (${e.detail})`;
+    default:
+      return e.detail;
   }
 }
 
@@ -106,39 +121,6 @@ async function readCapped(res: Response, param: string, maxBytes: number, signal
     throw urlError(param, `could not be fetched (${signal.aborted ? "timed out" : (e as Error).message})`);
   }
   return Buffer.concat(chunks);
-}
-
-/** Scheme and address checks, before every request (redirects included). */
-async function checkTarget(url: URL, param: string, o: ImageInputOptions) {
-  if (url.protocol !== "https:" && !(url.protocol === "http:" && o.allow_http_urls))
-    throw urlError(param, `must be https:// or a base64 data URL (got ${url.protocol}//)`);
-  if (url.username || url.password) throw urlError(param, "must not carry credentials");
-  if (o.allow_private_urls) return;
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  let addresses: string[];
-  try {
-    addresses = isIP(host) ? [host] : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
-  } catch {
-    throw urlError(param, `names a host that does not resolve (${host})`);
-  }
-  const bad = addresses.find(isInternalAddress);
-  if (bad !== undefined)
-    throw urlError(param, `points at an internal address (${bad}); the server fetches only public addresses unless image_input.allow_private_urls is set`);
-}
-
-/** Loopback, private, link-local, unique-local, CGNAT, multicast, unspecified and mapped forms of them. */
-export function isInternalAddress(address: string): boolean {
-  const a = address.toLowerCase();
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
-  if (mapped) return isInternalAddress(mapped[1]!);
-  if (isIP(a) === 4) {
-    const [x, y] = a.split(".").map(Number) as [number, number];
-    return x === 0 || x === 10 || x === 127 || (x === 100 && y >= 64 && y < 128) || (x === 169 && y === 254) || (x === 172 && y >= 16 && y < 32) ||
-      (x === 192 && y === 168) || (x === 192 && y === 0) || (x === 198 && (y === 18 || y === 19)) || x >= 224;
-  }
-  if (isIP(a) === 6)
-    return a === "::" || a === "::1" || /^f[cd]/.test(a) || /^fe[89ab]/.test(a) || /^ff/.test(a) || a.startsWith("64:ff9b:") || a.startsWith("2001:db8:");
-  return true;
 }
 
 async function decode(bytes: Uint8Array, param: string, maxSide: number): Promise<DecodedImage> {

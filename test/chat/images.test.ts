@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import net from "node:net";
 import sharp from "sharp";
 import { ApiError } from "../../src/api/http/errors";
-import { decodeImages, isInternalAddress, type ImageInputOptions } from "../../src/chat/images";
+import { decodeImages, type ImageFetchDeps, type ImageInputOptions } from "../../src/chat/images";
 import type { ChatJob, ImageInput } from "../../src/chat/job";
+import { classifyAddress } from "../../src/net/address";
 
 // Fetching and decoding a chat request's images: formats, limits, and the URL rules (no SSRF).
 
@@ -16,15 +18,15 @@ function job(urls: string[]): ChatJob {
   return { model: "m", turns: [{ role: "user", text: "what is it", images }], tools: [], toolChoice: "auto", parallelToolCalls: true, format: null, thinking: null, maxTokens: null, stop: [], sampling: {}, stream: false, includeUsage: false };
 }
 
-async function decoded(urls: string[], o: Partial<ImageInputOptions> = {}) {
+async function decoded(urls: string[], o: Partial<ImageInputOptions> = {}, deps: ImageFetchDeps = {}) {
   const j = job(urls);
-  await decodeImages(j, { ...defaults, ...o });
+  await decodeImages(j, { ...defaults, ...o }, deps);
   return (j.turns[0] as { images: ImageInput[] }).images.map((i) => i.decoded!);
 }
 
-async function refusal(urls: string[], o: Partial<ImageInputOptions> = {}): Promise<ApiError> {
+async function refusal(urls: string[], o: Partial<ImageInputOptions> = {}, deps: ImageFetchDeps = {}): Promise<ApiError> {
   try {
-    await decoded(urls, o);
+    await decoded(urls, o, deps);
   } catch (e) {
     if (e instanceof ApiError) return e;
     throw e;
@@ -114,7 +116,7 @@ describe("URLs", () => {
   test("https to a loopback address is refused by default", async () => {
     const e = await refusal([`https://127.0.0.1:${server.port}/img.png`]);
     expect([e.code, e.status]).toEqual(["invalid_image_url", 400]);
-    expect(e.message).toContain("internal address (127.0.0.1)");
+    expect(e.message).toContain("internal address (127.0.0.1: loopback)");
   });
 
   test("http URLs are refused unless allowed", async () => {
@@ -138,10 +140,85 @@ describe("URLs", () => {
     expect((await refusal([local("/redirect")], o)).message).toContain("(got file://)");
     expect((await refusal([local("/loop")], o)).message).toContain("redirected more than 3 times");
   });
+});
 
-  test("internal addresses: loopback, private, link-local, CGNAT, unique-local, mapped", () => {
-    for (const a of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1"])
-      expect([a, isInternalAddress(a)]).toEqual([a, true]);
-    for (const a of ["8.8.8.8", "1.1.1.1", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) expect([a, isInternalAddress(a)]).toEqual([a, false]);
+describe("SSRF", () => {
+  // `inside` (127.0.0.1) stands for a service of the server's own network; `outside` (127.0.0.2,
+  // the same port) plays a public web server: the judge is told this one address is public
+  const OUTSIDE = "127.0.0.2";
+  const judge: ImageFetchDeps["classify"] = (a) => (a === OUTSIDE ? { internal: false, address: a } : classifyAddress(a));
+  const http = { allow_http_urls: true };
+  let inside: ReturnType<typeof Bun.serve>;
+  let outside: ReturnType<typeof Bun.serve>;
+  let tcp: net.Server;
+  let insideHits = 0;
+  let tcpConnections = 0;
+  let insideImage: Buffer;
+  let outsideImage: Buffer;
+  const tcpPort = () => (tcp.address() as net.AddressInfo).port;
+
+  beforeAll(async () => {
+    [insideImage, outsideImage] = await Promise.all([png(5, 5), png(7, 3)]);
+    for (let i = 0; ; i++) {
+      inside = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => (insideHits++, new Response(new Uint8Array(insideImage))) });
+      try {
+        outside = Bun.serve({
+          port: inside.port,
+          hostname: OUTSIDE,
+          fetch(req) {
+            const to = new URL(req.url).searchParams.get("to");
+            return to ? new Response(null, { status: 302, headers: { location: to } }) : new Response(new Uint8Array(outsideImage));
+          },
+        });
+        break;
+      } catch (e) {
+        inside.stop(true);
+        if (i === 5) throw e;
+      }
+    }
+    tcp = net.createServer((s) => (tcpConnections++, s.destroy()));
+    await new Promise<void>((r) => tcp.listen(0, "127.0.0.1", r));
+  });
+  afterAll(() => {
+    inside.stop(true);
+    outside.stop(true);
+    tcp.close();
+  });
+
+  test("IPv4-mapped and other spellings of loopback are refused, and the server sees no request", async () => {
+    for (const host of ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "[::127.0.0.1]", "2130706433", "0177.0.0.1", "127.1"]) {
+      const e = await refusal([`http://${host}:${inside.port}/img.png`], http);
+      expect([host, e.code, e.status]).toEqual([host, "invalid_image_url", 400]);
+      expect(e.message).toContain("loopback); the server fetches only public addresses");
+    }
+    expect(insideHits).toBe(0);
+  });
+
+  test("mapped cloud metadata ([::ffff:169.254.169.254]) is refused as link-local", async () => {
+    const e = await refusal(["http://[::ffff:169.254.169.254]/latest/meta-data/"], http);
+    expect(e.message).toContain("internal address (::ffff:a9fe:a9fe, which leads to 169.254.169.254: link-local)");
+  });
+
+  test("with the default https-only rule, no TLS connection is attempted to a mapped loopback address", async () => {
+    const listening = await refusal([`https://[::ffff:127.0.0.1]:${tcpPort()}/img.png`]);
+    expect(listening.code).toBe("invalid_image_url");
+    expect(tcpConnections).toBe(0);
+    // and a closed port answers the same: no port scan through the error text
+    const closed = await refusal([`https://[::ffff:127.0.0.1]:1/img.png`]);
+    expect(closed.message).toBe(listening.message);
+  });
+
+  test("a redirect from a public server to a mapped loopback address is refused", async () => {
+    const to = `http://[::ffff:127.0.0.1]:${inside.port}/img.png`;
+    const e = await refusal([`http://${OUTSIDE}:${outside.port}/?to=${encodeURIComponent(to)}`], http, { classify: judge });
+    expect(e.message).toContain("internal address (::ffff:7f00:1, which leads to 127.0.0.1: loopback)");
+    expect(insideHits).toBe(0);
+  });
+
+  test("a name that resolves to a public address, then to loopback, is fetched from the first answer only", async () => {
+    const answers = [[OUTSIDE], ["127.0.0.1"]];
+    let asked = 0;
+    const [d] = await decoded([`http://rebind.test:${inside.port}/img.png`], http, { classify: judge, resolve: async () => answers[asked++]! });
+    expect([d!.width, d!.height, asked, insideHits]).toEqual([7, 3, 1, 0]);
   });
 });
