@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import sharp from "sharp";
+import sharp, { type Metadata } from "sharp";
 import { ApiError } from "../api/http/errors";
 import type { Config } from "../config";
 import { FetchRefused, safeFetch, type SafeFetchOptions } from "../net/safe-fetch";
@@ -9,12 +9,15 @@ import type { ChatJob, DecodedImage, ImageInput } from "./job";
 // https URLs fetched by the server (timeout, size cap, no internal addresses unless the admin
 // allows them, every redirect checked again, the connection pinned to the checked address: see
 // net/safe-fetch.ts). PNG, JPEG, WebP and GIF (first frame), decoded by sharp into RGB and scaled
-// down to `max_side`. Errors name the part ("messages[1].content[0]").
+// down to `max_side`; an image of more than MAX_PIXELS is refused from its header, before any
+// pixel is decoded (a small file can declare 30000×30000). Errors name the part ("messages[1].content[0]").
 
 /** Spec: a chat request carries at most this many images. */
 export const MAX_IMAGES_PER_REQUEST = 2;
 const FORMATS = new Set(["png", "jpeg", "webp", "gif"]);
 const MAX_REDIRECTS = 3;
+/** Largest image decoded, in pixels (10000×10000): ~300 MB of RGB before scaling. */
+export const MAX_PIXELS = 100_000_000;
 
 export type ImageInputOptions = Config["image_input"];
 
@@ -124,15 +127,19 @@ async function readCapped(res: Response, param: string, maxBytes: number, signal
 }
 
 async function decode(bytes: Uint8Array, param: string, maxSide: number): Promise<DecodedImage> {
-  let format: string | undefined;
+  let meta: Metadata;
   try {
-    format = (await sharp(bytes).metadata()).format;
+    // the header only; sharp's own default pixel limit would make a large one "not an image"
+    meta = await sharp(bytes, { limitInputPixels: false }).metadata();
   } catch {
     throw imageError(param, "is not an image (PNG, JPEG, WebP or GIF expected)");
   }
+  const format = meta.format;
   if (!format || !FORMATS.has(format)) throw imageError(param, `is a ${format ?? "unknown"} image; PNG, JPEG, WebP and GIF are accepted`);
+  const height = meta.pageHeight ?? meta.height;
+  if (meta.width * height > MAX_PIXELS) throw tooManyPixels(param, { width: meta.width, height });
   try {
-    const { data, info } = await sharp(bytes, { pages: 1, limitInputPixels: 100_000_000 })
+    const { data, info } = await sharp(bytes, { pages: 1, limitInputPixels: MAX_PIXELS })
       .rotate()
       .resize({ width: maxSide, height: maxSide, fit: "inside", withoutEnlargement: true })
       .flatten({ background: "#ffffff" })
@@ -145,9 +152,16 @@ async function decode(bytes: Uint8Array, param: string, maxSide: number): Promis
     const hash = createHash("sha256").update(`${info.width}x${info.height}:`).update(rgb).digest("hex");
     return { rgb, width: info.width, height: info.height, hash };
   } catch (e) {
+    // a header that under-reports its size is still caught by sharp's limit
+    if (/pixel limit/i.test((e as Error).message)) throw tooManyPixels(param);
     throw imageError(param, `could not be decoded as ${format.toUpperCase()} (${(e as Error).message})`);
   }
 }
 
 const imageError = (param: string, message: string) => new ApiError("invalid_image", `${param}: ${message}`, { param });
+const tooManyPixels = (param: string, size?: { width: number; height: number }) => {
+  const limit = `the limit of ${MAX_PIXELS.toLocaleString("en")} pixels (${Math.sqrt(MAX_PIXELS)}×${Math.sqrt(MAX_PIXELS)})`;
+  const what = size ? `${size.width}×${size.height} is ${(size.width * size.height).toLocaleString("en")} pixels, over ${limit}` : `it has more pixels than ${limit}`;
+  return imageError(param, `is too large: ${what}`);
+};
 const urlError = (param: string, message: string) => new ApiError("invalid_image_url", `${param}: the image URL ${message}`, { param });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import net from "node:net";
+import { crc32, deflateSync } from "node:zlib";
 import sharp from "sharp";
 import { ApiError } from "../../src/api/http/errors";
 import { decodeImages, type ImageFetchDeps, type ImageInputOptions } from "../../src/chat/images";
@@ -22,6 +23,26 @@ async function decoded(urls: string[], o: Partial<ImageInputOptions> = {}, deps:
   const j = job(urls);
   await decodeImages(j, { ...defaults, ...o }, deps);
   return (j.turns[0] as { images: ImageInput[] }).images.map((i) => i.decoded!);
+}
+
+/** A PNG of side² black pixels, 1 bit each: 30000² deflates to ~110 KB. Written by hand because
+ * sharp takes 15 s or more to encode one this large. */
+function pngBomb(side: number): Buffer {
+  const chunk = (type: string, data: Uint8Array) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const out = Buffer.alloc(body.length + 8);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc32(body), body.length + 4);
+    return out;
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(side, 0);
+  header.writeUInt32BE(side, 4);
+  header[8] = 1; // bit depth; colour type 0 (greyscale), no interlace
+  const rows = new Uint8Array((1 + Math.ceil(side / 8)) * side); // filter byte 0 and zero pixels
+  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return Buffer.concat([signature, chunk("IHDR", header), chunk("IDAT", deflateSync(rows, { level: 9 })), chunk("IEND", new Uint8Array(0))]);
 }
 
 async function refusal(urls: string[], o: Partial<ImageInputOptions> = {}, deps: ImageFetchDeps = {}): Promise<ApiError> {
@@ -80,6 +101,16 @@ describe("formats", () => {
   test("an image over max_bytes is refused", async () => {
     const e = await refusal([dataUrl("image/png", new Uint8Array(4096))], { max_bytes: 1024 });
     expect(e.message).toContain("larger than 1024 bytes");
+  });
+
+  test("a decompression bomb (30000×30000 in a small PNG) is refused as too large, naming the pixel limit", async () => {
+    const bomb = pngBomb(30000);
+    expect(bomb.length).toBeLessThan(200_000);
+    const meta = await sharp(bomb, { limitInputPixels: false }).metadata();
+    expect([meta.format, meta.width, meta.height]).toEqual(["png", 30000, 30000]);
+    const e = await refusal([dataUrl("image/png", bomb)]);
+    expect([e.code, e.status, e.param]).toEqual(["invalid_image", 400, "messages[0].content[0]"]);
+    expect(e.message).toBe("messages[0].content[0]: is too large: 30000×30000 is 900,000,000 pixels, over the limit of 100,000,000 pixels (10000×10000)");
   });
 
   test("three images are one too many: 400 naming the limit", async () => {
