@@ -73,6 +73,22 @@ test("reclaim stops what a launch started, found by its intent alone (the handle
   await l.reclaim(intent); // nothing left: safe
 });
 
+test("start resolves once the notebook command runs (its environment carries the tag): a stop right after start always finds it", async () => {
+  // Node's "spawn" can come before the child's exec; a stop in that window saw the appliance's own
+  // environment in /proc, found nothing of the rental's, and the server started unstopped.
+  const l = launcher([process.execPath, FAKE_JUPYTER]);
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const id = `rent_s${Date.now()}x${i}`;
+    ids.push(id);
+    const handle = await l.start({ rentalId: id, gpus: [], token: "t", workDir: mkdtempSync(join(dir, "rent_s-")) });
+    expect(processesOf(id)).toEqual([handle.data.pid as number]);
+    await l.stop(handle);
+  }
+  await Bun.sleep(200); // what a missed stop leaves would be running by now
+  expect(ids.flatMap(processesOf)).toEqual([]);
+}, 30_000);
+
 test("a pid that is not the rental's (reused, or another program) is dead to the launcher and never signalled", async () => {
   const other = Bun.spawn(["sleep", "30"]);
   try {

@@ -79,6 +79,7 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
           child.once("spawn", () => resolve(child.pid!));
         });
         child.unref();
+        await execed(pid, spec.rentalId);
         return { launcher: "process", url: `http://${o.publicHost}:${port}/lab`, data: { pid, port, log, rentalId: spec.rentalId } };
       } finally {
         closeSync(fd);
@@ -153,6 +154,26 @@ function tagged(rentalId: string): number[] {
     } catch {}
   }
   return pids;
+}
+
+/**
+ * Waits until the child runs the notebook command (its environment carries the tag), or exited.
+ * "spawn" can come before the exec: until then /proc shows the appliance's own environment, and a
+ * stop in that window found nothing of the rental's and left the server to start unstopped (seen
+ * under load: a DELETE right after the POST). Bounded; without /proc there is nothing to wait for.
+ */
+async function execed(pid: number, rentalId: string, timeoutMs = 5000) {
+  const tag = `${ENV_TAG}=${rentalId}`;
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    try {
+      if (/\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return; // exited before or after the exec
+      if (readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(tag)) return;
+    } catch {
+      return; // gone, or no /proc
+    }
+    await Bun.sleep(2);
+  }
 }
 
 /** Whether `pid` is alive and is this rental's process (a reused pid is not). */
