@@ -6,7 +6,7 @@ import m002 from "./migrations/002-files-batches.sql" with { type: "text" };
 import m003 from "./migrations/003-batch-lines-pending.sql" with { type: "text" };
 import m004 from "./migrations/004-rentals.sql" with { type: "text" };
 import m005 from "./migrations/005-console.sql" with { type: "text" };
-import m007 from "./migrations/007-rental-launch-intent.sql" with { type: "text" };
+import m006 from "./migrations/006-rental-launch-intent.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -16,7 +16,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "003-batch-lines-pending", sql: m003 },
   { name: "004-rentals", sql: m004 },
   { name: "005-console", sql: m005 },
-  { name: "007-rental-launch-intent", sql: m007 },
+  { name: "006-rental-launch-intent", sql: m006 },
 ];
 
 export const DB_FILE = "appliance.sqlite";
