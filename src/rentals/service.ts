@@ -376,7 +376,7 @@ export function createRentalsService(o: RentalsOptions) {
       // (its inference runs on the trial): renting needs a premium key, whatever its scopes (issue 23).
       if (p.kind !== "premium")
         throw new ApiError(
-          "missing_scope",
+          "premium_key_required",
           "GPU rentals need a premium key: a rental is paid from the account's balance, which a free key cannot spend. Create a premium key with the GPU Rentals scope in the console or with `appliance keys create --premium --scope rental`",
         );
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255))

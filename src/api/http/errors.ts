@@ -17,6 +17,7 @@ export const ERROR_TABLE = {
   not_signed_in: { status: 401, openaiType: "invalid_request_error", openaiCode: "not_signed_in", anthropicType: "authentication_error" },
   csrf_failed: { status: 403, openaiType: "permission_error", openaiCode: "csrf_failed", anthropicType: "permission_error" },
   admin_only: { status: 403, openaiType: "permission_error", openaiCode: "admin_only", anthropicType: "permission_error" },
+  premium_key_required: { status: 403, openaiType: "permission_error", openaiCode: "premium_key_required", anthropicType: "permission_error" },
   missing_scope: { status: 403, openaiType: "permission_error", openaiCode: "missing_scope", anthropicType: "permission_error" },
   not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "not_found", anthropicType: "not_found_error" },
   model_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "model_not_found", anthropicType: "not_found_error" },

@@ -86,7 +86,7 @@ describe("refusals", () => {
     const [node] = await nodeIds(t, free); // the GPUs may still be listed
     const before = (t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
     for (const headers of [undefined, { "idempotency-key": "free-1" }]) {
-      const msg = await expectError(await post(free, { node_id: node, type: "jupyter" }, headers), 403, "missing_scope");
+      const msg = await expectError(await post(free, { node_id: node, type: "jupyter" }, headers), 403, "premium_key_required");
       expect(msg).toContain("premium key");
       expect(msg).toContain("free key cannot spend");
     }
