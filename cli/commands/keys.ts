@@ -82,7 +82,7 @@ export function keysCommand(): Command {
 
   cmd
     .command("revoke <key>")
-    .description("revoke a key (by id or full key); it stops working at once")
+    .description("revoke a key (by id or full key); it stops working at once, and its running GPU rentals stop, billed to now")
     .option("--json", "print JSON")
     .action((key: string, opts: { json?: boolean }, c: Command) =>
       withAccounts(c, (accounts) => emit(opts.json, accounts.revokeKey(key), human)),
@@ -90,7 +90,7 @@ export function keysCommand(): Command {
 
   cmd
     .command("rotate <key>")
-    .description("replace a key's secret: same settings, new key, the old one revoked")
+    .description("replace a key's secret: same settings, new key, the old one revoked (its GPU rentals move to the new key)")
     .option("--json", "print JSON (includes the new key, once)")
     .action((key: string, opts: { json?: boolean }, c: Command) =>
       withAccounts(c, (accounts) => {
