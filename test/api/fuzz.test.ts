@@ -13,7 +13,7 @@ import { fuzzTarget, type FuzzTarget } from "../helpers/fuzz/target";
 // afterwards. `bun run bench fuzz` runs the same fuzzer longer, over a socket, with any seed.
 
 const SEED = 20261124;
-const COUNT = 5000;
+const COUNT = 8000;
 
 let t: FuzzTarget;
 let cases: FuzzCase[];
@@ -58,9 +58,19 @@ test("every error is in the documented envelope of its wire format (OpenAI, or A
   for (const status of ["200", "400", "401", "403", "404"]) expect(report.statuses[status] ?? 0).toBeGreaterThan(0);
 });
 
+test("the signed-in owner can always sign in again, whatever was sent to the sign-in route", () => {
+  expect(show(["session"])).toBe("");
+});
+
 test("the server is healthy afterwards: /health answers 200 within a second, and it did so during the run", () => {
   expect(report.finalHealthStatus).toBe(200);
   expect(report.finalHealthMs).toBeLessThan(1000);
   expect(report.healthMs.length).toBeGreaterThan(0);
   expect(Math.max(...report.healthMs)).toBeLessThan(1000);
+});
+
+test("a costly body (deep nesting, megabytes) never holds the event loop: /health sent beside it answers within a second", () => {
+  expect(report.healthBesideMs.length).toBeGreaterThan(50);
+  const slow = report.healthBesideMs.map((ms, i) => ({ ms, i })).filter((x) => x.ms >= 1000);
+  expect(slow).toEqual([]);
 });

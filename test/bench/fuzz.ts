@@ -52,7 +52,7 @@ export async function benchFuzz(args: string[] = []) {
         if (shown.get(k)! <= 3) console.log(describeFailure(r, t));
       }
     }
-    const healthy = report.finalHealthStatus === 200 && report.finalHealthMs < 1000;
+    const healthy = report.finalHealthStatus === 200 && report.finalHealthMs < 1000 && report.healthBesideMs.every((ms) => ms < 1000);
     const pass = report.failures.length === 0 && healthy;
     console.log(pass ? "PASS" : "FAIL");
     return { pass };

@@ -14,7 +14,7 @@ export interface Answer {
 }
 
 export interface Problem {
-  kind: "5xx" | "envelope" | "stream-error" | "bad-json" | "timeout";
+  kind: "5xx" | "envelope" | "stream-error" | "bad-json" | "timeout" | "session";
   detail: string;
 }
 

@@ -25,6 +25,8 @@ export interface FuzzReport {
   /** Cases that could not be sent (the client refused to build them): not the server's doing. */
   unsendable: number;
   healthMs: number[];
+  /** /health sent 5 ms into each costly request (deep nesting, large bodies), timed from when it was due. */
+  healthBesideMs: number[];
   finalHealthMs: number;
   finalHealthStatus: number;
   durationMs: number;
@@ -104,6 +106,17 @@ async function health(t: FuzzTarget): Promise<{ ms: number; status: number }> {
   }
 }
 
+/** Bodies that cost the server to look at: /health must not wait for them (one event loop serves all). */
+const COSTLY = new Set(["body:deep-nesting", "body:deep", "body:large"]);
+
+/** /health sent `afterMs` from now; its latency counts from when it was due, so a blocked event loop shows. */
+async function healthBeside(t: FuzzTarget, afterMs: number): Promise<number> {
+  const due = performance.now() + afterMs;
+  await Bun.sleep(afterMs);
+  await health(t);
+  return performance.now() - due;
+}
+
 /** A successful sign-out ends the run's session: sign in again before the next console case. */
 const signsOut = (r: CaseResult) => r.status > 0 && r.status < 300 && /\/logout/i.test(r.c.path) && r.c.auth === "session";
 
@@ -112,6 +125,7 @@ export async function runFuzz(t: FuzzTarget, cases: FuzzCase[], o: RunOptions = 
   const healthEvery = o.healthEvery ?? 100;
   const results: CaseResult[] = [];
   const healthMs: number[] = [];
+  const healthBesideMs: number[] = [];
   const started = performance.now();
   let next = 0;
   let refreshing: Promise<void> | null = null;
@@ -119,9 +133,19 @@ export async function runFuzz(t: FuzzTarget, cases: FuzzCase[], o: RunOptions = 
     while (next < cases.length) {
       const c = cases[next++]!;
       if (refreshing) await refreshing;
-      const r = await sendOne(t, c, timeoutMs);
+      let r: CaseResult;
+      if (COSTLY.has(c.strategy)) {
+        const [sent, lag] = await Promise.all([sendOne(t, c, timeoutMs), healthBeside(t, 5)]);
+        r = sent;
+        healthBesideMs.push(lag);
+      } else r = await sendOne(t, c, timeoutMs);
       results.push(r);
-      if (signsOut(r)) await (refreshing ??= t.refreshSession().finally(() => (refreshing = null)));
+      if (signsOut(r))
+        await (refreshing ??= t
+          .refreshSession()
+          // The owner must be able to sign in again whatever the fuzzer sent to the sign-in route.
+          .catch((e) => void r.problems.push({ kind: "session", detail: `signing in again after this sign-out failed: ${(e as Error).message}` }))
+          .finally(() => (refreshing = null)));
       o.onResult?.(r, results.length);
       if (results.length % healthEvery === 0) healthMs.push((await health(t)).ms);
     }
@@ -137,6 +161,7 @@ export async function runFuzz(t: FuzzTarget, cases: FuzzCase[], o: RunOptions = 
     failures: results.filter((r) => r.problems.length > 0),
     unsendable: results.filter((r) => r.status < 0).length,
     healthMs,
+    healthBesideMs,
     finalHealthMs: final.ms,
     finalHealthStatus: final.status,
     durationMs: performance.now() - started,
@@ -183,6 +208,8 @@ export function summarize(report: FuzzReport, o: { slowest?: number } = {}): str
   for (const r of slow) lines.push(`  ${r.ms.toFixed(0).padStart(6)} ms  ${r.status}  #${r.c.n} [${r.c.strategy}] ${r.c.method} ${clip(r.c.path, 60)} — ${clip(r.c.what, 80)}`);
   const h = [...report.healthMs].sort((a, b) => a - b);
   if (h.length) lines.push(`/health during the run: median ${h[Math.floor(h.length / 2)]!.toFixed(1)} ms, max ${h[h.length - 1]!.toFixed(1)} ms (${h.length} probes)`);
+  const b = [...report.healthBesideMs].sort((a, b) => a - b);
+  if (b.length) lines.push(`/health beside costly bodies: median ${b[Math.floor(b.length / 2)]!.toFixed(1)} ms, max ${b[b.length - 1]!.toFixed(1)} ms (${b.length} probes)`);
   lines.push(`/health after the run: ${report.finalHealthStatus} in ${report.finalHealthMs.toFixed(1)} ms`);
   return lines.join("\n");
 }
