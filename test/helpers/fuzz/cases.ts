@@ -53,11 +53,10 @@ function pathOf(op: FuzzOperation, r: Prng, world: FuzzWorld, mode: "real" | "ba
 }
 
 /** A query string of the operation's documented parameters, valid-looking. */
-function queryOf(op: FuzzOperation, r: Prng, world: FuzzWorld): string {
+function queryOf(op: FuzzOperation, r: Prng): string {
   const parts: string[] = [];
   for (const p of op.params.filter((p) => p.in === "query"))
     if (p.required || r.chance(0.5)) parts.push(`${p.name}=${encodeURIComponent(String(generate(p.schema, { rng: r, doc: { components: { schemas: {} } } })))}`);
-  void world;
   return parts.length ? `?${parts.join("&")}` : "";
 }
 
@@ -82,7 +81,7 @@ function validBody(op: FuzzOperation, r: Prng, world: FuzzWorld, doc: OpenApiLik
 }
 
 export function strategies(doc: OpenApiLike): Strategy[] {
-  const base = (op: FuzzOperation, r: Prng, world: FuzzWorld) => ({ path: pathOf(op, r, world) + queryOf(op, r, world), auth: defaultAuth(op) });
+  const base = (op: FuzzOperation, r: Prng, world: FuzzWorld) => ({ path: pathOf(op, r, world) + queryOf(op, r), auth: defaultAuth(op) });
   const list: Strategy[] = [
     {
       name: "valid",

@@ -90,6 +90,22 @@ export async function fuzzTarget(o: { http?: boolean } = {}): Promise<FuzzTarget
     shutdown = () => t.close();
   }
 
+  try {
+    return await prepare(deps, base, handle, lines, shutdown);
+  } catch (e) {
+    await shutdown();
+    throw e;
+  }
+}
+
+/** Accounts, keys, a session and resources on a started server; the target over them. */
+async function prepare(
+  deps: AppDeps,
+  base: string,
+  handle: (req: Request) => Promise<Response>,
+  lines: Record<string, any>[],
+  shutdown: () => Promise<void>,
+): Promise<FuzzTarget> {
   // An admin account, so GET /metrics is reached past its role check too.
   deps.accounts.createAccount("fuzz", { role: "admin", creditMicros: 1_000_000_000 });
   const key = deps.accounts.createKey({ account: "fuzz", kind: "premium", scopes: ["inference", "rental"] }).key;
