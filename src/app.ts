@@ -55,7 +55,7 @@ export function createApp(deps: AppDeps): App {
       }
     }
     const length = Number(request.headers.get("content-length") ?? 0);
-    if (length > maxBodyBytes) throw bodyTooLarge(maxBodyBytes, `request body is ${length} bytes`);
+    if (length > maxBodyBytes) throw bodyTooLarge(maxBodyBytes, length);
   }
 
   const routes = new Elysia()

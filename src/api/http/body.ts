@@ -6,8 +6,10 @@ import { ApiError } from "./errors";
 // as it is read and refused in the API's envelope once it passes the limit — before Bun's own
 // backstop (a bare, empty 413) is reached.
 
-export function bodyTooLarge(maxBytes: number, what = "the request body is larger"): ApiError {
-  return new ApiError("payload_too_large", `${what}; the limit is ${maxBytes} bytes (server.max_body_mb)`);
+/** The 413 for a body of `size` bytes (announced), or for one found larger while it was read. */
+export function bodyTooLarge(maxBytes: number, size?: number): ApiError {
+  const what = size === undefined ? "request body is larger than" : `request body is ${size} bytes, over`;
+  return new ApiError("payload_too_large", `${what} the limit of ${maxBytes} bytes (server.max_body_mb)`);
 }
 
 /** The request itself, or for a body without a length, a copy whose body stops at `maxBytes`. */

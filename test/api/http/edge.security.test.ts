@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { BASE, testApp, type TestApp } from "../../helpers/app";
+import { rmSync } from "node:fs";
+import { validateConfig } from "../../../src/config";
+import { memoryLogger } from "../../../src/log";
+import { startServer } from "../../../src/main";
+import { BASE, tempDir, testApp, type TestApp } from "../../helpers/app";
 import { manifestConfig } from "../../helpers/models";
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../../../src/bounded-json";
 
@@ -201,6 +205,28 @@ describe("bodies without a length", () => {
     const res = await post("/v1/files", chunked(5 * 1024 * 1024), { "content-type": "multipart/form-data; boundary=x" });
     expect(res.status).toBe(413);
     expect(((await res.json()) as any).error.code).toBe("payload_too_large");
+  });
+
+  test("over a socket, a chunked body far past the limit gets the envelope's 413, not the HTTP server's bare one", async () => {
+    const dir = tempDir();
+    const banner: string[] = [];
+    const config = validateConfig({ server: { data_dir: dir, port: 0, max_body_mb: 2 }, rentals: { discover: false }, models: [] });
+    const server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
+    try {
+      const own = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${own}`, "content-type": "application/json" },
+        body: chunked(70 * 1024 * 1024),
+        duplex: "half",
+      } as RequestInit);
+      expect(res.status).toBe(413);
+      expect(res.headers.get("content-type")).toBe("application/json");
+      expect(((await res.json()) as any).error).toMatchObject({ code: "payload_too_large", message: "request body is larger than the limit of 2097152 bytes (server.max_body_mb)" });
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("a chunked body under the limit is read whole", async () => {
