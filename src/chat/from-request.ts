@@ -22,7 +22,7 @@ export function toChatJob(req: ChatRequest): ChatJob {
     toolChoice: toToolChoice(req, tools),
     parallelToolCalls: req.parallel_tool_calls ?? true,
     format: toFormat(req),
-    thinking: req.chat_template_kwargs?.enable_thinking ?? null,
+    thinking: req.chat_template_kwargs?.enable_thinking ?? toThinking(req.reasoning_effort),
     maxTokens: req.max_completion_tokens ?? req.max_tokens ?? null,
     stop: (typeof req.stop === "string" ? [req.stop] : (req.stop ?? [])).filter((s) => s !== ""),
     sampling: {
@@ -150,6 +150,15 @@ function toFormat(req: ChatRequest): OutputFormat {
   if (!f.json_schema) throw bad("response_format.json_schema", 'is required when type is "json_schema"');
   if (!f.json_schema.schema) throw bad("response_format.json_schema.schema", "is required");
   return { type: "json_schema", name: f.json_schema.name, schema: f.json_schema.schema };
+}
+
+const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];
+
+/** `reasoning_effort`: none and minimal switch thinking off, any other effort on; absent, the model's default. */
+function toThinking(effort: string | null | undefined): boolean | null {
+  if (effort == null) return null;
+  if (!EFFORTS.includes(effort)) throw bad("reasoning_effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")}`);
+  return effort !== "none" && effort !== "minimal";
 }
 
 function toLogitBias(bias: Record<string, number> | null | undefined): Map<number, number> | undefined {

@@ -52,6 +52,17 @@ describe("translation", () => {
     { name: "a single stop string", input: base({ stop: "END" }), expected: { stop: ["END"] } },
     { name: "top_k (an extension, as llama.cpp's server)", input: base({ top_k: 40, top_p: 0.5 }), expected: { sampling: expect.objectContaining({ topK: 40, topP: 0.5 }) } },
     { name: "thinking off by template kwargs", input: base({ chat_template_kwargs: { enable_thinking: false } }), expected: { thinking: false } },
+    { name: "reasoning_effort none: thinking off", input: base({ reasoning_effort: "none" }), expected: { thinking: false } },
+    { name: "reasoning_effort minimal: thinking off", input: base({ reasoning_effort: "minimal" }), expected: { thinking: false } },
+    { name: "reasoning_effort low: thinking on", input: base({ reasoning_effort: "low" }), expected: { thinking: true } },
+    { name: "reasoning_effort high: thinking on", input: base({ reasoning_effort: "high" }), expected: { thinking: true } },
+    { name: "no reasoning_effort: the model's default", input: base(), expected: { thinking: null } },
+    { name: "template kwargs win over reasoning_effort", input: base({ reasoning_effort: "high", chat_template_kwargs: { enable_thinking: false } }), expected: { thinking: false } },
+    {
+      name: "the fields clients send by default are accepted",
+      input: base({ verbosity: "low", prompt_cache_key: "k", safety_identifier: "u1", service_tier: "auto", store: false, metadata: { a: "b" } }),
+      expected: { model: "m" },
+    },
     { name: "streams carry usage by default", input: base({ stream: true }), expected: { stream: true, includeUsage: true } },
     { name: "include_usage false is respected", input: base({ stream: true, stream_options: { include_usage: false } }), expected: { includeUsage: false } },
     { name: "tool_choice naming a function", input: base({ tools: [weather], tool_choice: { type: "function", function: { name: "get_weather" } } }), expected: { toolChoice: { name: "get_weather" } } },
@@ -81,6 +92,7 @@ describe("refusals name the field", () => {
     { name: "required without tools", input: base({ tool_choice: "required" }), param: "tool_choice" },
     { name: "duplicate tool names", input: base({ tools: [weather, weather] }), param: "tools[1].function.name" },
     { name: "json_schema without a schema", input: base({ response_format: { type: "json_schema", json_schema: { name: "x" } } }), param: "response_format.json_schema.schema" },
+    { name: "an unknown reasoning_effort", input: base({ reasoning_effort: "max" }), param: "reasoning_effort" },
     { name: "a logit_bias key that is not a token id", input: base({ logit_bias: { abc: 1 } }), param: "logit_bias.abc" },
   ])("$name", ({ input, param }) => {
     const r = refusal(input);

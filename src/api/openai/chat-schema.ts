@@ -93,5 +93,14 @@ export const ChatRequest = T.Object({
   logit_bias: Nullable(T.Record(T.String(), T.Number({ minimum: -100, maximum: 100 }))),
   logprobs: Nullable(T.Boolean()),
   user: T.Optional(T.String()),
+  /** none/minimal switch the hidden reasoning pass off; low…xhigh leave it on (from-request.ts). */
+  reasoning_effort: Nullable(T.String()),
+  // Accepted for the clients that send them by default; none changes the answer (README).
+  verbosity: Nullable(T.String()),
+  prompt_cache_key: Nullable(T.String()),
+  safety_identifier: Nullable(T.String()),
+  service_tier: Nullable(T.String()),
+  store: Nullable(T.Boolean()),
+  metadata: Nullable(T.Record(T.String(), T.String())),
 });
 export type ChatRequest = Static<typeof ChatRequest>;

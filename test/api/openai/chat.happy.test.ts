@@ -277,4 +277,11 @@ describe("thinking", () => {
     const r = await client.chat.completions.create({ model: "chat", max_tokens: 10, temperature: 0, chat_template_kwargs: { enable_thinking: false }, messages: user("Answer directly.") } as any);
     expect(r.usage!.completion_tokens_details!.reasoning_tokens).toBe(0);
   });
+  test("reasoning_effort none (with the fields clients send by default) leaves no reasoning tokens; high thinks", async () => {
+    const extra = { verbosity: "low", prompt_cache_key: "session-1", safety_identifier: "user-1", service_tier: "auto", store: false, metadata: { app: "t" } };
+    const off = await client.chat.completions.create({ model: "chat", max_tokens: 10, temperature: 0, reasoning_effort: "none", ...extra, messages: user("Answer directly.") } as any);
+    expect(off.usage!.completion_tokens_details!.reasoning_tokens).toBe(0);
+    const on = await client.chat.completions.create({ model: "chat", max_tokens: 10, temperature: 0, reasoning_effort: "high", messages: user(`Think first. ${forced("<think>\nLet me think.\n</think>\n\nDone")}`) } as any);
+    expect(on.usage!.completion_tokens_details!.reasoning_tokens).toBeGreaterThan(0);
+  });
 });
