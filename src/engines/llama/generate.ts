@@ -11,6 +11,7 @@ import {
   type Token,
 } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult, FinishReason } from "../../chat/job";
+import { freshSeed } from "./native-sampler";
 
 // One generation on one slot, driven through node-llama-cpp's LlamaChat with the model's own
 // chat wrapper. Thinking with a response_format runs in two passes (issue "chat engine": the
@@ -142,7 +143,8 @@ export function samplerOptions(job: ChatJob) {
     temperature: s.temperature ?? 1,
     topP: s.topP,
     topK: s.topK,
-    seed: s.seed,
+    // without a seed, a fresh one per request: the libraries' own default (the current second) repeats answers
+    seed: s.seed ?? freshSeed(),
     // Prompts are counted and refused up front and maxTokens never passes the context, so
     // nothing may be dropped silently: a context shift is an error, not a truncation.
     contextShift: {

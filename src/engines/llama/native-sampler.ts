@@ -64,6 +64,15 @@ function flush(): void {
   }
 }
 
+/**
+ * A seed for a request that names none. Both llama.cpp's sampler and node-llama-cpp's fall back to
+ * the current second, so identical requests in one second would draw identical tokens: a client
+ * retrying a failed answer would get the same failure again.
+ */
+export function freshSeed(): number {
+  return crypto.getRandomValues(new Uint32Array(1))[0]!;
+}
+
 /** A sampler for one request on `context`, or null when the addon is not built or cannot sample. */
 export function createNativeSampler(model: LlamaModel, context: LlamaContext, config: SamplerConfig): NativeSampler | null {
   const addon = llamaAddon<Partial<Addon>>();
@@ -71,8 +80,8 @@ export function createNativeSampler(model: LlamaModel, context: LlamaContext, co
   const nativeModel = (model as unknown as { _model?: unknown })._model;
   const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
   // node-llama-cpp's rounding: a seed is a whole non-negative number (taken modulo 2^32 natively)
-  const seed = config.seed === undefined ? undefined : Math.max(0, Math.floor(config.seed));
-  return addon.createSampler(nativeModel, nativeContext, { ...config, ...(seed === undefined ? {} : { seed }) });
+  const seed = config.seed === undefined ? freshSeed() : Math.max(0, Math.floor(config.seed));
+  return addon.createSampler(nativeModel, nativeContext, { ...config, seed });
 }
 
 /**
