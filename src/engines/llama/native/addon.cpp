@@ -3,6 +3,7 @@
 //   image input through llama.cpp's multimodal library (mtmd-addon.cpp)
 //   a persistent CPU threadpool per context (threadpool.cpp)
 //   token sampling on the calling thread for the plain generation loop (sampler.cpp)
+//   JSON Schema → GBNF through llama.cpp's own converter (grammar.cpp)
 // Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
 // (CMakeLists.txt, build.ts), so the process has one llama.cpp.
 
@@ -15,6 +16,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     init_mtmd(env, exports);
     init_threadpool(env, exports);
     init_sampler(env, exports);
+    init_grammar(env, exports);
     return exports;
 }
 }  // namespace

@@ -52,3 +52,4 @@ inline llama_context * context_of(const Napi::Env & env, Napi::Value v, const ll
 void init_mtmd(Napi::Env env, Napi::Object exports);
 void init_threadpool(Napi::Env env, Napi::Object exports);
 void init_sampler(Napi::Env env, Napi::Object exports);
+void init_grammar(Napi::Env env, Napi::Object exports);
