@@ -16,7 +16,6 @@ export const DIFFUSION_DEMO_GENERATORS: DemoGenerator[] = [
       vision: false,
       slots: 1,
       load: "start",
-      queue_wait_s: 30,
     }),
   },
 ];

@@ -31,12 +31,22 @@ export const ModelManifest = T.Object(
     gpu_layers: T.Optional(T.Union([T.Literal("auto"), T.Integer({ minimum: 0 })], { description: "layers offloaded to CUDA; auto by default" })),
     threads: T.Optional(T.Integer({ minimum: 1, description: "compute threads; default engines.threads" })),
     batch_size: T.Optional(T.Integer({ minimum: 1 })),
-    queue: T.Optional(T.Integer({ minimum: 0, description: "requests that may wait for a busy slot; default = slots" })),
-    queue_wait_s: T.Number({ default: 30, exclusiveMinimum: 0, description: "longest wait for a slot before 429" }),
+    queue: T.Optional(T.Integer({ minimum: 0, description: "requests that may wait for a busy slot; default = slots (chat), 4 (image)" })),
+    queue_wait_s: T.Optional(T.Number({ exclusiveMinimum: 0, description: "longest wait for a slot before 429 (chat) or 503 (image); default 30 (chat), 60 (image)" })),
   },
   { additionalProperties: false },
 );
 export type ModelManifest = Static<typeof ModelManifest>;
+
+/**
+ * How many requests may wait for a busy worker of `m`, and for how long. Image models wait longer
+ * and by default hold a few: clients fan `n: 3` out as three concurrent n=1 requests (the Vercel
+ * AI SDK does), which one worker serves one after another in seconds.
+ */
+export function slotQueue(m: Pick<ModelManifest, "kind" | "slots" | "queue" | "queue_wait_s">): { maxQueue: number; maxWaitMs: number } {
+  const image = m.kind === "image";
+  return { maxQueue: m.queue ?? (image ? 4 : m.slots), maxWaitMs: (m.queue_wait_s ?? (image ? 60 : 30)) * 1000 };
+}
 
 export const RetiredModel = T.Object(
   { id: T.String({ minLength: 1 }), replaced_by: T.Optional(T.String({ minLength: 1 })) },

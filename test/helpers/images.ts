@@ -15,6 +15,7 @@ export interface ImagesTestOptions {
   /** Image workers of "turbo". */
   slots?: number;
   queue?: number;
+  queueWaitS?: number;
   clock?: Clock;
 }
 
@@ -28,7 +29,7 @@ export function imagesTestApp(o: ImagesTestOptions = {}): ImagesTestApp {
     config: {
       engines: { device: "cpu", threads: 1 },
       models: [
-        { id: "turbo", name: "Tiny turbo", kind: "image", files: { model: turbo }, max_context: 77, slots: o.slots ?? 1, queue: o.queue, load: "first_use" },
+        { id: "turbo", name: "Tiny turbo", kind: "image", files: { model: turbo }, max_context: 77, slots: o.slots ?? 1, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "sd", name: "Tiny SD", kind: "image", files: { model: sd }, max_context: 77, slots: 1, load: "first_use" },
         { id: "chat", name: "Chat", kind: "chat", files: { model: "chat.gguf" }, max_context: 4096, load: "first_use" },
       ],

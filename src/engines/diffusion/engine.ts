@@ -6,7 +6,7 @@ import { ImageWorker } from "./image-worker";
 
 // One image model: a fixed number of image workers (manifest `slots`), each a thread with its own
 // pipeline, behind a SlotPool whose refusal is 503 image_workers_busy with Retry-After (spec §7).
-// The queue in front of them is the manifest's `queue` (0 by default: busy means busy at once).
+// In front of them a bounded queue (manifest `queue`, `queue_wait_s`; 4 requests for 60 s by default).
 
 export interface DiffusionEngineOptions {
   modelId: string;

@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import type { Config } from "../../config";
 import type { Logger } from "../../log";
+import { slotQueue } from "../manifest";
 import { resolveOnnxDevice } from "../onnx-device";
 import type { EngineFactories } from "../registry";
 import { DiffusionImageEngine } from "./engine";
@@ -20,8 +21,7 @@ export function diffusionFactory(config: Pick<Config, "engines">, logger: Logger
         slots: m.slots,
         threads: Math.max(1, Math.floor(total / m.slots)),
         device: resolveOnnxDevice(m.device ?? config.engines.device, m.id, logger),
-        maxQueue: m.queue ?? 0,
-        maxWaitMs: m.queue_wait_s * 1000,
+        ...slotQueue(m),
         logger,
       });
     },

@@ -3,6 +3,7 @@ import type { Config } from "../../config";
 import type { Logger } from "../../log";
 import type { EngineFactories } from "../registry";
 import { LlamaChatEngine, type LlamaChatEngineOptions } from "./chat-engine";
+import { slotQueue } from "../manifest";
 import { llamaRuntime } from "./runtime";
 
 /** Chat engines on llama.cpp, configured from the manifest and `[engines]`. */
@@ -24,8 +25,7 @@ export function llamaChatFactory(
       threads: m.threads ?? threads,
       gpuLayers: m.gpu_layers ?? "auto",
       batchSize: m.batch_size,
-      maxQueue: m.queue ?? m.slots,
-      maxWaitMs: m.queue_wait_s * 1000,
+      ...slotQueue(m),
       logger,
       ...extra,
     });

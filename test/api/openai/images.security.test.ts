@@ -10,8 +10,8 @@ import { authSuite } from "../http/auth-suite";
 import { imagesTestApp, imageStats, postImages, type ImagesTestApp } from "../../helpers/images";
 
 // Keys, limits and workers on /v1/images/generations: every image counts toward the key's limits
-// (free: 2 a minute, 5 a day), all through the meter before any work; a busy worker is a 503 with
-// Retry-After; a client that leaves frees its worker.
+// (free: 2 a minute, 5 a day), all through the meter before any work; a busy worker (no queue) is a 503
+// with Retry-After; a client that leaves frees its worker.
 
 authSuite({
   name: "image generations",
@@ -91,7 +91,7 @@ describe("image workers", () => {
   let t: ImagesTestApp;
   let key: string;
   beforeAll(() => {
-    t = imagesTestApp({ slots: 1 });
+    t = imagesTestApp({ slots: 1, queue: 0 }); // busy means busy at once: no request waits
     key = t.key({ creditUsd: 5 });
   });
   afterAll(() => t.close());
