@@ -62,6 +62,8 @@ export const Tool = T.Object({
   name: T.Optional(T.String()),
   description: T.Optional(T.String()),
   input_schema: T.Optional(T.Record(T.String(), T.Unknown())),
+  /** true: input_schema enforced token by token (keywords no grammar can express → 400); else a hint. */
+  strict: Nullable(T.Boolean()),
   cache_control: CacheControl,
 });
 export type Tool = Static<typeof Tool>;

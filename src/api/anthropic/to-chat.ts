@@ -249,7 +249,12 @@ function toTools(tools: Tool[]): FunctionTool[] {
     seen.add(t.name);
     return {
       type: "function",
-      function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema },
+      function: {
+        name: t.name,
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        parameters: t.input_schema,
+        ...(t.strict === true ? { strict: true } : {}),
+      },
     };
   });
 }
