@@ -1,6 +1,7 @@
 import type { Usage } from "../../chat/completion";
 import type { FinishReason } from "../../chat/job";
-import type { ResponseEcho } from "./to-chat";
+import { encodeThought } from "./reasoning";
+import type { OutputOptions, ResponseEcho } from "./to-chat";
 
 // Chat-completions results → the pieces of a Responses object (spec §2.5): output items, usage,
 // status, and the response envelope that repeats the request's settings. Pure. The stream
@@ -14,8 +15,10 @@ export interface ResponseContext {
   createdAt: number;
   model: string;
   echo: ResponseEcho;
-  /** The msg_… / fc_… id of the item at an output index, minted once. */
-  itemId(kind: "msg" | "fc", outputIndex: number): string;
+  /** The msg_… / fc_… / rs_… id of the item at an output index, minted once. */
+  itemId(kind: "msg" | "fc" | "rs", outputIndex: number): string;
+  /** Reasoning items and namespaced call names (to-chat.ts); absent: neither. */
+  output?: OutputOptions;
 }
 
 export type ItemStatus = "in_progress" | "completed" | "incomplete";
@@ -42,9 +45,25 @@ export interface FunctionCallItem {
   name: string;
   arguments: string;
   status: ItemStatus;
+  /** The namespace tool group of the function called. */
+  namespace?: string;
 }
 
-export type OutputItem = MessageItem | FunctionCallItem;
+export interface SummaryText {
+  type: "summary_text";
+  text: string;
+}
+
+/** The model's thought: its text as the summary, and/or encoded as encrypted_content (reasoning.ts). */
+export interface ReasoningItem {
+  type: "reasoning";
+  id: string;
+  status: ItemStatus;
+  summary: SummaryText[];
+  encrypted_content?: string;
+}
+
+export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem;
 
 export interface ResponseUsage {
   input_tokens: number;
@@ -93,20 +112,33 @@ export function messageItem(id: string, text: string | null, status: ItemStatus)
   return { type: "message", id, status, role: "assistant", content: text === null ? [] : [outputText(text)] };
 }
 
-export function functionCallItem(id: string, callId: string, name: string, args: string, status: ItemStatus): FunctionCallItem {
-  return { type: "function_call", id, call_id: callId, name, arguments: args, status };
+/** A function_call item; a namespaced chat tool name is given back as its name and namespace. */
+export function functionCallItem(id: string, callId: string, chatName: string, args: string, status: ItemStatus, ctx?: ResponseContext): FunctionCallItem {
+  const ns = ctx?.output?.names[chatName];
+  return { type: "function_call", id, call_id: callId, name: ns ? ns.name : chatName, arguments: args, status, ...(ns && { namespace: ns.namespace }) };
+}
+
+/** A reasoning item; `text` null while it is being opened. */
+export function reasoningItem(id: string, text: string | null, status: ItemStatus, shape: { summary: boolean; encrypted: boolean }): ReasoningItem {
+  return {
+    type: "reasoning",
+    id,
+    status,
+    summary: shape.summary && text !== null ? [{ type: "summary_text", text }] : [],
+    ...(shape.encrypted && text !== null && { encrypted_content: encodeThought(text) }),
+  };
 }
 
 /**
- * Spec §2.5: reasoning tokens are counted inside output_tokens, and reasoning_tokens always reads
- * 0 (the reasoning is never returned, so the split is not reported either).
+ * Spec §2.5: reasoning tokens are counted inside output_tokens; reasoning_tokens reads 0 unless the
+ * thought is returned (reasoning.summary or include), when the split is reported too.
  */
-export function toResponseUsage(u: Usage): ResponseUsage {
+export function toResponseUsage(u: Usage, reasoningShown = false): ResponseUsage {
   return {
     input_tokens: u.prompt_tokens,
     input_tokens_details: { cached_tokens: u.prompt_tokens_details.cached_tokens },
     output_tokens: u.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: reasoningShown ? u.completion_tokens_details.reasoning_tokens : 0 },
     total_tokens: u.prompt_tokens + u.completion_tokens,
   };
 }

@@ -57,7 +57,7 @@ async function startResponse(chat: ChatService, principal: Principal, body: Resp
   const t = toChatRequest(body);
   let run: ChatRun;
   try {
-    run = await chat.start(principal, t.chat, opts);
+    run = await chat.start(principal, t.chat, { ...opts, includeReasoning: t.output.reasoning !== null });
   } catch (e) {
     throw toResponsesError(e, t.params);
   }
@@ -92,6 +92,7 @@ function responseContext(run: ChatRun, t: ChatTranslation): ResponseContext {
     createdAt: run.ids.created,
     model: run.ids.model,
     echo: t.echo,
+    output: t.output,
     itemId(kind, index) {
       const key = `${kind}${index}`;
       let id = items.get(key);

@@ -41,22 +41,29 @@ export const InputItem = T.Object(
     arguments: T.Optional(T.String()),
     /** function_call_output: a string, or text parts. */
     output: T.Optional(T.Union([T.String(), T.Array(InputPart)])),
+    /** function_call: the namespace tool group the called function belongs to. */
+    namespace: Nullable(T.String()),
+    /** reasoning: this server's own opaque thought (to-chat.ts), and its summary parts. */
+    encrypted_content: Nullable(T.String()),
+    summary: T.Optional(T.Array(T.Object({ type: T.String(), text: T.String() }, open))),
   },
   open,
 );
 export type InputItem = Static<typeof InputItem>;
 
-/** Responses tools are flat: {type:"function", name, description, parameters, strict}. */
-export const Tool = T.Object(
-  {
-    type: T.String({ minLength: 1 }),
-    name: T.Optional(T.String({ minLength: 1, maxLength: 64, pattern: "^[A-Za-z0-9_.-]+$" })),
-    description: Nullable(T.String()),
-    parameters: Nullable(T.Record(T.String(), T.Unknown())),
-    strict: Nullable(T.Boolean()),
-  },
-  open,
-);
+const FunctionFields = {
+  type: T.String({ minLength: 1 }),
+  name: T.Optional(T.String({ minLength: 1, maxLength: 64, pattern: "^[A-Za-z0-9_.-]+$" })),
+  description: Nullable(T.String()),
+  parameters: Nullable(T.Record(T.String(), T.Unknown())),
+  strict: Nullable(T.Boolean()),
+};
+
+/**
+ * Responses tools are flat: {type:"function", name, description, parameters, strict}; a
+ * {type:"namespace", name, description, tools:[function…]} groups function tools (Codex's MCP tools).
+ */
+export const Tool = T.Object({ ...FunctionFields, tools: T.Optional(T.Array(T.Object(FunctionFields, open), { maxItems: 128 })) }, open);
 export type Tool = Static<typeof Tool>;
 
 const ToolChoiceObject = T.Object({ type: T.String({ minLength: 1 }), name: T.Optional(T.String()) }, open);
@@ -100,7 +107,13 @@ export const ResponsesRequest = T.Object(
     // 400; the translator accepts them only at their "off" value (null, false, [], "disabled", 0).
     background: Nullable(T.Boolean()),
     truncation: Nullable(T.String()),
+    /** "reasoning.encrypted_content" is honoured (to-chat.ts); the hosted-tool ones are no-ops. */
     include: Nullable(T.Array(T.String())),
+    // Sent by default by OpenAI's clients (Codex, the AI SDK); accepted, none changes the answer.
+    prompt_cache_key: Nullable(T.String()),
+    client_metadata: Nullable(T.Record(T.String(), T.Unknown())),
+    safety_identifier: Nullable(T.String()),
+    service_tier: Nullable(T.String()),
     top_logprobs: Nullable(T.Integer({ minimum: 0 })),
     max_tool_calls: Nullable(T.Integer({ minimum: 1 })),
   },

@@ -4,6 +4,7 @@ import {
   functionCallItem,
   messageItem,
   outputText,
+  reasoningItem,
   responseObject,
   toResponseUsage,
   toStatus,
@@ -13,6 +14,7 @@ import {
   type ResponseContext,
   type ResponseObject,
   type ResponseUsage,
+  type SummaryText,
 } from "./from-chat";
 
 // Chat chunks → Responses stream events (spec §6). A small converter: start() → push(chunk)… →
@@ -20,7 +22,9 @@ import {
 // (the state below): text opens a message item, a tool call opens a function_call item, and
 // whatever was open is closed first — so text after a tool call, and each of several parallel
 // calls, gets its own output_index. Every event carries a sequence_number rising by one from 0.
-// Reasoning deltas are never turned into events: this format does not return reasoning (§2.5).
+// Reasoning deltas become a reasoning item only when the request asked for the thought
+// (reasoning.summary: streamed as summary text; include reasoning.encrypted_content: the item
+// carries it when done); otherwise they are never turned into events (§2.5).
 
 interface Base {
   sequence_number: number;
@@ -37,6 +41,9 @@ export type ResponseEvent =
   | (ItemRef & { type: "response.output_text.done"; content_index: number; text: string; logprobs: never[] })
   | (ItemRef & { type: "response.function_call_arguments.delta"; delta: string })
   | (ItemRef & { type: "response.function_call_arguments.done"; arguments: string })
+  | (ItemRef & { type: "response.reasoning_summary_part.added" | "response.reasoning_summary_part.done"; summary_index: number; part: SummaryText })
+  | (ItemRef & { type: "response.reasoning_summary_text.delta"; summary_index: number; delta: string })
+  | (ItemRef & { type: "response.reasoning_summary_text.done"; summary_index: number; text: string })
   | (Base & { type: "error"; code: string | null; message: string; param: string | null });
 
 type Unsequenced<E> = E extends unknown ? Omit<E, "sequence_number"> : never;
@@ -51,6 +58,7 @@ export interface StreamError {
 type Open =
   | { kind: "idle" }
   | { kind: "text"; index: number; id: string; text: string }
+  | { kind: "thinking"; index: number; id: string; text: string }
   | { kind: "tool"; index: number; id: string; chatIndex: number; callId: string; name: string; args: string };
 
 export interface ResponsesStream {
@@ -87,6 +95,21 @@ export function createResponsesStream(ctx: ResponseContext): ResponsesStream {
     const o = open;
     open = { kind: "idle" };
     if (o.kind === "idle") return [];
+    if (o.kind === "thinking") {
+      const shape = ctx.output!.reasoning!;
+      const item = reasoningItem(o.id, o.text, status, shape);
+      output.push(item);
+      const part: SummaryText = { type: "summary_text", text: o.text };
+      return [
+        ...(shape.summary
+          ? [
+              emit({ type: "response.reasoning_summary_text.done", ...ref(o), summary_index: 0, text: o.text }),
+              emit({ type: "response.reasoning_summary_part.done", ...ref(o), summary_index: 0, part }),
+            ]
+          : []),
+        emit({ type: "response.output_item.done", output_index: o.index, item }),
+      ];
+    }
     if (o.kind === "text") {
       const item = messageItem(o.id, o.text, status);
       output.push(item);
@@ -96,7 +119,7 @@ export function createResponsesStream(ctx: ResponseContext): ResponsesStream {
         emit({ type: "response.output_item.done", output_index: o.index, item }),
       ];
     }
-    const item = functionCallItem(o.id, o.callId, o.name, o.args, status);
+    const item = functionCallItem(o.id, o.callId, o.name, o.args, status, ctx);
     output.push(item);
     return [
       emit({ type: "response.function_call_arguments.done", ...ref(o), arguments: o.args }),
@@ -120,6 +143,22 @@ export function createResponsesStream(ctx: ResponseContext): ResponsesStream {
     return events;
   }
 
+  function thinking(delta: string): ResponseEvent[] {
+    const shape = ctx.output?.reasoning;
+    if (!shape) return [];
+    const events: ResponseEvent[] = [];
+    if (open.kind !== "thinking") {
+      events.push(...close("completed"));
+      const index = output.length;
+      const o = (open = { kind: "thinking", index, id: ctx.itemId("rs", index), text: "" });
+      events.push(emit({ type: "response.output_item.added", output_index: index, item: reasoningItem(o.id, null, "in_progress", shape) }));
+      if (shape.summary) events.push(emit({ type: "response.reasoning_summary_part.added", ...ref(o), summary_index: 0, part: { type: "summary_text", text: "" } }));
+    }
+    open.text += delta;
+    if (shape.summary) events.push(emit({ type: "response.reasoning_summary_text.delta", ...ref(open), summary_index: 0, delta }));
+    return events;
+  }
+
   function toolCall(t: ToolCallDelta): ResponseEvent[] {
     const events: ResponseEvent[] = [];
     if (open.kind !== "tool" || open.chatIndex !== t.index) {
@@ -128,7 +167,7 @@ export function createResponsesStream(ctx: ResponseContext): ResponsesStream {
       events.push(...close("completed"));
       const index = output.length;
       const o = (open = { kind: "tool", index, id: ctx.itemId("fc", index), chatIndex: t.index, callId: t.id, name: t.function.name, args: "" });
-      events.push(emit({ type: "response.output_item.added", output_index: index, item: functionCallItem(o.id, o.callId, o.name, "", "in_progress") }));
+      events.push(emit({ type: "response.output_item.added", output_index: index, item: functionCallItem(o.id, o.callId, o.name, "", "in_progress", ctx) }));
     }
     const delta = t.function.arguments;
     if (delta) {
@@ -151,11 +190,12 @@ export function createResponsesStream(ctx: ResponseContext): ResponsesStream {
       const events: ResponseEvent[] = [];
       for (const choice of chunk.choices) {
         const d = choice.delta;
+        if (d.reasoning_content) events.push(...thinking(d.reasoning_content));
         if (d.content) events.push(...text(d.content));
         for (const t of d.tool_calls ?? []) events.push(...toolCall(t));
         if (choice.finish_reason) finishReason = choice.finish_reason;
       }
-      if (chunk.usage) usage = toResponseUsage(chunk.usage);
+      if (chunk.usage) usage = toResponseUsage(chunk.usage, ctx.output?.reasoning != null);
       return events;
     },
 

@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ResponseFormat, ToolCall } from "../openai/chat-schema";
 import { ApiError } from "../http/errors";
 import { parseClientJson } from "../../bounded-json";
+import { decodeThought } from "./reasoning";
 import type { InputItem, InputPart, ResponsesRequest, TextFormat, Tool, ToolChoice } from "./schema";
 
 // Responses request → chat-completions request (spec §2.5). Pure: plain data in, plain data out.
@@ -14,15 +15,25 @@ export interface ResponseEcho {
   instructions: string | null;
   max_output_tokens: number | null;
   parallel_tool_calls: boolean;
-  reasoning: { effort: string | null; summary: null };
+  reasoning: { effort: string | null; summary: string | null };
   store: boolean;
   temperature: number | null;
   text: { format: TextFormat; verbosity?: string };
   tool_choice: ToolChoice;
-  tools: { type: "function"; name: string; description: string | null; parameters: Record<string, unknown> | null; strict: boolean | null }[];
+  tools: (EchoFunction | { type: "namespace"; name: string; description: string | null; tools: EchoFunction[] })[];
   top_p: number | null;
   user: string | null;
   metadata: Record<string, string>;
+}
+
+type EchoFunction = { type: "function"; name: string; description: string | null; parameters: Record<string, unknown> | null; strict: boolean | null };
+
+/** What the output carries beyond the chat answer: the thought, and the namespaced tool names. */
+export interface OutputOptions {
+  /** Return the thought as a reasoning item: with its text as summary, and/or with encrypted_content. */
+  reasoning: { summary: boolean; encrypted: boolean } | null;
+  /** The chat tool name of each function inside a namespace group → its name and namespace. */
+  names: Record<string, { name: string; namespace: string }>;
 }
 
 /** Where each chat message (and each of its tool calls) came from, to name fields in errors. */
@@ -35,12 +46,16 @@ export interface ChatTranslation {
   chat: ChatRequest;
   echo: ResponseEcho;
   params: ParamMap;
+  output: OutputOptions;
 }
 
 /** Top-level fields this server implements. */
 const SUPPORTED = new Set([
   "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "max_output_tokens",
-  "reasoning", "temperature", "top_p", "stream", "stream_options", "store", "metadata", "user",
+  "reasoning", "temperature", "top_p", "stream", "stream_options", "store", "metadata", "user", "include",
+  // Accepted and not acted on: none changes the answer (README). prompt_cache_key needs nothing:
+  // a slot is already chosen by the longest cached prefix of the prompt, which is what the key groups.
+  "prompt_cache_key", "client_metadata", "safety_identifier", "service_tier",
 ]);
 
 const STATELESS = "responses are not stored on this server (stateless); send the whole conversation in `input`, including the model's own output items";
@@ -52,7 +67,6 @@ const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>
   conversation: [isNull, `conversations are not kept: ${STATELESS}`],
   conversations: [isNull, `conversations are not kept: ${STATELESS}`],
   background: [(v) => v == null || v === false, "background mode is not supported (nothing is stored to poll); use stream: true for long answers"],
-  include: [(v) => v == null || (Array.isArray(v) && v.length === 0), "no extra output data can be included (reasoning text, logprobs and tool sources are not returned)"],
   prompt: [isNull, "stored prompt templates are not supported; send instructions and input"],
   truncation: [(v) => v == null || v === "disabled", 'only "disabled" is supported: a prompt longer than the context window is refused, never truncated'],
   top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
@@ -60,14 +74,25 @@ const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>
 }));
 
 const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];
+const SUMMARIES = ["auto", "concise", "detailed"];
+const VERBOSITIES = ["low", "medium", "high"];
+/** `include` values: the thought is honoured; the hosted-tool ones have nothing to add here (no hosted tools run). */
+const INCLUDES = new Set([
+  "reasoning.encrypted_content", "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+  "code_interpreter_call.outputs", "computer_call_output.output.image_url", "message.input_image.image_url",
+]);
+/** Function tool fields accepted; defer_loading and the like only say when a client's tool is offered: it always is. */
+const FUNCTION_FIELDS = ["type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers", "output_schema"];
 const BUILT_IN_TOOLS = ["web_search", "file_search", "code_interpreter", "computer_use", "computer", "image_generation", "mcp", "local_shell", "shell", "apply_patch"];
 
 export function toChatRequest(req: ResponsesRequest): ChatTranslation {
   checkTopLevel(req);
-  const tools = (req.tools ?? []).map(toTool);
+  const names: OutputOptions["names"] = {};
+  const tools = toTools(req.tools ?? [], names);
   const toolChoice = toToolChoice(req.tool_choice, tools);
   const format = toFormat(req.text);
-  const effort = toEffort(req.reasoning);
+  const { effort, summary } = toReasoning(req.reasoning);
+  const encrypted = toInclude(req.include);
   const { messages, params } = toMessages(req);
   // Spec §2.5: low, minimal and none switch the hidden reasoning pass off; any other effort, or
   // none given, leaves the model's default (thinking on).
@@ -90,18 +115,19 @@ export function toChatRequest(req: ResponsesRequest): ChatTranslation {
     instructions: req.instructions ?? null,
     max_output_tokens: req.max_output_tokens ?? null,
     parallel_tool_calls: req.parallel_tool_calls ?? true,
-    reasoning: { effort, summary: null },
+    reasoning: { effort, summary },
     // Nothing is stored whatever is asked; the flag is repeated as sent (false when absent).
     store: req.store ?? false,
     temperature: req.temperature ?? null,
     text: { format: req.text?.format ?? { type: "text" }, ...(req.text?.verbosity != null && { verbosity: req.text.verbosity }) },
     tool_choice: req.tool_choice ?? "auto",
-    tools: tools.map(({ function: f }) => ({ type: "function", name: f.name, description: f.description ?? null, parameters: f.parameters ?? null, strict: f.strict ?? null })),
+    tools: echoTools(req.tools ?? []),
     top_p: req.top_p ?? null,
     user: req.user ?? null,
     metadata: req.metadata ?? {},
   };
-  return { chat, echo, params };
+  const reasoning = summary !== null || encrypted ? { summary: summary !== null, encrypted } : null;
+  return { chat, echo, params, output: { reasoning, names } };
 }
 
 function checkTopLevel(req: ResponsesRequest) {
@@ -125,15 +151,52 @@ function allow(obj: object, fields: readonly string[], at: string) {
   for (const [k, v] of Object.entries(obj)) if (v !== undefined && !fields.includes(k)) throw bad(`${at}.${k}`, "unknown or unsupported field");
 }
 
-function toTool(t: Tool, i: number): FunctionTool {
-  const at = `tools[${i}]`;
+/** The chat name of a function inside a namespace: Codex's namespaces end in "__" ("mcp__docs__"), which joins as is. */
+export function namespacedName(namespace: string, name: string): string {
+  return /[_.-]$/.test(namespace) ? namespace + name : `${namespace}.${name}`;
+}
+
+function toTools(tools: Tool[], names: OutputOptions["names"]): FunctionTool[] {
+  const out: FunctionTool[] = [];
+  const seen = new Map<string, string>();
+  const add = (f: FunctionTool, at: string) => {
+    const before = seen.get(f.function.name);
+    if (before) throw bad(`${at}.name`, `duplicate tool name "${f.function.name}" (also ${before})`);
+    seen.set(f.function.name, at);
+    out.push(f);
+  };
+  tools.forEach((t, i) => {
+    const at = `tools[${i}]`;
+    if (t.type !== "namespace") return add(toTool(t, at), at);
+    // A namespace groups function tools: each is offered, under its namespaced name (namespacedName).
+    allow(t, ["type", "name", "description", "tools"], at);
+    if (!t.name) throw bad(`${at}.name`, "is required on a namespace tool");
+    (t.tools ?? []).forEach((inner, j) => {
+      const param = `${at}.tools[${j}]`;
+      const f = toTool(inner, param);
+      const name = f.function.name;
+      f.function.name = namespacedName(t.name!, name);
+      if (!/^[A-Za-z0-9_.-]{1,64}$/.test(f.function.name)) throw bad(`${param}.name`, `"${t.name}" and "${name}" make the tool name "${f.function.name}", over 64 characters`);
+      names[f.function.name] = { name, namespace: t.name! };
+      add(f, param);
+    });
+  });
+  return out;
+}
+
+function echoTools(tools: Tool[]): ResponseEcho["tools"] {
+  const fn = (t: Tool): EchoFunction => ({ type: "function", name: t.name!, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null });
+  return tools.map((t) => (t.type === "namespace" ? { type: "namespace", name: t.name!, description: t.description ?? null, tools: (t.tools ?? []).map(fn) } : fn(t)));
+}
+
+function toTool(t: Omit<Tool, "tools">, at: string): FunctionTool {
   if (t.type !== "function") {
     const builtIn = BUILT_IN_TOOLS.find((b) => t.type === b || t.type.startsWith(`${b}_`));
     throw bad(at, builtIn
       ? `the built-in tool "${t.type}" is not available on this server; only function tools are supported`
       : `tools of type "${t.type}" are not supported; only function tools are`);
   }
-  allow(t, ["type", "name", "description", "parameters", "strict"], at);
+  allow(t, FUNCTION_FIELDS, at);
   if (!t.name) throw bad(`${at}.name`, "is required on a function tool");
   return {
     type: "function",
@@ -154,16 +217,20 @@ function toToolChoice(c: ToolChoice | null | undefined, tools: FunctionTool[]): 
     return c;
   }
   if (c.type !== "function") throw bad("tool_choice.type", `only a function can be chosen ("${c.type}" is not available on this server)`);
-  allow(c, ["type", "name"], "tool_choice");
+  allow(c, ["type", "name", "namespace"], "tool_choice");
   if (!c.name) throw bad("tool_choice.name", "is required");
-  if (!tools.some((t) => t.function.name === c.name)) throw bad("tool_choice.name", `"${c.name}" is not in tools`);
-  return { type: "function", function: { name: c.name } };
+  const ns = (c as { namespace?: unknown }).namespace;
+  if (ns != null && typeof ns !== "string") throw bad("tool_choice.namespace", "must be a string");
+  const name = ns ? namespacedName(ns, c.name) : c.name;
+  if (!tools.some((t) => t.function.name === name)) throw bad("tool_choice.name", `"${c.name}"${ns ? ` (namespace "${ns}")` : ""} is not in tools`);
+  return { type: "function", function: { name } };
 }
 
 function toFormat(text: ResponsesRequest["text"]): ResponseFormat | undefined {
   if (text == null) return undefined;
   allow(text, ["format", "verbosity"], "text");
-  if (text.verbosity != null && text.verbosity !== "medium") throw bad("text.verbosity", 'only "medium" is supported');
+  // Accepted, not acted on: the answer's length is the model's (and max_output_tokens').
+  if (text.verbosity != null && !VERBOSITIES.includes(text.verbosity)) throw bad("text.verbosity", 'must be "low", "medium" or "high"');
   const f = text.format;
   if (!f) return undefined;
   switch (f.type) {
@@ -184,13 +251,27 @@ function toFormat(text: ResponsesRequest["text"]): ResponseFormat | undefined {
   }
 }
 
-function toEffort(r: ResponsesRequest["reasoning"]): string | null {
-  if (r == null) return null;
+/**
+ * reasoning.summary (or its older name generate_summary): any of auto, concise, detailed returns
+ * the model's thought as a reasoning item whose summary is the thought itself *(choice)*: nothing
+ * here can summarise it, and a small model's thought is short.
+ */
+function toReasoning(r: ResponsesRequest["reasoning"]): { effort: string | null; summary: string | null } {
+  if (r == null) return { effort: null, summary: null };
   allow(r, ["effort", "summary", "generate_summary"], "reasoning");
   for (const k of ["summary", "generate_summary"] as const)
-    if (r[k] != null) throw bad(`reasoning.${k}`, "reasoning summaries are not available: this server never returns reasoning text");
+    if (r[k] != null && !SUMMARIES.includes(r[k]!)) throw bad(`reasoning.${k}`, `must be one of ${SUMMARIES.map((e) => `"${e}"`).join(", ")}`);
   if (r.effort != null && !EFFORTS.includes(r.effort)) throw bad("reasoning.effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")}`);
-  return r.effort ?? null;
+  return { effort: r.effort ?? null, summary: r.summary ?? r.generate_summary ?? null };
+}
+
+/** Whether reasoning items carry encrypted_content; other values are refused by name or are no-ops. */
+function toInclude(include: ResponsesRequest["include"]): boolean {
+  (include ?? []).forEach((v, i) => {
+    if (v === "message.output_text.logprobs") throw bad(`include[${i}]`, "log probabilities are not returned on this server");
+    if (!INCLUDES.has(v)) throw bad(`include[${i}]`, `"${v}" is not a value this server knows (${[...INCLUDES].join(", ")})`);
+  });
+  return include?.includes("reasoning.encrypted_content") ?? false;
 }
 
 function toMessages(req: ResponsesRequest): { messages: ChatMessage[]; params: ParamMap } {
@@ -205,13 +286,23 @@ function toMessages(req: ResponsesRequest): { messages: ChatMessage[]; params: P
   if (typeof req.input === "string") push({ role: "user", content: req.input }, "input");
   else {
     const pending = new Set<string>(); // call_ids of function_calls not yet answered
+    // A reasoning item's thought belongs to the assistant turn that follows it.
+    let thought: string[] = [];
+    const withThought = (m: ChatMessage) => {
+      if (thought.length && m.role === "assistant") m.reasoning_content = [m.reasoning_content, ...thought].filter(Boolean).join("\n");
+      thought = [];
+      return m;
+    };
     req.input.forEach((item, i) => {
       const at = `input[${i}]`;
       const type = item.type ?? (item.role ? "message" : undefined);
       switch (type) {
-        case "message":
-          push(toMessage(item, at), at);
+        case "message": {
+          const m = toMessage(item, at);
+          if (m.role !== "assistant") thought = []; // a thought never crosses a user turn
+          push(withThought(m), at);
           break;
+        }
         case "function_call": {
           const call = toToolCall(item, at);
           pending.add(call.id);
@@ -221,7 +312,8 @@ function toMessages(req: ResponsesRequest): { messages: ChatMessage[]; params: P
           if (last?.role === "assistant") {
             (last.tool_calls ??= []).push(call);
             params.toolCalls.at(-1)!.push(at);
-          } else push({ role: "assistant", content: null, tool_calls: [call] }, at, [at]);
+            withThought(last);
+          } else push(withThought({ role: "assistant", content: null, tool_calls: [call] }), at, [at]);
           break;
         }
         case "function_call_output": {
@@ -234,10 +326,24 @@ function toMessages(req: ResponsesRequest): { messages: ChatMessage[]; params: P
           push({ role: "tool", tool_call_id: item.call_id, content }, at);
           break;
         }
-        case "reasoning":
-          // Accepted and ignored on purpose: clients resend the reasoning items of earlier turns,
-          // this server never returns reasoning, and the chat template drops earlier thoughts.
+        case "reasoning": {
+          // The thought this server returned earlier: its encrypted_content (reasoning.ts), else
+          // its summary (which is the thought itself here). Another server's ciphertext cannot be
+          // read and is left aside. The chat template keeps the thought of the turn in progress
+          // (a tool loop) and drops earlier ones, as the model was trained.
+          allow(item, ["type", "id", "summary", "encrypted_content", "content", "status"], at);
+          let text: string | null = null;
+          if (item.encrypted_content != null) {
+            try {
+              text = decodeThought(item.encrypted_content);
+            } catch (e) {
+              throw bad(`${at}.encrypted_content`, (e as Error).message);
+            }
+          }
+          text ??= (item.summary ?? []).map((p) => p.text).join("\n\n");
+          if (text) thought.push(text);
           break;
+        }
         case "item_reference":
           throw bad(at, `item references cannot be resolved: ${STATELESS}`);
         case undefined:
@@ -282,7 +388,7 @@ function imagePart(p: InputPart, at: string): ContentPart {
 }
 
 function toToolCall(item: InputItem, at: string): ToolCall {
-  allow(item, ["type", "call_id", "name", "arguments", "id", "status"], at);
+  allow(item, ["type", "call_id", "name", "arguments", "id", "status", "namespace"], at);
   if (!item.call_id) throw bad(`${at}.call_id`, "is required on a function_call item");
   if (!item.name) throw bad(`${at}.name`, "is required on a function_call item");
   if (item.arguments === undefined) throw bad(`${at}.arguments`, "is required on a function_call item (a JSON string)");
@@ -291,7 +397,8 @@ function toToolCall(item: InputItem, at: string): ToolCall {
   } catch (e) {
     throw bad(`${at}.arguments`, `must be a JSON string (${(e as Error).message})`);
   }
-  return { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
+  const name = item.namespace ? namespacedName(item.namespace, item.name) : item.name;
+  return { id: item.call_id, type: "function", function: { name, arguments: item.arguments } };
 }
 
 // Errors raised below this translation (chat service, engine) name chat-completions fields;

@@ -86,6 +86,33 @@ export function checkStream(events: any[]): { terminal: any; items: any[] } {
       case "response.function_call_arguments.delta":
         openItem(e).args += e.delta;
         break;
+      // A reasoning item's summary: one summary part at a time, its deltas concatenating to its text.
+      case "response.reasoning_summary_part.added": {
+        const item = openItem(e);
+        expect(item.type).toBe("reasoning");
+        expect(item.partOpen).toBe(false);
+        expect(e.summary_index).toBe(item.parts++);
+        expect(e.part).toEqual({ type: "summary_text", text: "" });
+        item.partOpen = true;
+        break;
+      }
+      case "response.reasoning_summary_text.delta": {
+        const item = openItem(e);
+        expect(item.partOpen).toBe(true);
+        expect(e.summary_index).toBe(item.parts - 1);
+        item.text += e.delta;
+        break;
+      }
+      case "response.reasoning_summary_text.done":
+        expect(e.text).toBe(openItem(e).text);
+        break;
+      case "response.reasoning_summary_part.done": {
+        const item = openItem(e);
+        expect(item.partOpen).toBe(true);
+        expect(e.part).toEqual({ type: "summary_text", text: item.text });
+        item.partOpen = false;
+        break;
+      }
       case "response.function_call_arguments.done":
         expect(e.arguments).toBe(openItem(e).args);
         break;
@@ -94,6 +121,7 @@ export function checkStream(events: any[]): { terminal: any; items: any[] } {
         expect(e.item.id).toBe(item.id);
         expect(item.partOpen).toBe(false);
         if (item.type === "message") expect(e.item.content.map((p: any) => p.text).join("")).toBe(item.text);
+        else if (item.type === "reasoning") expect(e.item.summary.map((p: any) => p.text).join("")).toBe(item.text);
         else expect(e.item.arguments).toBe(item.args);
         expect(["completed", "incomplete"]).toContain(e.item.status);
         item.done = true;

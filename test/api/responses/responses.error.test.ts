@@ -33,7 +33,7 @@ describe("named 400s", () => {
     ["conversation", { conversation: "conv_abc" }, "conversation", "not stored"],
     ["a built-in tool", { tools: [{ type: "web_search_preview" }] }, "tools[0]", '"web_search_preview"'],
     ["background mode", { background: true }, "background", "background mode"],
-    ["an unknown field", { prompt_cache_key: "k" }, "prompt_cache_key", "unsupported"],
+    ["an unknown field", { frobnicate: "k" }, "frobnicate", "unsupported"],
     ["truncation auto", { truncation: "auto" }, "truncation", "disabled"],
     ["an image by file id", { input: [{ role: "user", content: [{ type: "input_image", file_id: "file-1" }] }] }, "input[0].content[0].file_id", "image_url"],
   ];
@@ -75,11 +75,11 @@ describe("named 400s", () => {
     expect([context.code, context.param]).toEqual(["context_length_exceeded", "input"]);
     expect(context.message).toContain("max_output_tokens asks for 250");
 
-    const schema = await refusal({ text: { format: { type: "json_schema", name: "n", schema: { type: "object", properties: { n: { type: "integer", minimum: 1 } } } } } });
-    expect([schema.code, schema.param]).toEqual(["unsupported_schema", "text.format.schema.properties.n.minimum"]);
+    const schema = await refusal({ text: { format: { type: "json_schema", name: "n", schema: { type: "object", properties: { n: { type: "array", uniqueItems: true } } } } } });
+    expect([schema.code, schema.param]).toEqual(["unsupported_schema", "text.format.schema.properties.n.uniqueItems"]);
     expect(schema.message).toContain("text.format.schema.properties.n: the JSON Schema keyword");
 
-    const tool = await refusal({ tools: [{ type: "function", name: "f", parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } }] });
+    const tool = await refusal({ tools: [{ type: "function", name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } }] });
     expect(tool.param).toBe("tools[0].parameters.properties.s.pattern");
 
     const both = await refusal({ tools: [{ type: "function", name: "f" }], text: { format: { type: "json_object" } } });

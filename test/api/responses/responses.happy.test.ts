@@ -189,3 +189,65 @@ describe("structured output and reasoning", () => {
     expect(medium.reasoning).toEqual({ effort: "medium", summary: null });
   });
 });
+
+describe("what OpenAI's clients send by default (Codex, the AI SDK)", () => {
+  const thinkFirst = `Think first. ${forced("<think>\nThe user wants a greeting.\n</think>\n\nHi")}`;
+  const asks = {
+    include: ["reasoning.encrypted_content"],
+    reasoning: { effort: "medium", summary: "auto" },
+    store: false,
+    prompt_cache_key: "session-1",
+    safety_identifier: "user-1",
+    service_tier: "auto",
+    text: { verbosity: "low" },
+    client_metadata: { originator: "codex_exec" },
+  } as Record<string, unknown>;
+
+  test("include + reasoning.summary: a reasoning item with the thought as summary and encrypted_content; sent back next turn, it is accepted", async () => {
+    const first = await client.responses.create({ model: "chat", input: thinkFirst, max_output_tokens: 30, temperature: 0, ...asks } as any);
+    expect(first.status).toMatch(/completed|incomplete/); // the tiny model may run on after "Hi"
+    const reasoning = first.output[0] as OpenAI.Responses.ResponseReasoningItem;
+    expect(reasoning.type).toBe("reasoning");
+    expect(reasoning.summary).toEqual([{ type: "summary_text", text: expect.stringContaining("The user wants a greeting.") }]);
+    expect(typeof reasoning.encrypted_content).toBe("string");
+    expect(first.output[1]!.type).toBe("message");
+    expect(first.reasoning).toEqual({ effort: "medium", summary: "auto" });
+    expect(first.usage!.output_tokens_details.reasoning_tokens).toBeGreaterThan(3);
+
+    // The next turn hands the whole output back (store: false), as Codex does.
+    const next = await client.responses.create({
+      model: "chat",
+      input: [{ role: "user", content: thinkFirst }, ...(first.output as any[]), { role: "user", content: "And again?" }],
+      max_output_tokens: 10,
+      temperature: 0,
+      ...asks,
+    } as any);
+    expect(next.status).toMatch(/completed|incomplete/);
+  });
+
+  test("streamed: the SDK's stream helper sees the reasoning summary events and the item done with encrypted_content", async () => {
+    const all = await events({ model: "chat", input: thinkFirst, max_output_tokens: 30, temperature: 0, ...asks } as any);
+    checkStream(all);
+    const types = all.map((e) => e.type);
+    expect(types).toContain("response.reasoning_summary_part.added");
+    expect(types).toContain("response.reasoning_summary_text.delta");
+    const done = all.find((e) => e.type === "response.output_item.done" && e.item.type === "reasoning");
+    expect(done.item.encrypted_content).toEqual(expect.any(String));
+    const deltas = all.filter((e) => e.type === "response.reasoning_summary_text.delta").map((e) => e.delta).join("");
+    expect(done.item.summary[0].text).toBe(deltas);
+  });
+
+  test("a namespace tool group is offered; a forced call comes back with its name and namespace", async () => {
+    const r = await client.responses.create({
+      model: "chat",
+      input: "Search the docs.",
+      max_output_tokens: 60,
+      ...direct,
+      tools: [{ type: "namespace", name: "mcp__docs__", description: "Docs", tools: [{ type: "function", name: "search", parameters: { type: "object", properties: { q: { type: "string", maxLength: 5 } }, required: ["q"] } }] }],
+      tool_choice: { type: "function", name: "search", namespace: "mcp__docs__" },
+    } as any);
+    const call = r.output.find((o) => o.type === "function_call") as any;
+    expect(call).toMatchObject({ name: "search", namespace: "mcp__docs__" });
+    expect(r.tools[0]).toMatchObject({ type: "namespace", name: "mcp__docs__" });
+  });
+});

@@ -5,6 +5,7 @@ import { encodeSse } from "../../../src/api/http/sse";
 import type { ResponseContext } from "../../../src/api/responses/from-chat";
 import type { ResponsesRequest } from "../../../src/api/responses/schema";
 import { createResponsesStream, type ResponseEvent } from "../../../src/api/responses/stream";
+import { decodeThought } from "../../../src/api/responses/reasoning";
 import { toChatRequest } from "../../../src/api/responses/to-chat";
 import type { ChatCompletionChunk } from "../../../src/chat/completion";
 import { checkStream, parseSse } from "./invariants";
@@ -128,6 +129,52 @@ describe("what the transcripts say", () => {
     const all = run(load("mid-stream-error"));
     expect(all.at(-1)).toEqual({ type: "error", sequence_number: all.length - 1, code: "internal_error", message: "internal server error (request id req_fixture)", param: null });
     expect(all.some((e) => e.type === "response.completed" || e.type === "response.incomplete")).toBe(false);
+  });
+});
+
+describe("the thought, when asked for (reasoning.summary, include reasoning.encrypted_content)", () => {
+  const withReasoning = (fields: Record<string, unknown>) => {
+    const t = toChatRequest({ ...request, ...fields } as ResponsesRequest);
+    return { ...fixedContext(), echo: t.echo, output: t.output };
+  };
+  const thought = () => load("thinking").flatMap((l) => ("choices" in l ? l.choices.map((c) => c.delta.reasoning_content ?? "") : [])).join("");
+
+  test("summary: a reasoning item first, streamed with OpenAI's summary events, its text the thought; reasoning tokens reported", () => {
+    const events = run(load("thinking"), withReasoning({ reasoning: { summary: "auto" } }));
+    const { terminal, items } = checkStream(events);
+    expect(items.map((i) => [i.type, i.id])).toEqual([["reasoning", "rs_fixture0"], ["message", "msg_fixture1"]]);
+    expect(items[0]).toEqual({ type: "reasoning", id: "rs_fixture0", status: "completed", summary: [{ type: "summary_text", text: thought() }] });
+    expect(thought().length).toBeGreaterThan(10);
+    const types = events.map((e) => e.type);
+    expect(types.slice(2, 5)).toEqual(["response.output_item.added", "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta"]);
+    expect(types).toContain("response.reasoning_summary_text.done");
+    expect(types).toContain("response.reasoning_summary_part.done");
+    expect(terminal.response.usage.output_tokens_details.reasoning_tokens).toBeGreaterThan(0);
+    expect(terminal.response.reasoning).toEqual({ effort: null, summary: "auto" });
+  });
+
+  test("include only: the item carries encrypted_content (which decodes to the thought) and an empty summary, with no summary events", () => {
+    const events = run(load("thinking"), withReasoning({ include: ["reasoning.encrypted_content"] }));
+    const { items } = checkStream(events);
+    expect(items[0]).toMatchObject({ type: "reasoning", summary: [] });
+    expect(decodeThought(items[0].encrypted_content)).toBe(thought());
+    expect(events.some((e) => e.type.startsWith("response.reasoning_summary"))).toBe(false);
+    // the item as added is not yet complete: no content to carry
+    expect(events.find((e) => e.type === "response.output_item.added")).toMatchObject({ item: { type: "reasoning", summary: [] } });
+  });
+
+  test("a namespaced call is given back as its name and namespace", () => {
+    const ctx = withReasoning({ tools: [{ type: "namespace", name: "mcp__docs__", tools: [{ type: "function", name: "search" }] }] });
+    const ids = { id: "chatcmpl-x", object: "chat.completion.chunk" as const, created: 1, model: "chat" };
+    const events = run(
+      [
+        { ...ids, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "call_0", type: "function", function: { name: "mcp__docs__search", arguments: "{}" } }] }, finish_reason: "tool_calls" }] },
+        { ...ids, choices: [], usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } } },
+      ] as ChatCompletionChunk[],
+      ctx,
+    );
+    const { items } = checkStream(events);
+    expect(items[0]).toMatchObject({ type: "function_call", name: "search", namespace: "mcp__docs__", arguments: "{}" });
   });
 });
 

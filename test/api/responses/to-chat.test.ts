@@ -3,6 +3,7 @@ import { Value } from "@sinclair/typebox/value";
 import { ApiError } from "../../../src/api/http/errors";
 import { ChatRequest } from "../../../src/api/openai/chat-schema";
 import { ResponsesRequest } from "../../../src/api/responses/schema";
+import { decodeThought, encodeThought } from "../../../src/api/responses/reasoning";
 import { toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";
 
 // Every translation rule of spec §2.5 and every refusal, as tables (STYLE "Converters").
@@ -71,6 +72,65 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
     input: { input: [{ type: "reasoning", id: "rs_1", summary: [], encrypted_content: "x" }, { role: "user", content: "hi" }] },
     expected: { messages: [{ role: "user", content: "hi" }] },
   },
+  {
+    name: "a reasoning item of this server gives its thought back to the assistant turn after it",
+    input: {
+      tools: [weather],
+      input: [
+        { role: "user", content: "Weather?" },
+        { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "I should call it." }], encrypted_content: encodeThought("I should call the tool.") },
+        { type: "function_call", call_id: "call_a", name: "get_weather", arguments: "{}" },
+        { type: "function_call_output", call_id: "call_a", output: "3C" },
+      ],
+    },
+    expected: {
+      tools: [chatWeather],
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: null, reasoning_content: "I should call the tool.", tool_calls: [{ id: "call_a", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: "call_a", content: "3C" },
+      ],
+    },
+  },
+  {
+    name: "without encrypted_content, the summary (the thought itself here) is given back",
+    input: { input: [{ role: "user", content: "Q" }, { type: "reasoning", summary: [{ type: "summary_text", text: "think" }] }, { role: "assistant", content: [{ type: "output_text", text: "A" }] }] },
+    expected: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: [{ type: "text", text: "A" }], reasoning_content: "think" }] },
+  },
+  {
+    name: "a thought never crosses a user turn",
+    input: { input: [{ type: "reasoning", summary: [{ type: "summary_text", text: "lost" }] }, { role: "user", content: "Q" }, { role: "assistant", content: "A" }] },
+    expected: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: "A" }] },
+  },
+  {
+    name: "a namespace group offers its function tools under joined names; calls with a namespace name them",
+    input: {
+      tools: [
+        { type: "namespace", name: "mcp__docs__", description: "Docs", tools: [{ type: "function", name: "search", parameters: { type: "object" }, defer_loading: true }] },
+        { type: "namespace", name: "crm", description: "CRM", tools: [{ type: "function", name: "lookup" }] },
+      ],
+      tool_choice: { type: "function", name: "lookup", namespace: "crm" },
+      input: [
+        { role: "user", content: "find" },
+        { type: "function_call", call_id: "c1", name: "search", namespace: "mcp__docs__", arguments: "{}" },
+        { type: "function_call_output", call_id: "c1", output: "none" },
+      ],
+    },
+    expected: {
+      tools: [{ type: "function", function: { name: "mcp__docs__search", parameters: { type: "object" } } }, { type: "function", function: { name: "crm.lookup" } }],
+      tool_choice: { type: "function", function: { name: "crm.lookup" } },
+      messages: [
+        { role: "user", content: "find" },
+        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "mcp__docs__search", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: "c1", content: "none" },
+      ],
+    },
+  },
+  {
+    name: "the fields OpenAI's clients send by default are accepted and change nothing",
+    input: { include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
+    expected: { model: "chat", messages: [{ role: "user", content: "hi" }] },
+  },
   { name: "flat function tools become chat tools", input: { tools: [{ type: "function", name: "f" }] }, expected: { tools: [{ type: "function", function: { name: "f" } }] } },
   { name: "tool_choice none", input: { tools: [weather], tool_choice: "none" }, expected: { tools: [chatWeather], tool_choice: "none" } },
   { name: "tool_choice required", input: { tools: [weather], tool_choice: "required" }, expected: { tools: [chatWeather], tool_choice: "required" } },
@@ -118,8 +178,12 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "background mode", input: { background: true }, param: "background", says: "background mode is not supported" },
   { name: "an unknown field", input: { frobnicate: 1 }, param: "frobnicate", says: "unknown or unsupported field" },
   { name: "an unknown field even when null", input: { frobnicate: null }, param: "frobnicate", says: "unknown or unsupported field" },
-  { name: "service_tier", input: { service_tier: "auto" }, param: "service_tier", says: "unsupported" },
-  { name: "include", input: { include: ["reasoning.encrypted_content"] }, param: "include", says: "no extra output" },
+  { name: "include of logprobs", input: { include: ["reasoning.encrypted_content", "message.output_text.logprobs"] }, param: "include[1]", says: "log probabilities" },
+  { name: "an unknown include value", input: { include: ["everything"] }, param: "include[0]", says: "not a value" },
+  { name: "a damaged encrypted_content of this server", input: { input: [{ type: "reasoning", summary: [], encrypted_content: "lrs1.not base64!" }, { role: "user", content: "hi" }] }, param: "input[0].encrypted_content", says: "damaged" },
+  { name: "a custom tool inside a namespace", input: { tools: [{ type: "namespace", name: "ns", tools: [{ type: "custom", name: "x" }] }] }, param: "tools[0].tools[0]", says: '"custom"' },
+  { name: "a namespace without a name", input: { tools: [{ type: "namespace", tools: [] }] }, param: "tools[0].name", says: "required" },
+  { name: "the same name in a namespace and outside it", input: { tools: [{ type: "function", name: "ns.f" }, { type: "namespace", name: "ns", tools: [{ type: "function", name: "f" }] }] }, param: "tools[1].tools[0].name", says: "duplicate" },
   { name: "a stored prompt", input: { prompt: { id: "pmpt_1" } }, param: "prompt", says: "prompt templates" },
   { name: "truncation auto", input: { truncation: "auto" }, param: "truncation", says: "never truncated" },
   { name: "top_logprobs", input: { top_logprobs: 3 }, param: "top_logprobs", says: "log probabilities" },
@@ -134,7 +198,7 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   })),
   { name: "a custom tool", input: { tools: [{ type: "custom", name: "x" }] }, param: "tools[0]", says: 'tools of type "custom" are not supported' },
   { name: "a function tool without a name", input: { tools: [{ type: "function" }] }, param: "tools[0].name", says: "is required" },
-  { name: "an unknown field on a function tool", input: { tools: [{ ...weather, defer_loading: true }] }, param: "tools[0].defer_loading", says: "unknown" },
+  { name: "an unknown field on a function tool", input: { tools: [{ ...weather, frobnicate: true }] }, param: "tools[0].frobnicate", says: "unknown" },
   { name: "an unknown tool_choice string", input: { tool_choice: "any" }, param: "tool_choice", says: "must be" },
   { name: "tool_choice required without tools", input: { tool_choice: "required" }, param: "tool_choice", says: "needs at least one" },
   { name: "tool_choice of a built-in tool", input: { tools: [weather], tool_choice: { type: "web_search_preview" } }, param: "tool_choice.type", says: "only a function" },
@@ -142,9 +206,9 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "an unknown text.format type", input: { text: { format: { type: "yaml" } } }, param: "text.format.type", says: "must be" },
   { name: "json_schema without a name", input: { text: { format: { type: "json_schema", schema: {} } } }, param: "text.format.name", says: "is required" },
   { name: "json_schema without a schema", input: { text: { format: { type: "json_schema", name: "n" } } }, param: "text.format.schema", says: "is required" },
-  { name: "text.verbosity other than medium", input: { text: { verbosity: "low" } }, param: "text.verbosity", says: "medium" },
+  { name: "an unknown text.verbosity", input: { text: { verbosity: "terse" } }, param: "text.verbosity", says: "medium" },
   { name: "an unknown reasoning effort", input: { reasoning: { effort: "extreme" } }, param: "reasoning.effort", says: 'must be one of "none", "minimal", "low", "medium", "high", "xhigh"' },
-  { name: "reasoning summaries", input: { reasoning: { effort: "high", summary: "auto" } }, param: "reasoning.summary", says: "never returns reasoning" },
+  { name: "an unknown reasoning summary", input: { reasoning: { effort: "high", summary: "verbose" } }, param: "reasoning.summary", says: '"auto"' },
   { name: "an input item without type or role", input: { input: [{ content: "x" }] }, param: "input[0].type", says: "is required" },
   { name: "an unsupported input item type", input: { input: [{ type: "web_search_call", id: "ws_1" }] }, param: "input[0].type", says: '"web_search_call" are not supported' },
   { name: "an item reference", input: { input: [{ type: "item_reference", id: "msg_1" }] }, param: "input[0]", says: "not stored" },
@@ -272,5 +336,47 @@ describe("errors from below name the Responses fields", () => {
     expect([e.code, e.param, e.message, e.headers]).toEqual(["unsupported_schema", "text.format.schema.x", "text.format.schema: bad", { a: "b" }]);
     const plain = new Error("boom");
     expect(toResponsesError(plain, params)).toBe(plain);
+  });
+});
+
+describe("reasoning output options", () => {
+  test.each([
+    { name: "nothing asked: no reasoning item", input: {}, reasoning: null },
+    { name: "summary only", input: { reasoning: { summary: "auto" } }, reasoning: { summary: true, encrypted: false } },
+    { name: "generate_summary (its older name)", input: { reasoning: { generate_summary: "concise" } }, reasoning: { summary: true, encrypted: false } },
+    { name: "include only", input: { include: ["reasoning.encrypted_content"] }, reasoning: { summary: false, encrypted: true } },
+    { name: "both (Codex)", input: { include: ["reasoning.encrypted_content"], reasoning: { effort: "medium", summary: "detailed" } }, reasoning: { summary: true, encrypted: true } },
+  ])("$name", ({ input, reasoning }) => {
+    const t = toChatRequest(req(input));
+    expect(t.output.reasoning).toEqual(reasoning);
+    expect(t.echo.reasoning.summary).toBe((input as any).reasoning?.summary ?? (input as any).reasoning?.generate_summary ?? null);
+  });
+
+  test("encrypted_content round-trips any text, and another server's content is left aside", () => {
+    for (const text of ["", "plain", "ünïcødé 🧠\n<think>", "a".repeat(10_000)]) expect(decodeThought(encodeThought(text))).toBe(text);
+    expect(decodeThought("gAAAAABo-openai-ciphertext")).toBeNull();
+    expect(() => decodeThought("lrs1.%%%")).toThrow("damaged");
+  });
+});
+
+describe("client request fixtures (test/fixtures/requests)", () => {
+  const load = (name: string) => JSON.parse(require("node:fs").readFileSync(require("node:path").join(import.meta.dir, "../../fixtures/requests", name), "utf8"));
+  test("a Codex-like request: every tool offered (the namespace's under its joined name), thought returned both ways", () => {
+    const body = load("responses-codex.json");
+    expect([...Value.Errors(ResponsesRequest, body)]).toEqual([]);
+    const t = toChatRequest(body);
+    expect(t.chat.tools!.map((x) => x.function.name)).toEqual(["shell", "update_plan", "mcp__docs__search"]);
+    expect(t.output).toEqual({ reasoning: { summary: true, encrypted: true }, names: { mcp__docs__search: { name: "search", namespace: "mcp__docs__" } } });
+    expect(t.chat.chat_template_kwargs).toBeUndefined(); // effort medium: thinking on
+    expect([...Value.Errors(ChatRequest, t.chat)]).toEqual([]);
+    expect(t.echo.tools[2]).toMatchObject({ type: "namespace", name: "mcp__docs__", tools: [{ type: "function", name: "search" }] });
+  });
+  test("an AI-SDK-like request: structured output with a zod-style schema, reasoning summary and include", () => {
+    const body = load("responses-ai-sdk.json");
+    expect([...Value.Errors(ResponsesRequest, body)]).toEqual([]);
+    const t = toChatRequest(body);
+    expect(t.chat.response_format).toMatchObject({ type: "json_schema", json_schema: { name: "response", strict: false } });
+    expect(t.output.reasoning).toEqual({ summary: true, encrypted: true });
+    expect([...Value.Errors(ChatRequest, t.chat)]).toEqual([]);
   });
 });
