@@ -125,7 +125,12 @@ function toTools(req: ChatRequest): ToolSpec[] {
     const name = t.function.name;
     if (seen.has(name)) throw bad(`tools[${i}].function.name`, `duplicate tool name "${name}"`);
     seen.add(name);
-    return { name, description: t.function.description, parameters: t.function.parameters as ToolSpec["parameters"] };
+    return {
+      name,
+      description: t.function.description,
+      parameters: t.function.parameters as ToolSpec["parameters"],
+      ...(t.function.strict === true ? { strict: true } : {}),
+    };
   });
 }
 

@@ -39,6 +39,11 @@ export interface ToolSpec {
   name: string;
   description?: string;
   parameters?: JsonSchema;
+  /**
+   * true: the parameters are enforced token by token and a keyword the grammar cannot enforce is
+   * refused (400). Otherwise the schema is a hint: what the grammar cannot express is dropped.
+   */
+  strict?: boolean;
 }
 
 export type ToolChoice = "none" | "auto" | "required" | { name: string };

@@ -50,7 +50,7 @@ test("a refused request (bad schema) charges nothing", async () => {
   const key = t.key({ account: "refused", creditUsd: 1 });
   const res = await t.request("POST", "/v1/chat/completions", {
     key,
-    body: { model: "chat", messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "string", pattern: "x" } } } },
+    body: { model: "chat", messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "array", uniqueItems: true } } } },
   });
   expect(res.status).toBe(400);
   expect(t.deps.accounts.getAccount("refused").balance_micros).toBe(1_000_000);

@@ -1,6 +1,6 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp";
 import type { ChatTurn, ToolSpec } from "../../chat/job";
-import { toGrammarSchema } from "./json-schema";
+import { toFunctionParams, toStrictFunctionParams } from "./json-schema";
 import { withMarkers } from "./vision/prompt";
 
 // ChatJob turns → node-llama-cpp chat history. Pure. node-llama-cpp keeps a tool result inside
@@ -48,7 +48,8 @@ export function toLlamaFunctions(tools: ToolSpec[]): ChatModelFunctions {
   // No prototype: a tool may be named "__proto__" or "constructor" (OpenAI's name pattern allows both).
   const out: Record<string, { description?: string; params?: any }> = Object.create(null);
   tools.forEach((t, i) => {
-    const params = t.parameters ? toGrammarSchema(t.parameters, `tools[${i}].function.parameters`) : null;
+    // Non-strict parameters are a hint (issue 24): what the call grammar cannot express is dropped.
+    const params = !t.parameters ? null : t.strict ? toStrictFunctionParams(t.parameters, `tools[${i}].function.parameters`) : toFunctionParams(t.parameters);
     out[t.name] = { description: t.description, ...(params ? { params } : {}) };
   });
   return out;

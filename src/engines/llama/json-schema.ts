@@ -1,128 +1,250 @@
 import { ApiError } from "../../api/http/errors";
 import type { JsonSchema } from "../../chat/job";
+import { llamaAddon } from "./native/addon-path";
 
-// JSON Schema → the subset node-llama-cpp compiles into a grammar. Fail closed (issue "chat
-// engine"): a keyword the grammar would not enforce is refused with a 400 naming it, never
-// answered unconstrained. Returns null for a schema that constrains nothing (any JSON value).
+// JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
+//   - structured output and strict tools: llama.cpp's own converter (common/json-schema-to-grammar,
+//     through the addon) enforces the schema token by token — integer bounds, patterns, formats,
+//     allOf/anyOf/oneOf, nullable types, $ref. A keyword no grammar can express is refused with a
+//     400 naming it, since dropping it would change the answer the caller asked for.
+//   - non-strict function tools: node-llama-cpp builds the call grammar from `params` (its own
+//     subset). The schema is a hint: whatever its grammar cannot express is dropped, never refused,
+//     and a property without `type` means any JSON value.
 
 const ANNOTATIONS = new Set(["title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "strict", "name"]);
-const BASIC_TYPES = new Set(["string", "number", "integer", "boolean", "null"]);
-const STRING_FORMATS = new Set(["date-time", "time", "date"]);
-
-const ALLOWED: Record<string, Set<string>> = {
-  string: new Set(["type", "minLength", "maxLength", "format", "enum", "const"]),
-  number: new Set(["type", "enum", "const"]),
-  integer: new Set(["type", "enum", "const"]),
-  boolean: new Set(["type", "enum", "const"]),
-  null: new Set(["type"]),
-  object: new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "$defs"]),
-  array: new Set(["type", "items", "prefixItems", "minItems", "maxItems", "$defs"]),
+/** JSON Schema keywords whose meaning no grammar here can enforce: refused under strict, dropped otherwise. */
+const INEXPRESSIBLE = new Set([
+  "not", "if", "then", "else", "uniqueItems", "contains", "minContains", "maxContains", "multipleOf", "dependentRequired",
+  "dependentSchemas", "dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+  "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
+]);
+const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
+const CONVERTER_FORMATS = new Set(["date", "time", "date-time", "uuid"]);
+/** Formats llama.cpp's converter does not know, as anchored patterns it does convert. */
+const FORMAT_PATTERNS: Record<string, string> = {
+  email: "^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(\\.[A-Za-z0-9-]{1,63}){0,4}\\.[A-Za-z]{2,24}$",
+  uri: "^[a-z][a-z0-9+.-]{0,15}://[A-Za-z0-9._~%!$&'()*+,;=:@/?#-]{1,200}$",
+  url: "^[a-z][a-z0-9+.-]{0,15}://[A-Za-z0-9._~%!$&'()*+,;=:@/?#-]{1,200}$",
+  ipv4: "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$",
+  hostname: "^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?){0,8}$",
 };
 
-const KNOWN = new Set([...Object.values(ALLOWED).flatMap((s) => [...s]), "oneOf", "anyOf", "$ref"]);
-
-export function toGrammarSchema(schema: JsonSchema, param: string): JsonSchema | null {
-  if (Object.keys(schema).every((k) => ANNOTATIONS.has(k))) return null;
-  return convert(schema, param, new Set(Object.keys((schema.$defs as object | undefined) ?? {})));
-}
-
-function refuse(param: string, keyword: string, why = "is not supported by the constrained-output grammar"): never {
+function refuse(param: string, keyword: string, why = "cannot be enforced by the constrained-output grammar"): never {
   throw new ApiError("unsupported_schema", `${param}: the JSON Schema keyword "${keyword}" ${why}`, { param: `${param}.${keyword}` });
 }
 
-function convert(s: unknown, param: string, defs: Set<string>): JsonSchema {
-  if (typeof s !== "object" || s === null || Array.isArray(s)) refuse(param, "(schema)", "must be an object");
-  const schema = s as JsonSchema;
-  for (const k of Object.keys(schema)) if (!KNOWN.has(k) && !ANNOTATIONS.has(k)) refuse(param, k);
+function isObject(v: unknown): v is JsonSchema {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict: llama.cpp's converter
+
+interface Addon {
+  jsonSchemaToGrammar(schemaJson: string): string;
+}
+
+function converter(): Addon {
+  const addon = llamaAddon<Partial<Addon>>();
+  if (!addon?.jsonSchemaToGrammar) throw new Error("the llama addon is not built (bun src/engines/llama/native/build.ts); it compiles JSON Schemas into grammars");
+  return addon as Addon;
+}
+
+/** A GBNF grammar (root rule `root`) that enforces `schema`; 400 for what it cannot enforce. */
+export function toGbnf(schema: JsonSchema, param: string): string {
+  const prepared = toConverterSchema(schema, param);
+  try {
+    return converter().jsonSchemaToGrammar(JSON.stringify(prepared));
+  } catch (e) {
+    throw new ApiError("unsupported_schema", `${param}: the schema could not be compiled into a grammar (${(e as Error).message.replace(/\s+/g, " ").trim()})`, { param });
+  }
+}
+
+/** The schema as the converter reads it, with what it would silently ignore refused. */
+export function toConverterSchema(schema: unknown, param: string): JsonSchema {
+  if (!isObject(schema)) refuse(param, "(schema)", "must be an object");
   const out: JsonSchema = {};
-  for (const k of Object.keys(schema)) if (k === "description") out.description = schema.description;
-
-  if ("$ref" in schema) {
-    const ref = schema.$ref;
-    const m = typeof ref === "string" ? /^#\/\$defs\/(.+)$/.exec(ref) : null;
-    if (!m || !defs.has(m[1]!)) refuse(param, "$ref", 'must point into this schema\'s "$defs" ("#/$defs/Name")');
-    return { ...out, $ref: ref };
-  }
-  if ("const" in schema && !("type" in schema)) return { ...out, const: checkScalar(schema.const, `${param}.const`) };
-  if ("enum" in schema && !("type" in schema)) return { ...out, enum: checkEnum(schema.enum, param) };
-  for (const key of ["oneOf", "anyOf"] as const) {
-    if (key in schema) {
-      const alts = schema[key];
-      if (!Array.isArray(alts) || alts.length === 0) refuse(param, key, "must be a non-empty array");
-      for (const k of Object.keys(schema)) if (k !== key && k !== "$defs" && !ANNOTATIONS.has(k)) refuse(param, k, `cannot be combined with "${key}" here`);
-      const converted: JsonSchema = { ...out, oneOf: alts.map((a, i) => convert(a, `${param}.${key}[${i}]`, defs)) };
-      return withDefs(converted, schema, param, defs);
+  for (const [k, v] of Object.entries(schema)) {
+    if (INEXPRESSIBLE.has(k)) refuse(param, k);
+    switch (k) {
+      case "properties":
+      case "$defs":
+      case "definitions":
+        if (!isObject(v)) refuse(param, k, "must be an object");
+        out[k] = Object.fromEntries(Object.entries(v).map(([n, s]) => [n, toConverterSchema(s, `${param}.${k}.${n}`)]));
+        break;
+      case "items":
+      case "additionalProperties":
+        out[k] = typeof v === "boolean" ? v : toConverterSchema(v, `${param}.${k}`);
+        break;
+      case "prefixItems":
+      case "anyOf":
+      case "oneOf":
+      case "allOf":
+        if (!Array.isArray(v) || v.length === 0) refuse(param, k, "must be a non-empty array");
+        out[k] = v.map((s, i) => toConverterSchema(s, `${param}.${k}[${i}]`));
+        break;
+      case "$ref":
+        if (typeof v !== "string" || !/^#\/(\$defs|definitions)\/[^/]+$/.test(v)) refuse(param, k, 'must point into this schema\'s "$defs" ("#/$defs/Name")');
+        out[k] = v;
+        break;
+      case "pattern":
+        out[k] = anchored(String(v), param);
+        break;
+      case "format":
+        if (typeof v !== "string") refuse(param, k, "must be a string");
+        if (FORMAT_PATTERNS[v]) {
+          if (schema.pattern !== undefined) refuse(param, k, "cannot be combined with a pattern");
+          out.pattern = FORMAT_PATTERNS[v];
+        } else if (CONVERTER_FORMATS.has(v)) out[k] = v;
+        else refuse(param, k, `"${v}" is not one of ${[...CONVERTER_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(", ")}`);
+        break;
+      case "nullable": // OpenAPI's spelling of a nullable type
+        break;
+      default:
+        if (BOUNDS.includes(k as (typeof BOUNDS)[number]) && !isIntegerOnly(schema.type)) refuse(param, k, "is enforced on integers only (use \"type\": \"integer\")");
+        if (!ANNOTATIONS.has(k)) out[k] = v;
     }
   }
+  if (Array.isArray(out.allOf) && (out.properties || out.type)) refuse(param, "allOf", "is enforced only on its own (move the sibling keywords into one of its schemas)");
+  return schema.nullable === true ? { anyOf: [out, { type: "null" }] } : out;
+}
 
-  const type = schema.type;
+function isIntegerOnly(type: unknown): boolean {
+  return type === "integer" || (Array.isArray(type) && type.every((t) => t === "integer" || t === "null"));
+}
+
+/**
+ * A pattern as the converter takes it: anchored at both ends (JSON Schema patterns match anywhere,
+ * so an unanchored side becomes `.*`), and one the converter actually converts — else 400.
+ */
+function anchored(pattern: string, param: string): string {
+  const start = pattern.startsWith("^");
+  const end = pattern.endsWith("$") && !pattern.endsWith("\\$");
+  const full = start && end ? pattern : `^${start ? "" : ".*"}(${pattern.slice(start ? 1 : 0, end ? -1 : undefined)})${end ? "" : ".*"}$`;
+  if (!patternConverts(full)) refuse(param, "pattern", "uses a regular expression the grammar cannot express (llama.cpp's json-schema-to-grammar subset)");
+  return full;
+}
+
+const patternCache = new Map<string, boolean>();
+
+/**
+ * The converter falls back to any string (its `string` rule, with a warning on stderr) for a
+ * pattern it cannot convert; a converted one is the root rule itself.
+ */
+function patternConverts(pattern: string): boolean {
+  let ok = patternCache.get(pattern);
+  if (ok === undefined) {
+    try {
+      ok = !/(^|\n)string ::= /.test(converter().jsonSchemaToGrammar(JSON.stringify({ type: "string", pattern })));
+    } catch {
+      ok = false;
+    }
+    if (patternCache.size > 1000) patternCache.clear();
+    patternCache.set(pattern, ok);
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-strict: node-llama-cpp's function-params subset, everything else dropped
+
+const KEEP: Record<string, Set<string>> = {
+  string: new Set(["minLength", "maxLength", "format", "enum", "const"]),
+  number: new Set(["enum", "const"]),
+  integer: new Set(["enum", "const"]),
+  boolean: new Set(["enum", "const"]),
+  null: new Set([]),
+  object: new Set(["properties", "required", "additionalProperties", "minProperties", "maxProperties"]),
+  array: new Set(["items", "prefixItems", "minItems", "maxItems"]),
+};
+const NLC_FORMATS = new Set(["date-time", "time", "date"]);
+const SCALARS = ["string", "number", "boolean", "null"];
+/** Any JSON value, in node-llama-cpp's schema subset (an untyped schema there means null). */
+const ANY: JsonSchema = { oneOf: [{ type: SCALARS }, { type: "array" }, { type: "object", additionalProperties: true }] };
+
+/** Params for node-llama-cpp's function grammar: the hint it can express; null when nothing is constrained. */
+export function toFunctionParams(schema: JsonSchema): JsonSchema | null {
+  if (!isObject(schema) || Object.keys(schema).every((k) => ANNOTATIONS.has(k) || !(k in KEEP || ["type", "properties", "anyOf", "oneOf", "$ref", "enum", "const", "allOf"].includes(k)))) return null;
+  return hint(schema, (schema.$defs ?? schema.definitions) as JsonSchema | undefined, 0);
+}
+
+function hint(s: unknown, defs: JsonSchema | undefined, depth: number): JsonSchema {
+  if (!isObject(s) || depth > 24) return ANY;
+  const out: JsonSchema = typeof s.description === "string" ? { description: s.description } : {};
+  const nullable = s.nullable === true;
+  const wrap = (x: JsonSchema): JsonSchema => (nullable ? { oneOf: [x, { type: "null" }] } : x);
+  if (typeof s.$ref === "string") {
+    // Inlined: node-llama-cpp resolves only "#/$defs/…" and a cut-off recursion becomes any value.
+    const m = /^#\/(?:\$defs|definitions)\/([^/]+)$/.exec(s.$ref);
+    return wrap(m && defs && isObject(defs[m[1]!]) ? hint(defs[m[1]!], defs, depth + 1) : ANY);
+  }
+  for (const key of ["anyOf", "oneOf"] as const)
+    if (Array.isArray(s[key]) && (s[key] as unknown[]).length) return wrap({ ...out, oneOf: (s[key] as unknown[]).map((a) => hint(a, defs, depth + 1)) });
+  if (Array.isArray(s.allOf) && !s.type && !s.properties) {
+    // Merged when every part is an object schema; otherwise the first part is the hint.
+    const parts = (s.allOf as unknown[]).filter(isObject);
+    if (parts.length && parts.every((p) => p.type === "object" || p.properties))
+      return wrap(hint({ type: "object", properties: Object.assign({}, ...parts.map((p) => p.properties ?? {})), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1));
+    return wrap(parts.length ? hint(parts[0], defs, depth + 1) : ANY);
+  }
+  const scalarOk = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
+  if ("const" in s && scalarOk(s.const)) return wrap({ ...out, const: s.const });
+  if (Array.isArray(s.enum) && s.enum.length && s.enum.every(scalarOk)) return wrap({ ...out, enum: [...s.enum] });
+  let type = s.type;
+  if (type === undefined) type = s.properties ? "object" : s.items ? "array" : undefined;
   if (Array.isArray(type)) {
-    if (!type.every((t) => typeof t === "string" && BASIC_TYPES.has(t))) refuse(param, "type", "may list only string, number, integer, boolean and null");
-    for (const k of Object.keys(schema)) if (k !== "type" && !ANNOTATIONS.has(k)) refuse(param, k, "cannot be combined with a list of types");
-    return { ...out, type: [...type] };
+    const types = type.filter((t): t is string => typeof t === "string" && t in KEEP);
+    if (!types.length) return ANY;
+    if (types.every((t) => SCALARS.includes(t) || t === "integer")) return { ...out, type: types };
+    return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1)) };
   }
-  if (typeof type !== "string" || !Object.hasOwn(ALLOWED, type)) refuse(param, "type", typeof type === "string" ? `"${type}" is not a JSON Schema type` : "is required");
-  for (const k of Object.keys(schema)) if (!ALLOWED[type]!.has(k) && !ANNOTATIONS.has(k)) refuse(param, k);
+  if (typeof type !== "string" || !(type in KEEP)) return wrap({ ...out, ...ANY });
   out.type = type;
-
-  if (schema.enum !== undefined) out.enum = checkEnum(schema.enum, param);
-  if (schema.const !== undefined) out.const = checkScalar(schema.const, `${param}.const`);
-  switch (type) {
-    case "string":
-      for (const k of ["minLength", "maxLength"] as const) if (schema[k] !== undefined) out[k] = count(schema[k], param, k);
-      if (schema.format !== undefined) {
-        if (typeof schema.format !== "string" || !STRING_FORMATS.has(schema.format)) refuse(param, "format", `"${schema.format}" is not one of date-time, time, date`);
-        out.format = schema.format;
-      }
-      break;
-    case "object": {
-      const props = (schema.properties ?? {}) as Record<string, unknown>;
-      if (typeof props !== "object" || Array.isArray(props)) refuse(param, "properties", "must be an object");
-      out.properties = Object.fromEntries(Object.entries(props).map(([k, v]) => [k, convert(v, `${param}.properties.${k}`, defs)]));
-      if (schema.required !== undefined) {
-        if (!Array.isArray(schema.required) || !schema.required.every((r) => typeof r === "string" && r in props))
-          refuse(param, "required", "must list names from properties");
-        out.required = [...schema.required];
-      }
-      if (schema.additionalProperties !== undefined)
-        out.additionalProperties =
-          typeof schema.additionalProperties === "boolean" ? schema.additionalProperties : convert(schema.additionalProperties, `${param}.additionalProperties`, defs);
-      for (const k of ["minProperties", "maxProperties"] as const) if (schema[k] !== undefined) out[k] = count(schema[k], param, k);
-      return withDefs(out, schema, param, defs);
-    }
-    case "array":
-      if (schema.items !== undefined) out.items = convert(schema.items, `${param}.items`, defs);
-      if (schema.prefixItems !== undefined) {
-        if (!Array.isArray(schema.prefixItems)) refuse(param, "prefixItems", "must be an array");
-        out.prefixItems = schema.prefixItems.map((p, i) => convert(p, `${param}.prefixItems[${i}]`, defs));
-      }
-      for (const k of ["minItems", "maxItems"] as const) if (schema[k] !== undefined) out[k] = count(schema[k], param, k);
-      return withDefs(out, schema, param, defs);
+  const keep = KEEP[type]!;
+  const count = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;
+  for (const k of keep) {
+    const v = s[k];
+    if (v === undefined) continue;
+    if (k === "properties" && isObject(v)) out.properties = Object.fromEntries(Object.entries(v).map(([n, p]) => [n, hint(p, defs, depth + 1)]));
+    else if (k === "required" && Array.isArray(v)) out.required = v.filter((r) => typeof r === "string" && isObject(s.properties) && r in s.properties);
+    else if (k === "additionalProperties") out.additionalProperties = typeof v === "boolean" ? v : hint(v, defs, depth + 1);
+    else if (k === "items") out.items = hint(v, defs, depth + 1);
+    else if (k === "prefixItems" && Array.isArray(v)) out.prefixItems = v.map((p) => hint(p, defs, depth + 1));
+    else if (k === "format") {
+      if (typeof v === "string" && NLC_FORMATS.has(v)) out.format = v;
+    } else if (k === "enum") {
+      if (Array.isArray(v) && v.length && v.every(scalarOk)) out.enum = [...v];
+    } else if (k === "const") {
+      if (scalarOk(v)) out.const = v;
+    } else if (count(v)) out[k] = v;
   }
-  return out;
+  // node-llama-cpp cannot combine format with length bounds, nor lengths min > max.
+  if (out.format) for (const k of ["minLength", "maxLength"]) delete out[k];
+  if (typeof out.minLength === "number" && typeof out.maxLength === "number" && out.minLength > out.maxLength) delete out.minLength;
+  if (typeof out.minItems === "number" && typeof out.maxItems === "number" && out.minItems > out.maxItems) delete out.minItems;
+  if (typeof out.minProperties === "number" && typeof out.maxProperties === "number" && out.minProperties > out.maxProperties) delete out.minProperties;
+  if (type === "object" && !out.properties && out.additionalProperties === undefined) out.additionalProperties = true;
+  return wrap(out);
 }
 
-function withDefs(out: JsonSchema, schema: JsonSchema, param: string, defs: Set<string>): JsonSchema {
-  if (schema.$defs === undefined) return out;
-  const d = schema.$defs as Record<string, unknown>;
-  if (typeof d !== "object" || d === null || Array.isArray(d)) refuse(param, "$defs", "must be an object");
-  const all = new Set([...defs, ...Object.keys(d)]);
-  out.$defs = Object.fromEntries(Object.entries(d).map(([k, v]) => [k, convert(v, `${param}.$defs.${k}`, all)]));
-  return out;
+/** Strict tools: the node-llama-cpp subset, refusing (400) what it would not enforce. */
+export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
+  checkStrict(schema, param);
+  return toFunctionParams(schema);
 }
 
-function count(v: unknown, param: string, keyword: string): number {
-  if (!Number.isInteger(v) || (v as number) < 0) refuse(param, keyword, "must be a whole number ≥ 0");
-  return v as number;
-}
+const NLC_ENFORCED = new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
+  "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "nullable", "format"]);
 
-function checkScalar(v: unknown, param: string) {
-  if (v !== null && !["string", "number", "boolean"].includes(typeof v)) refuse(param, "const", "must be a string, number, boolean or null");
-  return v;
-}
-
-function checkEnum(v: unknown, param: string) {
-  if (!Array.isArray(v) || v.length === 0) refuse(param, "enum", "must be a non-empty array");
-  v.forEach((x, i) => checkScalar(x, `${param}.enum[${i}]`));
-  return [...v];
+function checkStrict(s: unknown, param: string): void {
+  if (!isObject(s)) refuse(param, "(schema)", "must be an object");
+  for (const [k, v] of Object.entries(s)) {
+    if (ANNOTATIONS.has(k)) continue;
+    if (!NLC_ENFORCED.has(k)) refuse(param, k, "is not enforced in strict tool parameters on this server (it is in response_format, or send the tool without strict)");
+    if (k === "format" && !(typeof v === "string" && NLC_FORMATS.has(v))) refuse(param, k, `"${v}" is not enforced in strict tool parameters (date-time, time, date are)`);
+    if (k === "properties" || k === "$defs" || k === "definitions") if (isObject(v)) for (const [n, p] of Object.entries(v)) checkStrict(p, `${param}.${k}.${n}`);
+    if ((k === "items" || k === "additionalProperties") && isObject(v)) checkStrict(v, `${param}.${k}`);
+    if ((k === "anyOf" || k === "oneOf" || k === "prefixItems") && Array.isArray(v)) v.forEach((p, i) => checkStrict(p, `${param}.${k}[${i}]`));
+  }
 }

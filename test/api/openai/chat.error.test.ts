@@ -63,17 +63,17 @@ test("a body that is not JSON is 400 invalid_json", async () => {
   expect((await res.json()).error.code).toBe("invalid_json");
 });
 
-test("a schema keyword the grammar cannot enforce is refused, naming it", async () => {
+test("a schema keyword no grammar can express is refused in structured output, naming it", async () => {
   const err = await refusal({
-    response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "object", properties: { n: { type: "integer", minimum: 1 } } } } },
+    response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "object", properties: { n: { type: "array", uniqueItems: true } } } } },
   });
   expect(err.status).toBe(400);
   expect(err.code).toBe("unsupported_schema");
-  expect(err.param).toBe("response_format.json_schema.schema.properties.n.minimum");
+  expect(err.param).toBe("response_format.json_schema.schema.properties.n.uniqueItems");
 });
 
-test("an unsupported tool parameter schema is refused, naming it", async () => {
-  const err = await refusal({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } } }] });
+test("a strict tool parameter schema with a keyword it cannot enforce is refused, naming it", async () => {
+  const err = await refusal({ tools: [{ type: "function", function: { name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } } }] });
   expect(err.param).toBe("tools[0].function.parameters.properties.s.pattern");
 });
 

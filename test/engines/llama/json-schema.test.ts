@@ -1,50 +1,92 @@
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/api/http/errors";
-import { toGrammarSchema } from "../../../src/engines/llama/json-schema";
+import { toFunctionParams, toGbnf, toStrictFunctionParams } from "../../../src/engines/llama/json-schema";
 
 const P = "response_format.json_schema.schema";
 
-describe("schemas the grammar can enforce pass through", () => {
+function refusedAt(f: () => unknown): string | null | undefined {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ApiError);
+    expect((e as ApiError).code).toBe("unsupported_schema");
+    return (e as ApiError).param;
+  }
+  throw new Error("expected a refusal");
+}
+
+describe("structured output compiles through llama.cpp's converter", () => {
   test.each([
-    { name: "object with enum, bounded array and bounded string", schema: { type: "object", properties: { mood: { enum: ["happy", "sad"] }, tags: { type: "array", items: { type: "string", maxLength: 8 }, minItems: 1, maxItems: 3 } }, required: ["mood"], additionalProperties: false } },
-    { name: "nullable basic types", schema: { type: ["string", "null"] } },
-    { name: "refs into $defs", schema: { type: "object", properties: { a: { $ref: "#/$defs/A" } }, $defs: { A: { type: "integer" } } } },
-    { name: "date formats", schema: { type: "string", format: "date-time" } },
+    { name: "zod .int() bounds", schema: { type: "object", properties: { n: { type: "integer", minimum: -9007199254740991, maximum: 9007199254740991 } }, required: ["n"] } },
+    { name: "exclusive integer bounds", schema: { type: "integer", exclusiveMinimum: 0, exclusiveMaximum: 10 } },
+    { name: "email, url, uuid, date-time, ipv4, hostname formats", schema: { type: "object", properties: Object.fromEntries(["email", "uri", "uuid", "date-time", "ipv4", "hostname", "date", "time"].map((f) => [f, { type: "string", format: f }])) } },
+    { name: "an anchored pattern", schema: { type: "string", pattern: "^[a-z]{2,5}-[0-9]+$" } },
+    { name: "an unanchored pattern (matches anywhere)", schema: { type: "string", pattern: "abc" } },
+    { name: "untyped properties, nullable, allOf, $ref", schema: { type: "object", properties: { any: {}, a: { $ref: "#/$defs/A" }, n: { type: ["string", "null"] }, o: { type: "string", nullable: true }, all: { allOf: [{ type: "object", properties: { x: { type: "integer" } } }] } }, $defs: { A: { anyOf: [{ type: "integer" }, { type: "boolean" }] } } } },
+    { name: "extra non-schema keys are ignored", schema: { type: "object", properties: { s: { type: "string" } }, defer_loading: true, additionalProperties: false } },
   ])("$name", ({ schema }) => {
-    expect(toGrammarSchema(schema, P)).toMatchObject(schema);
+    const gbnf = toGbnf(schema, P);
+    expect(gbnf).toContain("root ::=");
   });
 
-  test("anyOf becomes oneOf (a grammar union accepts any alternative)", () => {
-    expect(toGrammarSchema({ anyOf: [{ type: "string" }, { type: "number" }] }, P)).toEqual({ oneOf: [{ type: "string" }, { type: "number" }] });
-  });
-
-  test("annotations are accepted and dropped", () => {
-    expect(toGrammarSchema({ type: "string", title: "T", $schema: "x", default: "d" }, P)).toEqual({ type: "string" });
-  });
-
-  test("a schema that constrains nothing means any JSON", () => {
-    expect(toGrammarSchema({ description: "anything" }, P)).toBeNull();
+  test("integer bounds are in the grammar", () => {
+    expect(toGbnf({ type: "integer", minimum: 0, maximum: 10 }, P)).toContain('"10"');
   });
 });
 
-describe("keywords the grammar would not enforce are refused, named", () => {
+describe("under structured output, keywords no grammar can express are refused, named", () => {
   test.each([
-    { name: "minimum", schema: { type: "object", properties: { n: { type: "integer", minimum: 0 } } }, param: `${P}.properties.n.minimum` },
-    { name: "pattern", schema: { type: "string", pattern: "^a" }, param: `${P}.pattern` },
-    { name: "allOf", schema: { allOf: [{ type: "string" }] }, param: `${P}.allOf` },
     { name: "uniqueItems", schema: { type: "array", uniqueItems: true }, param: `${P}.uniqueItems` },
-    { name: "an unknown format", schema: { type: "string", format: "email" }, param: `${P}.format` },
-    { name: "a $ref outside $defs", schema: { $ref: "#/definitions/A" }, param: `${P}.$ref` },
-    { name: "a list type with an object", schema: { type: ["object", "null"] }, param: `${P}.type` },
-    { name: "an invented type", schema: { type: "date" }, param: `${P}.type` },
+    { name: "not", schema: { type: "object", properties: { n: { not: { type: "string" } } } }, param: `${P}.properties.n.not` },
+    { name: "if/then", schema: { type: "object", if: { required: ["a"] }, then: { required: ["b"] } }, param: `${P}.if` },
+    { name: "an unknown format", schema: { type: "string", format: "iri-reference" }, param: `${P}.format` },
+    { name: "bounds on a non-integer number", schema: { type: "number", minimum: 0.5 }, param: `${P}.minimum` },
+    { name: "a pattern outside the converter's subset", schema: { type: "string", pattern: "^(?=a)b$" }, param: `${P}.pattern` },
+    { name: "a remote $ref", schema: { $ref: "https://example.com/a.json" }, param: `${P}.$ref` },
   ])("$name", ({ schema, param }) => {
-    try {
-      toGrammarSchema(schema, P);
-      throw new Error("expected a refusal");
-    } catch (e) {
-      expect(e).toBeInstanceOf(ApiError);
-      expect((e as ApiError).code).toBe("unsupported_schema");
-      expect((e as ApiError).param).toBe(param);
-    }
+    expect(refusedAt(() => toGbnf(schema, P))).toBe(param);
+  });
+});
+
+describe("non-strict tool parameters are hints: nothing is refused", () => {
+  test.each([
+    { name: "Claude-Code-like", schema: { type: "object", properties: { command: { type: "string" }, timeout_ms: { type: "number", minimum: 0, maximum: 600000 }, anything: {} }, required: ["command"], defer_loading: true, $schema: "http://json-schema.org/draft-07/schema#" } },
+    { name: "zod-like", schema: { type: "object", properties: { n: { type: "integer", minimum: -9007199254740991, maximum: 9007199254740991 }, e: { type: "string", format: "email" }, u: { type: "string", format: "uri" }, r: { type: "string", pattern: "^a+$" } }, required: ["n", "e", "u", "r"], additionalProperties: false } },
+    { name: "inexpressible keywords", schema: { type: "object", properties: { l: { type: "array", items: { type: "string" }, uniqueItems: true }, x: { not: { type: "null" } } }, if: {}, then: {} } },
+    { name: "nested anyOf/allOf/$ref", schema: { type: "object", properties: { a: { $ref: "#/definitions/A" }, b: { allOf: [{ type: "object", properties: { x: { type: "string" } } }, { properties: { y: { type: "integer" } } }] } }, definitions: { A: { anyOf: [{ type: "string", maxLength: 20 }, { type: "null" }] } } } },
+  ])("$name", ({ schema }) => {
+    expect(toFunctionParams(schema)).not.toBeNull();
+  });
+
+  test("a property without type means any JSON value", () => {
+    const p = toFunctionParams({ type: "object", properties: { x: {} } })!;
+    expect((p.properties as any).x.oneOf).toHaveLength(3);
+  });
+
+  test("keywords the call grammar cannot express are dropped", () => {
+    expect(toFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 }, s: { type: "string", format: "email" } } })).toEqual({
+      type: "object",
+      properties: { n: { type: "integer" }, s: { type: "string" } },
+    });
+  });
+
+  test("a schema that constrains nothing means any arguments", () => {
+    expect(toFunctionParams({ description: "anything" })).toBeNull();
+  });
+});
+
+describe("strict tool parameters refuse what the call grammar would not enforce", () => {
+  test("minimum under strict is refused, naming it", () => {
+    expect(refusedAt(() => toStrictFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 } } }, "tools[0].function.parameters"))).toBe(
+      "tools[0].function.parameters.properties.n.minimum",
+    );
+  });
+
+  test("an enforceable strict schema passes", () => {
+    expect(toStrictFunctionParams({ type: "object", properties: { s: { type: "string", maxLength: 3 } }, required: ["s"] }, "p")).toEqual({
+      type: "object",
+      properties: { s: { type: "string", maxLength: 3 } },
+      required: ["s"],
+    });
   });
 });
