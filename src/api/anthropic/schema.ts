@@ -84,6 +84,10 @@ export const ThinkingConfig = T.Object({
 });
 export type ThinkingConfig = Static<typeof ThinkingConfig>;
 
+/** {type:"json_schema", schema} — checked by the translator. */
+export const OutputFormat = T.Object({ type: T.String({ minLength: 1 }), schema: T.Optional(T.Record(T.String(), T.Unknown())) }, { additionalProperties: true });
+export type OutputFormat = Static<typeof OutputFormat>;
+
 const common = {
   model: T.String({ minLength: 1 }),
   messages: T.Array(InputMessage, { minItems: 1 }),
@@ -91,9 +95,10 @@ const common = {
   tools: T.Optional(T.Array(Tool, { maxItems: 128 })),
   tool_choice: T.Optional(ToolChoice),
   thinking: T.Optional(ThinkingConfig),
+  /** format (json_schema: enforced) and effort (with adaptive thinking: low thinks not) — to-chat.ts; other keys ignored. */
+  output_config: T.Optional(T.Object({ format: Nullable(OutputFormat), effort: Nullable(T.String()) }, { additionalProperties: true })),
   // Accepted and ignored (spec §2.6).
   context_management: T.Optional(T.Unknown()),
-  output_config: T.Optional(T.Unknown()),
   safeguards: T.Optional(T.Unknown()),
   cache_control: CacheControl,
   // Features this server does not have: refused by name when they ask for something.

@@ -1,6 +1,6 @@
 import { ApiError } from "../http/errors";
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall } from "../openai/chat-schema";
-import type { ContentBlock, CountTokensRequest, InputMessage, MessagesRequest, ThinkingConfig, Tool, ToolResultBlock } from "./schema";
+import type { ContentBlock, CountTokensRequest, InputMessage, MessagesRequest, OutputFormat, ThinkingConfig, Tool, ToolResultBlock } from "./schema";
 
 // Messages request → chat-completions request (spec §2.6). Pure: no framework, store or engine.
 // Every rule the schema cannot express is checked here and refused with a 400 naming the field
@@ -32,7 +32,8 @@ const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 export function toChatRequest(req: MessagesInput): ChatTranslation {
   refuseUnsupported(req);
-  const thinking = toThinking(req.thinking);
+  const thinking = toThinking(req.thinking, req.output_config?.effort);
+  const format = toFormat(req.output_config?.format);
   const tools = toTools(req.tools ?? []);
   const messages: ChatMessage[] = [];
   const origins: Origin[] = [];
@@ -63,6 +64,7 @@ export function toChatRequest(req: MessagesInput): ChatTranslation {
     ...(req.stop_sequences?.length ? { stop: req.stop_sequences } : {}),
     ...(tools.length ? { tools } : {}),
     ...choice,
+    ...(format ? { response_format: format } : {}),
     // Thinking is on only when asked (spec §2.6: "when not asked, the answer is direct").
     chat_template_kwargs: { enable_thinking: thinking !== "off" },
     ...(req.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
@@ -76,13 +78,30 @@ function refuseUnsupported(req: MessagesInput) {
   if (req.container != null) throw bad("container", "containers are not supported on this server");
 }
 
-function toThinking(t: ThinkingConfig | null | undefined): ThinkingDisplay {
+const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
+
+/**
+ * thinking: enabled thinks; adaptive lets the model decide, which here is output_config.effort's
+ * call *(choice)*: low answers directly, any other effort (or none given) thinks; disabled or
+ * absent never thinks (spec §2.6: "when not asked, the answer is direct").
+ */
+function toThinking(t: ThinkingConfig | null | undefined, effort: string | null | undefined): ThinkingDisplay {
+  if (effort != null && !EFFORTS.includes(effort)) throw bad("output_config.effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")} (got "${effort}")`);
   if (!t || t.type === "disabled") return "off";
   if (t.type !== "enabled" && t.type !== "adaptive") throw bad("thinking.type", `must be "enabled", "adaptive" or "disabled" (got "${t.type}")`);
+  if (t.type === "adaptive" && effort === "low") return "off";
   // budget_tokens is a ceiling the chat layer cannot enforce separately: thinking counts toward max_tokens.
   if (t.display == null || t.display === "summarized") return "shown";
   if (t.display === "omitted") return "omitted";
   throw bad("thinking.display", `must be "summarized" or "omitted" (got "${t.display}")`);
+}
+
+/** output_config.format: {type:"json_schema", schema} → the chat request's response_format, enforced token by token. */
+function toFormat(f: OutputFormat | null | undefined): ChatRequest["response_format"] {
+  if (f == null) return undefined;
+  if (f.type !== "json_schema") throw bad("output_config.format.type", `must be "json_schema" (got "${f.type}")`);
+  if (!f.schema) throw bad("output_config.format.schema", 'is required when type is "json_schema"');
+  return { type: "json_schema", json_schema: { name: "output", schema: f.schema } };
 }
 
 function toSystem(req: MessagesInput): { parts: ContentPart[]; origins: string[] } {
@@ -284,7 +303,12 @@ function toToolChoice(c: MessagesInput["tool_choice"], tools: FunctionTool[]): P
  * came from ("messages[2].content[1]" of the chat request may be "messages[1].content[0]" here).
  */
 export function relabel(e: unknown, origins: Origin[]): unknown {
+  if (e instanceof ApiError && e.code === "context_length_exceeded") return overflow(e);
   if (!(e instanceof ApiError) || !e.param) return e;
+  if (e.param.startsWith("response_format")) {
+    const param = toMessagesParam(e.param, origins);
+    return new ApiError(e.code, e.message.replace(/response_format(?:\.json_schema)?/g, "output_config.format"), { param, headers: e.headers });
+  }
   const param = toMessagesParam(e.param, origins);
   if (param === e.param) return e;
   // Messages begin with the path they concern ("tools[0].function.parameters.properties.s: …").
@@ -292,6 +316,25 @@ export function relabel(e: unknown, origins: Origin[]): unknown {
   const head = colon > 0 ? e.message.slice(0, colon) : "";
   const message = head && !head.includes(" ") ? toMessagesParam(head, origins) + e.message.slice(colon) : e.message;
   return new ApiError(e.code, message, { param, headers: e.headers });
+}
+
+/** The chat engine's words for a context overflow (src/engines/llama/chat-engine.ts). */
+const OVERFLOW = /context window is (\d+) tokens; the messages take (\d+)(?: and max_tokens asks for (\d+) more)?/;
+
+/**
+ * A context overflow worded as Anthropic words it, which clients parse: Claude Code retries with a
+ * smaller max_tokens on ``input length and `max_tokens` exceed context limit: A + B > C`` and
+ * compacts its history on `prompt is too long: N tokens > M maximum`.
+ */
+function overflow(e: ApiError): ApiError {
+  const m = OVERFLOW.exec(e.message);
+  if (!m) return e;
+  const [window, prompt] = [Number(m[1]), Number(m[2])];
+  const message =
+    prompt > window || m[3] === undefined
+      ? `prompt is too long: ${prompt} tokens > ${prompt > window ? window : window - 1} maximum`
+      : `input length and \`max_tokens\` exceed context limit: ${prompt} + ${m[3]} > ${window}, decrease input length or \`max_tokens\` and try again`;
+  return new ApiError(e.code, message, { param: e.param, headers: e.headers });
 }
 
 export function toMessagesParam(param: string, origins: Origin[]): string {
@@ -306,5 +349,6 @@ export function toMessagesParam(param: string, origins: Origin[]): string {
     .replace(/^tools\[(\d+)\]\.function\.parameters/, "tools[$1].input_schema")
     .replace(/^tools\[(\d+)\]\.function\.name/, "tools[$1].name")
     .replace(/^tool_choice\.function\.name/, "tool_choice.name")
-    .replace(/^stop$/, "stop_sequences");
+    .replace(/^stop$/, "stop_sequences")
+    .replace(/^response_format(?:\.json_schema)?/, "output_config.format");
 }

@@ -148,6 +148,15 @@ describe("translation", () => {
     { name: "thinking enabled turns reasoning on", input: base({ thinking: { type: "enabled", budget_tokens: 2048 } }), expected: { chat_template_kwargs: { enable_thinking: true } } },
     { name: "thinking adaptive turns reasoning on", input: base({ thinking: { type: "adaptive" } }), expected: { chat_template_kwargs: { enable_thinking: true } } },
     { name: "thinking disabled turns reasoning off", input: base({ thinking: { type: "disabled" } }), expected: { chat_template_kwargs: off } },
+    { name: "adaptive thinking with effort low answers directly", input: base({ thinking: { type: "adaptive" }, output_config: { effort: "low" } }), expected: { chat_template_kwargs: off } },
+    { name: "adaptive thinking with effort high thinks (Claude Code)", input: base({ thinking: { type: "adaptive" }, output_config: { effort: "high" } }), expected: { chat_template_kwargs: { enable_thinking: true } } },
+    { name: "enabled thinking thinks whatever the effort", input: base({ thinking: { type: "enabled", budget_tokens: 1024 }, output_config: { effort: "low" } }), expected: { chat_template_kwargs: { enable_thinking: true } } },
+    { name: "an effort without thinking asks for none", input: base({ output_config: { effort: "max" } }), expected: { chat_template_kwargs: off } },
+    {
+      name: "output_config.format json_schema becomes an enforced response_format",
+      input: base({ output_config: { format: { type: "json_schema", schema: { type: "object", properties: { a: { type: "integer" } }, required: ["a"] } } } }),
+      expected: { response_format: { type: "json_schema", json_schema: { name: "output", schema: { type: "object", properties: { a: { type: "integer" } }, required: ["a"] } } } },
+    },
     { name: "stream asks for a stream with usage", input: base({ stream: true }), expected: { stream: true, stream_options: { include_usage: true } } },
     {
       name: "context_management, output_config, safeguards, cache_control and unknown fields are accepted and ignored",
@@ -197,6 +206,9 @@ describe("refusals name the parameter", () => {
     { name: "a container", input: base({ container: "cntr_1" }), param: "container" },
     { name: "an unknown thinking type", input: base({ thinking: { type: "sometimes" } }), param: "thinking.type" },
     { name: "an unknown thinking display", input: base({ thinking: { type: "adaptive", display: "full" } }), param: "thinking.display" },
+    { name: "an unknown effort", input: base({ output_config: { effort: "extreme" } }), param: "output_config.effort" },
+    { name: "an output format other than json_schema", input: base({ output_config: { format: { type: "text" } } }), param: "output_config.format.type" },
+    { name: "a json_schema output format without a schema", input: base({ output_config: { format: { type: "json_schema" } } }), param: "output_config.format.schema" },
     { name: "an unknown tool_choice type", input: base({ tools: [weather], tool_choice: { type: "required" } }), param: "tool_choice.type" },
     { name: "tool_choice any without tools", input: base({ tool_choice: { type: "any" } }), param: "tool_choice" },
     { name: "tool_choice tool without a name", input: base({ tools: [weather], tool_choice: { type: "tool" } }), param: "tool_choice.name" },
@@ -256,6 +268,7 @@ describe("errors from the chat layer name the Messages field", () => {
     { chat: "tool_choice.function.name", expected: "tool_choice.name" },
     { chat: "stop", expected: "stop_sequences" },
     { chat: "max_tokens", expected: "max_tokens" },
+    { chat: "response_format.json_schema.schema.properties.n.uniqueItems", expected: "output_config.format.schema.properties.n.uniqueItems" },
   ])("$chat → $expected", ({ chat, expected }) => {
     expect(toMessagesParam(chat, origins)).toBe(expected);
   });
@@ -273,5 +286,27 @@ describe("errors from the chat layer name the Messages field", () => {
     expect(keyword.message).toBe('tools[0].input_schema.properties.s: the JSON Schema keyword "pattern" is not supported');
     const other = new Error("boom");
     expect(relabel(other, origins)).toBe(other);
+  });
+
+  test.each([
+    {
+      name: "input and max_tokens together too long: Anthropic's words, which Claude Code parses to retry with a smaller max_tokens",
+      engine: "this model's context window is 4096 tokens; the messages take 3000 and max_tokens asks for 32000 more",
+      anthropic: "input length and `max_tokens` exceed context limit: 3000 + 32000 > 4096, decrease input length or `max_tokens` and try again",
+    },
+    { name: "the prompt alone too long", engine: "this model's context window is 256 tokens; the messages take 300 and max_tokens asks for 1 more", anthropic: "prompt is too long: 300 tokens > 256 maximum" },
+    { name: "the prompt fills the window", engine: "this model's context window is 256 tokens; the messages take 256, leaving no room for an answer", anthropic: "prompt is too long: 256 tokens > 255 maximum" },
+  ])("context overflow: $name", ({ engine, anthropic }) => {
+    const e = relabel(new ApiError("context_length_exceeded", engine, { param: "messages" }), origins) as ApiError;
+    expect([e.code, e.message, e.param]).toEqual(["context_length_exceeded", anthropic, "messages"]);
+  });
+
+  test("a structured-output refusal names output_config.format", () => {
+    const e = relabel(
+      new ApiError("unsupported_schema", "response_format.json_schema.schema.properties.n: the JSON Schema keyword \"uniqueItems\" cannot be enforced", { param: "response_format.json_schema.schema.properties.n.uniqueItems" }),
+      origins,
+    ) as ApiError;
+    expect(e.param).toBe("output_config.format.schema.properties.n.uniqueItems");
+    expect(e.message).toBe('output_config.format.schema.properties.n: the JSON Schema keyword "uniqueItems" cannot be enforced');
   });
 });
