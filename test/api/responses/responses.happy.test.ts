@@ -251,3 +251,21 @@ describe("what OpenAI's clients send by default (Codex, the AI SDK)", () => {
     expect(r.tools[0]).toMatchObject({ type: "namespace", name: "mcp__docs__" });
   });
 });
+
+describe("the client request fixtures (test/fixtures/requests) against the app", () => {
+  const load = (name: string) => JSON.parse(require("node:fs").readFileSync(require("node:path").join(import.meta.dir, "../../fixtures/requests", name), "utf8"));
+
+  test("a Codex-like request streams to a completed (or capped) response; the thought leads, with encrypted_content", async () => {
+    const all = await events({ ...load("responses-codex.json"), max_output_tokens: 40 });
+    const { terminal, items } = checkStream(all);
+    expect(["response.completed", "response.incomplete"]).toContain(terminal.type);
+    for (const item of items.filter((i) => i.type === "reasoning")) expect(item.encrypted_content).toEqual(expect.any(String));
+    expect(terminal.response.tools.map((x: any) => x.name)).toEqual(["shell", "update_plan", "mcp__docs__"]);
+  });
+
+  test("an AI-SDK-like request (structured output, zod-style schema, reasoning summary, include) answers", async () => {
+    const r = await client.responses.create(load("responses-ai-sdk.json"));
+    expect(["completed", "incomplete"]).toContain(r.status);
+    if (r.status === "completed") expect(() => JSON.parse(r.output_text)).not.toThrow();
+  });
+});
