@@ -32,7 +32,8 @@ export const InputItem = T.Object(
   {
     type: T.Optional(T.String({ minLength: 1 })),
     role: T.Optional(T.Union([T.Literal("user"), T.Literal("assistant"), T.Literal("system"), T.Literal("developer")])),
-    content: T.Optional(T.Union([T.String(), T.Array(InputPart)])),
+    /** null: a reasoning item sent back with no reasoning text (a message needs content). */
+    content: T.Optional(T.Union([T.String(), T.Array(InputPart), T.Null()])),
     id: T.Optional(T.String()),
     status: T.Optional(T.Union([T.Literal("in_progress"), T.Literal("completed"), T.Literal("incomplete")])),
     call_id: T.Optional(T.String({ minLength: 1 })),

@@ -361,7 +361,7 @@ function toMessage(item: InputItem, at: string): ChatMessage {
   allow(item, ["type", "role", "content", "id", "status"], at);
   const role = item.role;
   if (!role) throw bad(`${at}.role`, "is required on a message item");
-  if (item.content === undefined) throw bad(`${at}.content`, "is required on a message item");
+  if (item.content == null) throw bad(`${at}.content`, "is required on a message item");
   if (typeof item.content === "string") return { role, content: item.content };
   const content = item.content.map((p, j): ContentPart => {
     const param = `${at}.content[${j}]`;

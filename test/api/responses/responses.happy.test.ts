@@ -265,7 +265,7 @@ describe("the client request fixtures (test/fixtures/requests) against the app",
 
   test("an AI-SDK-like request (structured output, zod-style schema, reasoning summary, include) answers", async () => {
     const r = await client.responses.create(load("responses-ai-sdk.json"));
-    expect(["completed", "incomplete"]).toContain(r.status);
+    expect(r.status).toMatch(/^(completed|incomplete)$/);
     if (r.status === "completed") expect(() => JSON.parse(r.output_text)).not.toThrow();
   });
 });

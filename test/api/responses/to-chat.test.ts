@@ -98,6 +98,11 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
     expected: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: [{ type: "text", text: "A" }], reasoning_content: "think" }] },
   },
   {
+    name: "a reasoning item as clients send it back: content null, encrypted_content null, status and id",
+    input: { input: [{ role: "user", content: "Q" }, { type: "reasoning", id: "rs_1", status: "completed", content: null, encrypted_content: null, summary: [] }, { role: "assistant", content: "A" }] },
+    expected: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: "A" }] },
+  },
+  {
     name: "a thought never crosses a user turn",
     input: { input: [{ type: "reasoning", summary: [{ type: "summary_text", text: "lost" }] }, { role: "user", content: "Q" }, { role: "assistant", content: "A" }] },
     expected: { messages: [{ role: "user", content: "Q" }, { role: "assistant", content: "A" }] },
@@ -179,6 +184,7 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "an unknown field", input: { frobnicate: 1 }, param: "frobnicate", says: "unknown or unsupported field" },
   { name: "an unknown field even when null", input: { frobnicate: null }, param: "frobnicate", says: "unknown or unsupported field" },
   { name: "include of logprobs", input: { include: ["reasoning.encrypted_content", "message.output_text.logprobs"] }, param: "include[1]", says: "log probabilities" },
+  { name: "a message with content null", input: { input: [{ role: "user", content: null }] }, param: "input[0].content", says: "required" },
   { name: "an unknown include value", input: { include: ["everything"] }, param: "include[0]", says: "not a value" },
   { name: "a damaged encrypted_content of this server", input: { input: [{ type: "reasoning", summary: [], encrypted_content: "lrs1.not base64!" }, { role: "user", content: "hi" }] }, param: "input[0].encrypted_content", says: "damaged" },
   { name: "a custom tool inside a namespace", input: { tools: [{ type: "namespace", name: "ns", tools: [{ type: "custom", name: "x" }] }] }, param: "tools[0].tools[0]", says: '"custom"' },
