@@ -47,6 +47,24 @@ export const CHAT_PRESETS = {
     matrixType: "f16",
     seed: 1,
   },
+  /**
+   * The tiny chat model with a trained context that holds a coding agent's prompt (Claude Code's
+   * first request: ~23k tokens of prompt and max_tokens 32000): the demo's `demo-chat`. Its KV
+   * cache is 256 bytes a token (2 blocks × 2 KV heads × 16 × K and V in F16): 16 MiB for 65,536.
+   */
+  "long-chat": {
+    name: "appliance-qwen3-long-chat",
+    contextLength: 65536,
+    embedding: 64,
+    blocks: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    feedForward: 128,
+    vocabSize: VOCAB_SIZE,
+    matrixType: "f16",
+    seed: 1,
+  },
   /** Same size class with a larger trained context. */
   "small-chat": {
     name: "appliance-qwen3-small-chat",

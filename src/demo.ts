@@ -25,9 +25,10 @@ export const DEMO_GENERATORS: DemoGenerator[] = [
     ensure: async (dir) => ({
       ...chatDefaults,
       id: "demo-chat",
-      name: "Demo chat (tiny random qwen3: thinking, tools)",
-      files: { model: await ensureChatModel("chat", dir) },
-      max_context: 8192,
+      name: "Demo chat (tiny random qwen3: thinking, tools, 64k context for coding agents)",
+      // a window that holds a coding agent's prompt and its max_tokens (Claude Code: ~23k + 32,000)
+      files: { model: await ensureChatModel("long-chat", dir) },
+      max_context: 65536,
       slots: 2,
     }),
   },
