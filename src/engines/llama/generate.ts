@@ -54,12 +54,20 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
     let toolCalls: EngineResult["toolCalls"] = [];
     if (r.grammar && r.thinking) {
       const thought = await reasoningPass(chat, r, onReasoning);
-      if (!thought.ended) return result(r, thought.stop === "maxTokens" ? "length" : "stop", used(), reasoningTokens, []);
-      history = continuing(history, thought.segment);
+      // A thought cut by max_tokens or the caller is over; one the model ended with end-of-generation
+      // before its closing marker is closed here and answered under the schema (issue 24: structured
+      // output after thinking never ends empty).
+      if (thought.stop === "maxTokens" || r.signal.aborted) return result(r, "length", used(), reasoningTokens, []);
+      if (thought.segment) history = continuing(history, { ...thought.segment, ended: true });
     }
     const remaining = r.maxTokens - used();
     if (remaining <= 0) return result(r, "length", used(), reasoningTokens, []);
-    const options = sampling(r, remaining, r.tokenBias, (c) => (c.type === "segment" ? onReasoning(c) : c.text && r.onEvent({ type: "text", text: c.text })));
+    let answer = "";
+    const options = sampling(r, remaining, r.tokenBias, (c) => {
+      if (c.type === "segment") return onReasoning(c);
+      answer += c.text;
+      if (c.text) r.onEvent({ type: "text", text: c.text });
+    });
     if (r.functions) {
       const args = toolArgsStream(r.onEvent);
       const res = await chat.generateResponse(history, {
@@ -76,6 +84,8 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
       const res = await chat.generateResponse(history, { ...options, grammar: r.grammar });
       stop = res.metadata.stopReason;
       if (res.metadata.stopReason === "customStopTrigger") stopSequence = triggerText(res.metadata.customStopTrigger, r.job.stop);
+      // Structured output says stop only with an answer that parses; anything cut short is length.
+      if (r.grammar && finishReason(stop, 0) === "stop" && !parses(answer)) return result(r, "length", used(), reasoningTokens, []);
     }
     return result(r, finishReason(stop, toolCalls.length), used(), reasoningTokens, toolCalls, stopSequence);
   } finally {
@@ -109,7 +119,7 @@ async function reasoningPass(chat: LlamaChat, r: GenerateRequest, onReasoning: (
     );
     const found = res.fullResponse.find((x) => typeof x !== "string" && x.segmentType === "thought");
     const segment = found && typeof found !== "string" ? (found as ChatModelSegment) : null;
-    return { ended: segment?.ended === true && !r.signal.aborted, segment: segment!, stop: res.metadata.stopReason };
+    return { segment, stop: res.metadata.stopReason };
   } finally {
     r.signal.removeEventListener("abort", stopBoth);
   }
@@ -196,6 +206,15 @@ function result(
 function triggerText(trigger: readonly (string | Token)[], stops: string[]): string | null {
   const text = trigger.filter((x): x is string => typeof x === "string").join("");
   return stops.find((s) => s === text) ?? stops.find((s) => text.includes(s) || s.includes(text)) ?? (text || null);
+}
+
+function parses(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A cut by max_tokens is "length" even inside a tool call (its arguments are then incomplete JSON). */

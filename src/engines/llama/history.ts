@@ -1,5 +1,6 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp";
 import type { ChatTurn, ToolSpec } from "../../chat/job";
+import "./call-grammar";
 import { toFunctionParams, toStrictFunctionParams } from "./json-schema";
 import { withMarkers } from "./vision/prompt";
 

@@ -54,10 +54,47 @@ function converter(): Addon {
 export function toGbnf(schema: JsonSchema, param: string): string {
   const prepared = toConverterSchema(schema, param);
   try {
-    return converter().jsonSchemaToGrammar(JSON.stringify(prepared));
+    return validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE);
   } catch (e) {
     throw new ApiError("unsupported_schema", `${param}: the schema could not be compiled into a grammar (${(e as Error).message.replace(/\s+/g, " ").trim()})`, { param });
   }
+}
+
+/**
+ * Whitespace between tokens: one newline and an indent, or a space. llama.cpp's default (two
+ * newlines and 20 indent characters at every gap) lets a sampler spend an answer's whole budget
+ * on blank lines; pretty-printed JSON still fits.
+ */
+const SPACE = 'space ::= | " " | "\\n" [ \\t]{0,16}';
+
+/**
+ * llama.cpp's grammar decodes a 4-byte lead (F0–F7) without range checks, so a negated class
+ * ("any char but …") admits surrogates and values past U+10FFFF, which detokenize to several
+ * U+FFFD each — a string the grammar counted as one character comes out as four (maxLength
+ * broken, found by the fuzz test). Every negated class here also excludes those values.
+ */
+function validUtf8Only(gbnf: string): string {
+  let out = "";
+  let inString = false;
+  for (let i = 0; i < gbnf.length; i++) {
+    const c = gbnf[i]!;
+    if (inString) {
+      out += c;
+      if (c === "\\") out += gbnf[++i] ?? "";
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    if (c === "[") {
+      let j = i + 1;
+      while (j < gbnf.length && gbnf[j] !== "]") j += gbnf[j] === "\\" ? 2 : 1;
+      out += gbnf.slice(i, j) + (gbnf[i + 1] === "^" ? "\\uD800-\\uDFFF\\U00110000-\\U001FFFFF]" : "]");
+      i = j;
+      continue;
+    }
+    out += c;
+  }
+  return out;
 }
 
 /** The schema as the converter reads it, with what it would silently ignore refused. */

@@ -1,0 +1,47 @@
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { nodeLlamaCppDir } from "./native/addon-path";
+
+// node-llama-cpp 3.22.1 generates a tool call's arguments under a grammar built from the
+// function's params, then checks them again with a second validator that disagrees with that
+// grammar — and LlamaChat throws, so the request ends in a 500 for output the grammar allowed
+// (issue 24, "No 5xx from model output"):
+//   - strings: the grammar counts maxLength in characters (code points, as JSON Schema does); the
+//     validator in UTF-16 units, so "Expected at most 20 characters but got 23" for astral chars;
+//   - integers: the grammar allows an exponent ("1e-5"), the validator then says
+//     `Expected type "integer" but got "number"`.
+// The sound fix is one authority: the integer rule loses its exponent (a JSON integer literal,
+// which is what JSON Schema's integer means for generated text), and the arguments are accepted
+// as the grammar produced them — parsed, never re-validated. Applied once, at import.
+
+type ParamsGrammar = { prototype: { parseParams(callText: string): { params: unknown; raw: string } } };
+type NumberTerminal = { prototype: { allowFractional: boolean; getGrammar(): string } };
+
+const TRIGGER = "\n".repeat(4);
+
+/** node-llama-cpp's own module instance (the file LlamaChat imports; its exports map hides it). */
+async function load<T>(path: string): Promise<T> {
+  return (await import(pathToFileURL(join(nodeLlamaCppDir(), "dist", path)).href)) as T;
+}
+
+export async function patchCallGrammar(): Promise<void> {
+  const { FunctionCallParamsGrammar } = await load<{ FunctionCallParamsGrammar: ParamsGrammar }>("evaluator/LlamaChat/utils/FunctionCallParamsGrammar.js");
+  const { GbnfNumber } = await load<{ GbnfNumber: NumberTerminal }>("utils/gbnfJson/terminals/GbnfNumber.js");
+  const proto = FunctionCallParamsGrammar.prototype as ParamsGrammar["prototype"] & { __appliance?: true };
+  if (proto.__appliance) return;
+  const parse = proto.parseParams;
+  proto.parseParams = function (callText: string) {
+    const end = callText.lastIndexOf(TRIGGER);
+    const text = end < 0 ? "" : callText.slice(0, end);
+    // The grammar produced it, so it is JSON of the declared shape; only a malformed end is node-llama-cpp's to report.
+    if (!text.trim()) return parse.call(this, callText);
+    return { params: JSON.parse(text), raw: text };
+  };
+  const grammar = GbnfNumber.prototype.getGrammar;
+  GbnfNumber.prototype.getGrammar = function () {
+    return this.allowFractional ? grammar.call(this) : '"-"? ("0" | [1-9] [0-9]{0,15})';
+  };
+  proto.__appliance = true;
+}
+
+await patchCallGrammar();
