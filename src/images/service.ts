@@ -5,7 +5,8 @@ import { toImageJob } from "./from-request";
 
 // THE image-generation service (spec §2.8). Order of work for one request:
 //   1. check the request (named 400s) and resolve the model (404 unknown, 400 another kind);
-//   2. take an image worker (503 image_workers_busy with Retry-After when every one is busy);
+//   2. take an image worker, waiting in a bounded queue when every one is busy (manifest `queue`,
+//      `queue_wait_s`), past which 503 image_workers_busy with Retry-After;
 //   3. reserve through the meter: every image counts toward the key's image limits (free 5/day and
 //      2/minute, premium 300/day) and is priced per image — before any image work;
 //   4. generate the n images one after another on that worker, image i with seed + i;
