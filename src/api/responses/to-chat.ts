@@ -56,6 +56,8 @@ const SUPPORTED = new Set([
   // Accepted and not acted on: none changes the answer (README). prompt_cache_key needs nothing:
   // a slot is already chosen by the longest cached prefix of the prompt, which is what the key groups.
   "prompt_cache_key", "client_metadata", "safety_identifier", "service_tier",
+  // Caps calls to built-in tools only (OpenAI), and none run here: nothing to cap.
+  "max_tool_calls",
 ]);
 
 const STATELESS = "responses are not stored on this server (stateless); send the whole conversation in `input`, including the model's own output items";
@@ -70,7 +72,6 @@ const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>
   prompt: [isNull, "stored prompt templates are not supported; send instructions and input"],
   truncation: [(v) => v == null || v === "disabled", 'only "disabled" is supported: a prompt longer than the context window is refused, never truncated'],
   top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
-  max_tool_calls: [isNull, "only applies to built-in tools, which this server does not have"],
 }));
 
 const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];

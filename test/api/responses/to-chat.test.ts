@@ -133,7 +133,7 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
   },
   {
     name: "the fields OpenAI's clients send by default are accepted and change nothing",
-    input: { include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
+    input: { max_tool_calls: 2, include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
     expected: { model: "chat", messages: [{ role: "user", content: "hi" }] },
   },
   { name: "flat function tools become chat tools", input: { tools: [{ type: "function", name: "f" }] }, expected: { tools: [{ type: "function", function: { name: "f" } }] } },
@@ -193,7 +193,6 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "a stored prompt", input: { prompt: { id: "pmpt_1" } }, param: "prompt", says: "prompt templates" },
   { name: "truncation auto", input: { truncation: "auto" }, param: "truncation", says: "never truncated" },
   { name: "top_logprobs", input: { top_logprobs: 3 }, param: "top_logprobs", says: "log probabilities" },
-  { name: "max_tool_calls", input: { max_tool_calls: 2 }, param: "max_tool_calls", says: "built-in tools" },
   { name: "stream_options without stream", input: { stream_options: {} }, param: "stream_options", says: "only allowed when stream is true" },
   { name: "stream obfuscation", input: { stream: true, stream_options: { include_obfuscation: true } }, param: "stream_options.include_obfuscation", says: "obfuscation" },
   ...["web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview", "image_generation", "mcp", "local_shell"].map((type) => ({
