@@ -53,3 +53,15 @@ for (const p of paths) {
     expect(a[1]).toBe(a[0]!);
   });
 }
+
+test("Messages, which has no seed, draws a fresh one per request too", async () => {
+  const key = t.key({ creditUsd: 5 });
+  const body = { model: "chat", max_tokens: 32, temperature: 1, messages: [{ role: "user", content: "Surprise me." }] };
+  const texts: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const res = await t.request("POST", "/v1/messages", { key, body });
+    expect(res.status).toBe(200);
+    texts.push(JSON.stringify(((await res.json()) as { content: unknown }).content));
+  }
+  expect(new Set(texts).size).toBeGreaterThanOrEqual(2);
+});
