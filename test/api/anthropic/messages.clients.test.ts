@@ -10,9 +10,11 @@ import { anthropicClient } from "./client";
 
 let t: TestApp & { openai: (key: string) => OpenAI };
 let client: Anthropic;
+let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  client = anthropicClient(t, { apiKey: t.key({ creditUsd: 5 }) });
+  key = t.key({ creditUsd: 5 });
+  client = anthropicClient(t, { apiKey: key });
 });
 afterAll(() => t.close());
 setDefaultTimeout(30_000);
@@ -96,4 +98,18 @@ describe("context overflow in Anthropic's words", () => {
     expect(err.code).toBe("context_length_exceeded");
     expect(err.message).toContain("context window is 256 tokens");
   });
+});
+
+test("a Claude-Code-like request (test/fixtures/requests): max_tokens 32000 over a 4,096-token window gets Anthropic's overflow words; the retry it makes with what is left streams an answer", async () => {
+  const body = JSON.parse(require("node:fs").readFileSync(require("node:path").join(import.meta.dir, "../../fixtures/requests/messages-claude-code.json"), "utf8"));
+  const first = await t.request("POST", "/v1/messages?beta=true", { key, body });
+  expect(first.status).toBe(400);
+  const { error } = (await first.json()) as { error: { type: string; message: string } };
+  expect(error.type).toBe("invalid_request_error");
+  const m = /^input length and `max_tokens` exceed context limit: (\d+) \+ 32000 > 4096, decrease input length or `max_tokens` and try again$/.exec(error.message);
+  expect(m).not.toBeNull();
+  const retry = await t.request("POST", "/v1/messages?beta=true", { key, body: { ...body, max_tokens: Math.min(4096 - Number(m![1]), 24) } });
+  expect(retry.status).toBe(200);
+  const text = await retry.text();
+  expect(text).toContain("event: message_stop");
 });

@@ -310,3 +310,17 @@ describe("errors from the chat layer name the Messages field", () => {
     expect(e.message).toBe('output_config.format.schema.properties.n: the JSON Schema keyword "uniqueItems" cannot be enforced');
   });
 });
+
+describe("client request fixtures (test/fixtures/requests)", () => {
+  const load = (name: string) => JSON.parse(require("node:fs").readFileSync(require("node:path").join(import.meta.dir, "../../fixtures/requests", name), "utf8"));
+  test("a Claude-Code-like request: adaptive thinking at effort high thinks, every tool offered, a valid chat request", () => {
+    const body = load("messages-claude-code.json");
+    const { request, thinking } = toChatRequest(body);
+    expect(thinking).toBe("shown");
+    expect(request.chat_template_kwargs).toEqual({ enable_thinking: true });
+    expect(request.tools!.map((x) => x.function.name)).toEqual(["Bash", "TodoWrite"]);
+    expect(request.max_tokens).toBe(32000);
+    expect(Value.Check(ChatRequest, request)).toBe(true);
+    expect(() => toChatJob(request)).not.toThrow();
+  });
+});
