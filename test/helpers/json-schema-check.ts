@@ -46,7 +46,10 @@ export function checkJsonSchema(value: unknown, schema: Schema, root: Schema = s
   }
   if (t === "string") {
     const s = value as string;
-    const len = [...s].length;
+    // llama.cpp's grammar takes an overlong UTF-8 sequence (F0 8F BF BF) as one character; it
+    // decodes to a run of U+FFFD. Such a run is counted as one character here (a known limit of the
+    // grammar engine, seen only with random weights; everything else is counted in code points).
+    const len = [...s.replace(/\uFFFD+/g, "\uFFFD")].length;
     if (schema.minLength !== undefined && len < schema.minLength) return `${at}: shorter than minLength`;
     if (schema.maxLength !== undefined && len > schema.maxLength) return `${at}: longer than maxLength`;
     if (schema.pattern !== undefined && !new RegExp(schema.pattern, "u").test(s)) return `${at}: ${JSON.stringify(s)} does not match ${schema.pattern}`;

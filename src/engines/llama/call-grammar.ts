@@ -14,6 +14,25 @@ import { nodeLlamaCppDir } from "./native/addon-path";
 // which is what JSON Schema's integer means for generated text), and the arguments are accepted
 // as the grammar produced them — parsed, never re-validated. Applied once, at import.
 
+/**
+ * Strict tools (issue 24): the arguments are generated under llama.cpp's grammar for the schema
+ * (json-schema.ts) instead of node-llama-cpp's subset. The params handed to node-llama-cpp carry a
+ * marker def; its grammar generator, on meeting the marker, writes that grammar as the call's.
+ */
+const MARKER = "__appliance_gbnf_";
+const strictGrammars = new Map<string, string>();
+
+/** Registers a strict call grammar; returns the def name to put in the params' `$defs`. */
+export function strictCallMarker(gbnf: string): string {
+  const id = Bun.hash(gbnf).toString(36);
+  strictGrammars.delete(id);
+  strictGrammars.set(id, gbnf);
+  if (strictGrammars.size > 512) strictGrammars.delete(strictGrammars.keys().next().value!);
+  return MARKER + id;
+}
+
+type Generator = { prototype: { registerDefs(defs: Record<string, unknown>): void; generateGbnfFile(rootGrammar: string): string } };
+
 type ParamsGrammar = { prototype: { parseParams(callText: string): { params: unknown; raw: string } } };
 type NumberTerminal = { prototype: { allowFractional: boolean; getGrammar(): string } };
 
@@ -40,6 +59,19 @@ export async function patchCallGrammar(): Promise<void> {
   const grammar = GbnfNumber.prototype.getGrammar;
   GbnfNumber.prototype.getGrammar = function () {
     return this.allowFractional ? grammar.call(this) : '"-"? ("0" | [1-9] [0-9]{0,15})';
+  };
+  const { GbnfGrammarGenerator } = await load<{ GbnfGrammarGenerator: Generator }>("utils/gbnfJson/GbnfGrammarGenerator.js");
+  const gen = GbnfGrammarGenerator.prototype as Generator["prototype"] & { __strict?: string };
+  const registerDefs = gen.registerDefs;
+  gen.registerDefs = function (this: typeof gen, defs: Record<string, unknown>) {
+    for (const name of Object.keys(defs ?? {})) if (name.startsWith(MARKER) && strictGrammars.has(name.slice(MARKER.length))) this.__strict ??= strictGrammars.get(name.slice(MARKER.length));
+    return registerDefs.call(this, defs);
+  };
+  const generateGbnfFile = gen.generateGbnfFile;
+  gen.generateGbnfFile = function (this: typeof gen, rootGrammar: string) {
+    if (!this.__strict) return generateGbnfFile.call(this, rootGrammar);
+    // The call grammar is the JSON followed by node-llama-cpp's end-of-params trigger.
+    return `${this.__strict.replace(/^root ::= /m, "strict-args ::= ")}root ::= strict-args "${"\\n".repeat(4)}"\n`;
   };
   proto.__appliance = true;
 }

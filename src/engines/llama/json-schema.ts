@@ -1,5 +1,6 @@
 import { ApiError } from "../../api/http/errors";
 import type { JsonSchema } from "../../chat/job";
+import { strictCallMarker } from "./call-grammar";
 import { llamaAddon } from "./native/addon-path";
 
 // JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
@@ -206,24 +207,25 @@ export function toFunctionParams(schema: JsonSchema): JsonSchema | null {
   return hint(schema, (schema.$defs ?? schema.definitions) as JsonSchema | undefined, 0);
 }
 
-function hint(s: unknown, defs: JsonSchema | undefined, depth: number): JsonSchema {
+function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0): JsonSchema {
   if (!isObject(s) || depth > 24) return ANY;
   const out: JsonSchema = typeof s.description === "string" ? { description: s.description } : {};
   const nullable = s.nullable === true;
   const wrap = (x: JsonSchema): JsonSchema => (nullable ? { oneOf: [x, { type: "null" }] } : x);
   if (typeof s.$ref === "string") {
     // Inlined: node-llama-cpp resolves only "#/$defs/…" and a cut-off recursion becomes any value.
+    // A recursive schema stops being inlined after a few levels: any value below.
     const m = /^#\/(?:\$defs|definitions)\/([^/]+)$/.exec(s.$ref);
-    return wrap(m && defs && isObject(defs[m[1]!]) ? hint(defs[m[1]!], defs, depth + 1) : ANY);
+    return wrap(m && defs && isObject(defs[m[1]!]) && refs < 3 ? hint(defs[m[1]!], defs, depth + 1, refs + 1) : ANY);
   }
   for (const key of ["anyOf", "oneOf"] as const)
-    if (Array.isArray(s[key]) && (s[key] as unknown[]).length) return wrap({ ...out, oneOf: (s[key] as unknown[]).map((a) => hint(a, defs, depth + 1)) });
+    if (Array.isArray(s[key]) && (s[key] as unknown[]).length) return wrap({ ...out, oneOf: (s[key] as unknown[]).map((a) => hint(a, defs, depth + 1, refs)) });
   if (Array.isArray(s.allOf) && !s.type && !s.properties) {
     // Merged when every part is an object schema; otherwise the first part is the hint.
     const parts = (s.allOf as unknown[]).filter(isObject);
     if (parts.length && parts.every((p) => p.type === "object" || p.properties))
-      return wrap(hint({ type: "object", properties: Object.assign({}, ...parts.map((p) => p.properties ?? {})), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1));
-    return wrap(parts.length ? hint(parts[0], defs, depth + 1) : ANY);
+      return wrap(hint({ type: "object", properties: Object.assign({}, ...parts.map((p) => p.properties ?? {})), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1, refs));
+    return wrap(parts.length ? hint(parts[0], defs, depth + 1, refs) : ANY);
   }
   const scalarOk = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
   if ("const" in s && scalarOk(s.const)) return wrap({ ...out, const: s.const });
@@ -234,7 +236,7 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number): JsonSche
     const types = type.filter((t): t is string => typeof t === "string" && t in KEEP);
     if (!types.length) return ANY;
     if (types.every((t) => SCALARS.includes(t) || t === "integer")) return { ...out, type: types };
-    return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1)) };
+    return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1, refs)) };
   }
   if (typeof type !== "string" || !(type in KEEP)) return wrap({ ...out, ...ANY });
   out.type = type;
@@ -243,11 +245,11 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number): JsonSche
   for (const k of keep) {
     const v = s[k];
     if (v === undefined) continue;
-    if (k === "properties" && isObject(v)) out.properties = Object.fromEntries(Object.entries(v).map(([n, p]) => [n, hint(p, defs, depth + 1)]));
+    if (k === "properties" && isObject(v)) out.properties = Object.fromEntries(Object.entries(v).map(([n, p]) => [n, hint(p, defs, depth + 1, refs)]));
     else if (k === "required" && Array.isArray(v)) out.required = v.filter((r) => typeof r === "string" && isObject(s.properties) && r in s.properties);
-    else if (k === "additionalProperties") out.additionalProperties = typeof v === "boolean" ? v : hint(v, defs, depth + 1);
-    else if (k === "items") out.items = hint(v, defs, depth + 1);
-    else if (k === "prefixItems" && Array.isArray(v)) out.prefixItems = v.map((p) => hint(p, defs, depth + 1));
+    else if (k === "additionalProperties") out.additionalProperties = typeof v === "boolean" ? v : hint(v, defs, depth + 1, refs);
+    else if (k === "items") out.items = hint(v, defs, depth + 1, refs);
+    else if (k === "prefixItems" && Array.isArray(v)) out.prefixItems = v.map((p) => hint(p, defs, depth + 1, refs));
     else if (k === "format") {
       if (typeof v === "string" && NLC_FORMATS.has(v)) out.format = v;
     } else if (k === "enum") {
@@ -265,10 +267,18 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number): JsonSche
   return wrap(out);
 }
 
-/** Strict tools: the node-llama-cpp subset, refusing (400) what it would not enforce. */
+/**
+ * Strict tools: the arguments are generated under llama.cpp's grammar for the whole schema (as
+ * structured output; what no grammar can express is refused). node-llama-cpp still gets the hint
+ * (it documents the function to the model from it), marked so its call grammar is replaced.
+ */
 export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
+  const gbnf = toGbnf(schema, param);
+  const hint = toFunctionParams(schema);
+  if (hint?.type === "object" || hint?.type === "array") return { ...hint, $defs: { ...(hint.$defs as object), [strictCallMarker(gbnf)]: { type: "null" } } };
+  // A root that is not an object or array (rare for tools): node-llama-cpp's own grammar, strictly.
   checkStrict(schema, param);
-  return toFunctionParams(schema);
+  return hint;
 }
 
 const NLC_ENFORCED = new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",

@@ -130,7 +130,7 @@ describe("bad bodies are 400 invalid_request_error naming the field", () => {
       body: { ...ok, system: "s", messages: [{ role: "user", content: [{ type: "text", text: "what is it" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] }] },
       param: "messages[0].content[1]",
     },
-    { body: { ...ok, tools: [{ name: "f", strict: true, input_schema: { type: "object", properties: { s: { type: "string", pattern: "x" } } } }] }, param: "tools[0].input_schema.properties.s.pattern", prefix: "tools[0].input_schema.properties.s" },
+    { body: { ...ok, tools: [{ name: "f", strict: true, input_schema: { type: "object", properties: { s: { type: "array", uniqueItems: true } } } }] }, param: "tools[0].input_schema.properties.s.uniqueItems", prefix: "tools[0].input_schema.properties.s" },
   ] as { body: unknown; param: string; prefix?: string }[])("$param", async ({ body, param, prefix }) => {
     const res = await t.request("POST", "/v1/messages", { key, body });
     expect(res.status).toBe(400);

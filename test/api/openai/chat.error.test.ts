@@ -73,8 +73,8 @@ test("a schema keyword no grammar can express is refused in structured output, n
 });
 
 test("a strict tool parameter schema with a keyword it cannot enforce is refused, naming it", async () => {
-  const err = await refusal({ tools: [{ type: "function", function: { name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } } }] });
-  expect(err.param).toBe("tools[0].function.parameters.properties.s.pattern");
+  const err = await refusal({ tools: [{ type: "function", function: { name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "array", uniqueItems: true } } } } }] });
+  expect(err.param).toBe("tools[0].function.parameters.properties.s.uniqueItems");
 });
 
 test("tools and response_format together are refused with a named 400", async () => {

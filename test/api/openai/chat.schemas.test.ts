@@ -57,6 +57,24 @@ describe("forced tool calls with the schemas clients send", () => {
   }, 60_000);
 });
 
+describe("forced strict tool calls are enforced like structured output", () => {
+  test.each(SCHEMAS.filter((s) => s.output !== false))("$name: no 5xx and every tool call validates against the whole schema", async ({ schema }) => {
+    const tools = [{ type: "function", function: { name: "act", strict: true, parameters: schema } }];
+    let calls = 0;
+    for (let seed = 1; seed <= SEEDS; seed++) {
+      const r = await post({ tools, tool_choice: { type: "function", function: { name: "act" } }, parallel_tool_calls: false, seed, max_tokens: 240, messages: [{ role: "user", content: "Go." }] });
+      expect(r.status).toBe(200);
+      const choice = r.body.choices[0];
+      if (choice.finish_reason !== "tool_calls") continue;
+      for (const c of choice.message.tool_calls) {
+        expect({ seed, error: checkJsonSchema(JSON.parse(c.function.arguments), schema) }).toEqual({ seed, error: null });
+        calls++;
+      }
+    }
+    expect(calls).toBeGreaterThan(0);
+  }, 60_000);
+});
+
 describe("structured output with the schemas clients send", () => {
   test.each(SCHEMAS.filter((s) => s.output !== false))("$name: no 5xx and every stop answer validates, thinking on and off", async ({ schema }) => {
     for (let seed = 1; seed <= SEEDS; seed++) {

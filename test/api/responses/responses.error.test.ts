@@ -79,8 +79,8 @@ describe("named 400s", () => {
     expect([schema.code, schema.param]).toEqual(["unsupported_schema", "text.format.schema.properties.n.uniqueItems"]);
     expect(schema.message).toContain("text.format.schema.properties.n: the JSON Schema keyword");
 
-    const tool = await refusal({ tools: [{ type: "function", name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "string", pattern: "x" } } } }] });
-    expect(tool.param).toBe("tools[0].parameters.properties.s.pattern");
+    const tool = await refusal({ tools: [{ type: "function", name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "array", uniqueItems: true } } } }] });
+    expect(tool.param).toBe("tools[0].parameters.properties.s.uniqueItems");
 
     const both = await refusal({ tools: [{ type: "function", name: "f" }], text: { format: { type: "json_object" } } });
     expect(both.param).toBe("text.format");

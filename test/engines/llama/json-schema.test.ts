@@ -75,18 +75,16 @@ describe("non-strict tool parameters are hints: nothing is refused", () => {
   });
 });
 
-describe("strict tool parameters refuse what the call grammar would not enforce", () => {
-  test("minimum under strict is refused, naming it", () => {
-    expect(refusedAt(() => toStrictFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 } } }, "tools[0].function.parameters"))).toBe(
-      "tools[0].function.parameters.properties.n.minimum",
+describe("strict tool parameters are enforced like structured output", () => {
+  test("a keyword no grammar can express is refused under strict, naming it", () => {
+    expect(refusedAt(() => toStrictFunctionParams({ type: "object", properties: { n: { type: "array", uniqueItems: true } } }, "tools[0].function.parameters"))).toBe(
+      "tools[0].function.parameters.properties.n.uniqueItems",
     );
   });
 
-  test("an enforceable strict schema passes", () => {
-    expect(toStrictFunctionParams({ type: "object", properties: { s: { type: "string", maxLength: 3 } }, required: ["s"] }, "p")).toEqual({
-      type: "object",
-      properties: { s: { type: "string", maxLength: 3 } },
-      required: ["s"],
-    });
+  test("minimum under strict is accepted: the hint is documented, the call grammar is llama.cpp's", () => {
+    const p = toStrictFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] }, "p")!;
+    expect(p.properties).toEqual({ n: { type: "integer" } });
+    expect(Object.keys(p.$defs as object)[0]).toStartWith("__appliance_gbnf_");
   });
 });
