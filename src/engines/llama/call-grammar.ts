@@ -1,6 +1,8 @@
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { nodeLlamaCppDir } from "./native/addon-path";
+// The files LlamaChat itself imports (node-llama-cpp's exports map hides them from a bare
+// specifier): the same module instances in the dev tree and in the bundled executable.
+import { FunctionCallParamsGrammar as ParamsGrammarClass } from "../../../node_modules/node-llama-cpp/dist/evaluator/LlamaChat/utils/FunctionCallParamsGrammar.js";
+import { GbnfGrammarGenerator as GeneratorClass } from "../../../node_modules/node-llama-cpp/dist/utils/gbnfJson/GbnfGrammarGenerator.js";
+import { GbnfNumber as NumberClass } from "../../../node_modules/node-llama-cpp/dist/utils/gbnfJson/terminals/GbnfNumber.js";
 
 // node-llama-cpp 3.22.1 generates a tool call's arguments under a grammar built from the
 // function's params, then checks them again with a second validator that disagrees with that
@@ -38,14 +40,9 @@ type NumberTerminal = { prototype: { allowFractional: boolean; getGrammar(): str
 
 const TRIGGER = "\n".repeat(4);
 
-/** node-llama-cpp's own module instance (the file LlamaChat imports; its exports map hides it). */
-async function load<T>(path: string): Promise<T> {
-  return (await import(pathToFileURL(join(nodeLlamaCppDir(), "dist", path)).href)) as T;
-}
-
-export async function patchCallGrammar(): Promise<void> {
-  const { FunctionCallParamsGrammar } = await load<{ FunctionCallParamsGrammar: ParamsGrammar }>("evaluator/LlamaChat/utils/FunctionCallParamsGrammar.js");
-  const { GbnfNumber } = await load<{ GbnfNumber: NumberTerminal }>("utils/gbnfJson/terminals/GbnfNumber.js");
+export function patchCallGrammar(): void {
+  const FunctionCallParamsGrammar = ParamsGrammarClass as unknown as ParamsGrammar;
+  const GbnfNumber = NumberClass as unknown as NumberTerminal;
   const proto = FunctionCallParamsGrammar.prototype as ParamsGrammar["prototype"] & { __appliance?: true };
   if (proto.__appliance) return;
   const parse = proto.parseParams;
@@ -60,7 +57,7 @@ export async function patchCallGrammar(): Promise<void> {
   GbnfNumber.prototype.getGrammar = function () {
     return this.allowFractional ? grammar.call(this) : '"-"? ("0" | [1-9] [0-9]{0,15})';
   };
-  const { GbnfGrammarGenerator } = await load<{ GbnfGrammarGenerator: Generator }>("utils/gbnfJson/GbnfGrammarGenerator.js");
+  const GbnfGrammarGenerator = GeneratorClass as unknown as Generator;
   const gen = GbnfGrammarGenerator.prototype as Generator["prototype"] & { __strict?: string };
   const registerDefs = gen.registerDefs;
   gen.registerDefs = function (this: typeof gen, defs: Record<string, unknown>) {
@@ -76,4 +73,4 @@ export async function patchCallGrammar(): Promise<void> {
   proto.__appliance = true;
 }
 
-await patchCallGrammar();
+patchCallGrammar();
