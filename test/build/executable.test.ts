@@ -76,6 +76,21 @@ test("models, chat (streamed), responses, messages", async () => {
   expect(m.usage.output_tokens).toBeGreaterThan(0);
 }, 60_000);
 
+test("structured output and a strict tool call compile their grammars in the executable (llama.cpp's converter, node-llama-cpp's patched call grammar)", async () => {
+  const schema = { type: "object", properties: { n: { type: "integer", minimum: 0, maximum: 9 } }, required: ["n"], additionalProperties: false };
+  const r = await openai().chat.completions.create({
+    model: "demo-chat", messages: [{ role: "user", content: "JSON" }], max_tokens: 40, temperature: 0, chat_template_kwargs: { enable_thinking: false },
+    response_format: { type: "json_schema", json_schema: { name: "n", schema } },
+  } as any);
+  if (r.choices[0]!.finish_reason === "stop") expect(JSON.parse(r.choices[0]!.message.content!).n).toBeLessThanOrEqual(9);
+  const c = await openai().chat.completions.create({
+    model: "demo-chat", messages: [{ role: "user", content: "Go" }], max_tokens: 40, temperature: 0,
+    tools: [{ type: "function", function: { name: "f", strict: true, parameters: schema } }], tool_choice: { type: "function", function: { name: "f" } },
+  });
+  if (c.choices[0]!.finish_reason === "tool_calls") expect(JSON.parse(c.choices[0]!.message.tool_calls![0]!.function.arguments).n).toBeLessThanOrEqual(9);
+  expect(["stop", "length", "tool_calls"]).toContain(c.choices[0]!.finish_reason);
+}, 60_000);
+
 test("embeddings, classify, image generation, and image input through the shipped llama addon", async () => {
   const e = await openai().embeddings.create({ model: "demo-embed", input: ["hello", "world"] });
   expect(e.data[0]!.embedding.length).toBe(384);
