@@ -87,7 +87,7 @@ test("structured output and a strict tool call compile their grammars in the exe
     model: "demo-chat", messages: [{ role: "user", content: "Go" }], max_tokens: 40, temperature: 0,
     tools: [{ type: "function", function: { name: "f", strict: true, parameters: schema } }], tool_choice: { type: "function", function: { name: "f" } },
   });
-  if (c.choices[0]!.finish_reason === "tool_calls") expect(JSON.parse(c.choices[0]!.message.tool_calls![0]!.function.arguments).n).toBeLessThanOrEqual(9);
+  if (c.choices[0]!.finish_reason === "tool_calls") expect(JSON.parse((c.choices[0]!.message.tool_calls![0] as { function: { arguments: string } }).function.arguments).n).toBeLessThanOrEqual(9);
   expect(["stop", "length", "tool_calls"]).toContain(c.choices[0]!.finish_reason);
 }, 60_000);
 

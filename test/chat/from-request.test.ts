@@ -66,6 +66,8 @@ describe("translation", () => {
     { name: "streams carry usage by default", input: base({ stream: true }), expected: { stream: true, includeUsage: true } },
     { name: "include_usage false is respected", input: base({ stream: true, stream_options: { include_usage: false } }), expected: { includeUsage: false } },
     { name: "tool_choice naming a function", input: base({ tools: [weather], tool_choice: { type: "function", function: { name: "get_weather" } } }), expected: { toolChoice: { name: "get_weather" } } },
+    { name: "a tool with strict: true is strict (its schema enforced)", input: base({ tools: [{ ...weather, function: { ...weather.function, strict: true } }] }), expected: { tools: [expect.objectContaining({ strict: true })] } },
+    { name: "a tool without strict: true is not (its schema a hint)", input: base({ tools: [{ ...weather, function: { ...weather.function, strict: false } }, { type: "function", function: { name: "b" } }] }), expected: { tools: [expect.not.objectContaining({ strict: true }), expect.not.objectContaining({ strict: true })] } },
     { name: "json_schema format", input: base({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } } }), expected: { format: { type: "json_schema", name: "x", schema: { type: "object" } } } },
     { name: "logit_bias keys become token ids", input: base({ logit_bias: { "42": -100 } }), expected: { sampling: expect.objectContaining({ logitBias: new Map([[42, -100]]) }) } },
   ])("$name", ({ input, expected }) => {

@@ -57,6 +57,13 @@ describe("forced tool calls with the schemas clients send", () => {
   }, 60_000);
 });
 
+test("a non-strict tool whose schema no grammar can express is offered, not refused", async () => {
+  const parameters = { type: "object", properties: { tags: { type: "array", items: { type: "string" }, uniqueItems: true }, x: { not: { type: "null" } } }, if: { required: ["x"] }, then: { required: ["tags"] } };
+  const r = await post({ tools: [{ type: "function", function: { name: "act", parameters } }], tool_choice: { type: "function", function: { name: "act" } }, seed: 1, max_tokens: 120, messages: [{ role: "user", content: "Go." }] });
+  expect(r.status).toBe(200);
+  expect(["tool_calls", "length"]).toContain(r.body.choices[0].finish_reason);
+});
+
 describe("forced strict tool calls are enforced like structured output", () => {
   test.each(SCHEMAS.filter((s) => s.output !== false))("$name: no 5xx and every tool call validates against the whole schema", async ({ schema }) => {
     const tools = [{ type: "function", function: { name: "act", strict: true, parameters: schema } }];
