@@ -100,8 +100,15 @@ function validUtf8Only(gbnf: string): string {
 
 /** The schema as the converter reads it, with what it would silently ignore refused. */
 export function toConverterSchema(schema: unknown, param: string): JsonSchema {
-  if (!isObject(schema)) refuse(param, "(schema)", "must be an object");
+  if (schema === true) return {}; // boolean schemas (2019-09+): true is any value
+  if (!isObject(schema)) refuse(param, "(schema)", "must be an object (or true)");
   const out: JsonSchema = {};
+  for (const [lo, hi] of [["minLength", "maxLength"], ["minItems", "maxItems"], ["minProperties", "maxProperties"], ["minimum", "maximum"]] as const)
+    if (typeof schema[lo] === "number" && typeof schema[hi] === "number" && schema[lo] > schema[hi]) refuse(param, lo, `is greater than ${hi}: no value can match`);
+  const num = (k: string) => (typeof schema[k] === "number" ? (schema[k] as number) : undefined);
+  const lo = num("minimum") !== undefined ? Math.ceil(num("minimum")!) : num("exclusiveMinimum") !== undefined ? Math.floor(num("exclusiveMinimum")!) + 1 : undefined;
+  const hi = num("maximum") !== undefined ? Math.floor(num("maximum")!) : num("exclusiveMaximum") !== undefined ? Math.ceil(num("exclusiveMaximum")!) - 1 : undefined;
+  if (lo !== undefined && hi !== undefined && lo > hi) refuse(param, num("minimum") !== undefined ? "minimum" : "exclusiveMinimum", "leaves no integer to choose");
   for (const [k, v] of Object.entries(schema)) {
     if (INEXPRESSIBLE.has(k)) refuse(param, k);
     switch (k) {
@@ -109,9 +116,13 @@ export function toConverterSchema(schema: unknown, param: string): JsonSchema {
       case "$defs":
       case "definitions":
         if (!isObject(v)) refuse(param, k, "must be an object");
-        out[k] = Object.fromEntries(Object.entries(v).map(([n, s]) => [n, toConverterSchema(s, `${param}.${k}.${n}`)]));
+        // A property whose schema is false may not appear: it is left out of the grammar.
+        out[k] = Object.fromEntries(Object.entries(v).filter(([, s]) => s !== false).map(([n, s]) => [n, toConverterSchema(s, `${param}.${k}.${n}`)]));
         break;
       case "items":
+        if (v === false) out.maxItems = 0;
+        else out[k] = toConverterSchema(v, `${param}.${k}`);
+        break;
       case "additionalProperties":
         out[k] = typeof v === "boolean" ? v : toConverterSchema(v, `${param}.${k}`);
         break;
@@ -141,7 +152,7 @@ export function toConverterSchema(schema: unknown, param: string): JsonSchema {
         break;
       default:
         if (BOUNDS.includes(k as (typeof BOUNDS)[number]) && !isIntegerOnly(schema.type)) refuse(param, k, "is enforced on integers only (use \"type\": \"integer\")");
-        if (!ANNOTATIONS.has(k)) out[k] = v;
+        if (!ANNOTATIONS.has(k) && k !== "__proto__") out[k] = v;
     }
   }
   if (Array.isArray(out.allOf) && (out.properties || out.type)) refuse(param, "allOf", "is enforced only on its own (move the sibling keywords into one of its schemas)");
@@ -224,7 +235,7 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
     // Merged when every part is an object schema; otherwise the first part is the hint.
     const parts = (s.allOf as unknown[]).filter(isObject);
     if (parts.length && parts.every((p) => p.type === "object" || p.properties))
-      return wrap(hint({ type: "object", properties: Object.assign({}, ...parts.map((p) => p.properties ?? {})), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1, refs));
+      return wrap(hint({ type: "object", properties: Object.fromEntries(parts.flatMap((p) => (isObject(p.properties) ? Object.entries(p.properties) : []))), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1, refs));
     return wrap(parts.length ? hint(parts[0], defs, depth + 1, refs) : ANY);
   }
   const scalarOk = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);

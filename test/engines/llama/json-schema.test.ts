@@ -29,6 +29,11 @@ describe("structured output compiles through llama.cpp's converter", () => {
     expect(gbnf).toContain("root ::=");
   });
 
+  test("boolean schemas: true is any value, a false property is left out, items false is an empty array", () => {
+    expect(toGbnf({ type: "object", properties: { a: true, b: false } }, P)).not.toContain("b-kv");
+    expect(toGbnf({ type: "array", items: false }, P)).toContain('root ::= "[" space  space "]"');
+  });
+
   test("integer bounds are in the grammar", () => {
     expect(toGbnf({ type: "integer", minimum: 0, maximum: 10 }, P)).toContain('"10"');
   });
@@ -43,6 +48,8 @@ describe("under structured output, keywords no grammar can express are refused, 
     { name: "bounds on a non-integer number", schema: { type: "number", minimum: 0.5 }, param: `${P}.minimum` },
     { name: "a pattern outside the converter's subset", schema: { type: "string", pattern: "^(?=a)b$" }, param: `${P}.pattern` },
     { name: "a remote $ref", schema: { $ref: "https://example.com/a.json" }, param: `${P}.$ref` },
+    { name: "minLength above maxLength (nothing can match)", schema: { type: "string", minLength: 5, maxLength: 2 }, param: `${P}.minLength` },
+    { name: "integer bounds that leave no integer", schema: { type: "integer", exclusiveMinimum: 3, exclusiveMaximum: 4 }, param: `${P}.exclusiveMinimum` },
   ])("$name", ({ schema, param }) => {
     expect(refusedAt(() => toGbnf(schema, P))).toBe(param);
   });
