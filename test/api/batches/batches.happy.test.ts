@@ -65,7 +65,7 @@ test("a mixed chat batch: good lines in the output file, failing ones in the err
     { custom_id: "ok-1", url: "/v1/chat/completions", body: { model: "chat", max_tokens: 4, temperature: 0, messages: [{ role: "user", content: "hi" }] } },
     { custom_id: "too-long", url: "/v1/chat/completions", body: { model: "chat", max_tokens: 100000, messages: [{ role: "user", content: "hi" }] } },
     { custom_id: "ok-2", url: "/v1/chat/completions", body: { model: "chat", max_tokens: 4, temperature: 0, messages: [{ role: "user", content: "hello" }] } },
-    { custom_id: "bad-schema-at-run", url: "/v1/chat/completions", body: { model: "chat", max_tokens: 4, messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "string", pattern: "x" } } } } },
+    { custom_id: "bad-schema-at-run", url: "/v1/chat/completions", body: { model: "chat", max_tokens: 4, messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "array", uniqueItems: true } } } } },
   ];
   const b = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, lines), endpoint: "/v1/chat/completions", completion_window: "24h" })).id);
   expect(b.status).toBe("completed");
