@@ -26,7 +26,7 @@ import { generatePlain, nativeStepsUnavailable, plainMarkers, type PlainMarkers 
 import { attachThreadpool, type Threadpool } from "./threadpool";
 import { StepLoop, stepLoopUnavailable } from "./step-loop";
 import { setBias } from "./token-bias";
-import { toGbnf } from "./json-schema";
+import { hasConverter, toFallbackSchema, toGbnf } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
@@ -382,10 +382,14 @@ export class LlamaChatEngine implements ChatEngine {
   private async grammarFor(job: ChatJob): Promise<LlamaGrammar> {
     const { llama } = await this.opts.runtime();
     const f = job.format!;
-    // Structured output is enforced token by token through llama.cpp's converter (json-schema.ts).
-    const gbnf = f.type === "json_schema" ? toGbnf(f.schema, "response_format.json_schema.schema") : null;
+    // Structured output is enforced token by token through llama.cpp's converter (json-schema.ts);
+    // without the addon, through node-llama-cpp's grammar, refusing what that would not enforce.
+    const param = "response_format.json_schema.schema";
+    const gbnf = f.type === "json_schema" && hasConverter() ? toGbnf(f.schema, param) : null;
+    const fallback = f.type === "json_schema" && !gbnf ? toFallbackSchema(f.schema, param) : null;
     try {
-      return gbnf ? await llama.createGrammar({ grammar: gbnf }) : await llama.getGrammarFor("json");
+      if (gbnf) return await llama.createGrammar({ grammar: gbnf });
+      return fallback ? await llama.createGrammarForJsonSchema(fallback as any) : await llama.getGrammarFor("json");
     } catch (e) {
       throw new ApiError("unsupported_schema", `response_format.json_schema.schema: the schema could not be compiled into a grammar (${(e as Error).message})`, {
         param: "response_format.json_schema.schema",

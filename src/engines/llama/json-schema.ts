@@ -45,6 +45,22 @@ interface Addon {
   jsonSchemaToGrammar(schemaJson: string): string;
 }
 
+/** Whether llama.cpp's converter is here (the llama addon is built; install.sh --no-vision skips it). */
+export function hasConverter(): boolean {
+  return typeof llamaAddon<Partial<Addon>>()?.jsonSchemaToGrammar === "function";
+}
+
+const NO_ADDON = "is enforced only with the llama addon, which this installation lacks (install without --no-vision)";
+
+/**
+ * Without the addon, structured output goes through node-llama-cpp's own grammar: its subset is
+ * enforced and anything else refused by name, never answered unconstrained.
+ */
+export function toFallbackSchema(schema: JsonSchema, param: string): JsonSchema | null {
+  checkStrict(schema, param, NO_ADDON);
+  return toFunctionParams(schema);
+}
+
 function converter(): Addon {
   const addon = llamaAddon<Partial<Addon>>();
   if (!addon?.jsonSchemaToGrammar) throw new Error("the llama addon is not built (bun src/engines/llama/native/build.ts); it compiles JSON Schemas into grammars");
@@ -284,6 +300,7 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
  * (it documents the function to the model from it), marked so its call grammar is replaced.
  */
 export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
+  if (!hasConverter()) return toFallbackSchema(schema, param);
   const gbnf = toGbnf(schema, param);
   const hint = toFunctionParams(schema);
   if (hint?.type === "object" || hint?.type === "array") return { ...hint, $defs: { ...(hint.$defs as object), [strictCallMarker(gbnf)]: { type: "null" } } };
@@ -295,14 +312,14 @@ export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonS
 const NLC_ENFORCED = new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
   "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "nullable", "format"]);
 
-function checkStrict(s: unknown, param: string): void {
+function checkStrict(s: unknown, param: string, why = "is not enforced in strict parameters whose root is not an object or array"): void {
   if (!isObject(s)) refuse(param, "(schema)", "must be an object");
   for (const [k, v] of Object.entries(s)) {
     if (ANNOTATIONS.has(k)) continue;
-    if (!NLC_ENFORCED.has(k)) refuse(param, k, "is not enforced in strict tool parameters on this server (it is in response_format, or send the tool without strict)");
-    if (k === "format" && !(typeof v === "string" && NLC_FORMATS.has(v))) refuse(param, k, `"${v}" is not enforced in strict tool parameters (date-time, time, date are)`);
-    if (k === "properties" || k === "$defs" || k === "definitions") if (isObject(v)) for (const [n, p] of Object.entries(v)) checkStrict(p, `${param}.${k}.${n}`);
-    if ((k === "items" || k === "additionalProperties") && isObject(v)) checkStrict(v, `${param}.${k}`);
-    if ((k === "anyOf" || k === "oneOf" || k === "prefixItems") && Array.isArray(v)) v.forEach((p, i) => checkStrict(p, `${param}.${k}[${i}]`));
+    if (!NLC_ENFORCED.has(k)) refuse(param, k, why);
+    if (k === "format" && !(typeof v === "string" && NLC_FORMATS.has(v))) refuse(param, k, `"${v}" ${why} (date-time, time, date are)`);
+    if (k === "properties" || k === "$defs" || k === "definitions") if (isObject(v)) for (const [n, p] of Object.entries(v)) checkStrict(p, `${param}.${k}.${n}`, why);
+    if ((k === "items" || k === "additionalProperties") && isObject(v)) checkStrict(v, `${param}.${k}`, why);
+    if ((k === "anyOf" || k === "oneOf" || k === "prefixItems") && Array.isArray(v)) v.forEach((p, i) => checkStrict(p, `${param}.${k}[${i}]`, why));
   }
 }
