@@ -1,7 +1,7 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp";
 import type { ChatTurn, ToolSpec } from "../../chat/job";
 import "./call-grammar";
-import { toFunctionParams, toStrictFunctionParams } from "./json-schema";
+import { toHintFunctionParams, toStrictFunctionParams } from "./json-schema";
 import { withMarkers } from "./vision/prompt";
 
 // ChatJob turns → node-llama-cpp chat history. Pure. node-llama-cpp keeps a tool result inside
@@ -50,7 +50,7 @@ export function toLlamaFunctions(tools: ToolSpec[]): ChatModelFunctions {
   const out: Record<string, { description?: string; params?: any }> = Object.create(null);
   tools.forEach((t, i) => {
     // Non-strict parameters are a hint (issue 24): what the call grammar cannot express is dropped.
-    const params = !t.parameters ? null : t.strict ? toStrictFunctionParams(t.parameters, `tools[${i}].function.parameters`) : toFunctionParams(t.parameters);
+    const params = !t.parameters ? null : t.strict ? toStrictFunctionParams(t.parameters, `tools[${i}].function.parameters`) : toHintFunctionParams(t.parameters, `tools[${i}].function.parameters`);
     out[t.name] = { description: t.description, ...(params ? { params } : {}) };
   });
   return out;

@@ -8,9 +8,10 @@ import { llamaAddon } from "./native/addon-path";
 //     through the addon) enforces the schema token by token — integer bounds, patterns, formats,
 //     allOf/anyOf/oneOf, nullable types, $ref. A keyword no grammar can express is refused with a
 //     400 naming it, since dropping it would change the answer the caller asked for.
-//   - non-strict function tools: node-llama-cpp builds the call grammar from `params` (its own
-//     subset). The schema is a hint: whatever its grammar cannot express is dropped, never refused,
-//     and a property without `type` means any JSON value.
+//   - non-strict function tools: the schema is a hint. The same converter enforces what it can
+//     express of it; whatever it cannot is dropped, never refused, and a property without `type`
+//     means any JSON value. node-llama-cpp's own subset (toFunctionParams) documents the function
+//     to the model, and is the grammar where the addon is missing.
 
 const ANNOTATIONS = new Set(["title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "strict", "name"]);
 /** JSON Schema keywords whose meaning no grammar here can enforce: refused under strict, dropped otherwise. */
@@ -67,9 +68,12 @@ function converter(): Addon {
   return addon as Addon;
 }
 
-/** A GBNF grammar (root rule `root`) that enforces `schema`; 400 for what it cannot enforce. */
-export function toGbnf(schema: JsonSchema, param: string): string {
-  const prepared = toConverterSchema(schema, param);
+/**
+ * A GBNF grammar (root rule `root`) that enforces `schema`; 400 for what it cannot enforce — or,
+ * `lenient` (non-strict tools), what it cannot enforce is left out and the rest enforced.
+ */
+export function toGbnf(schema: JsonSchema, param: string, lenient = false): string {
+  const prepared = toConverterSchema(schema, param, lenient);
   try {
     return validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE);
   } catch (e) {
@@ -114,64 +118,82 @@ function validUtf8Only(gbnf: string): string {
   return out;
 }
 
-/** The schema as the converter reads it, with what it would silently ignore refused. */
-export function toConverterSchema(schema: unknown, param: string): JsonSchema {
-  if (schema === true) return {}; // boolean schemas (2019-09+): true is any value
-  if (!isObject(schema)) refuse(param, "(schema)", "must be an object (or true)");
+/**
+ * The schema as the converter reads it, with what it would silently ignore refused — or, `lenient`
+ * (a non-strict tool's parameters are a hint), left out: never a 400 there.
+ */
+export function toConverterSchema(input: unknown, param: string, lenient = false): JsonSchema {
+  if (input === true) return {}; // boolean schemas (2019-09+): true is any value
+  if (!isObject(input)) {
+    if (lenient) return {};
+    refuse(param, "(schema)", "must be an object (or true)");
+  }
+  let schema = input;
+  /** Refuses `keyword`, or in lenient mode says to leave it out (true). */
+  const drop = (keyword: string, why?: string): true => {
+    if (!lenient) refuse(param, keyword, why);
+    return true;
+  };
+  const sub = (s: unknown, at: string) => toConverterSchema(s, at, lenient);
   const out: JsonSchema = {};
   for (const [lo, hi] of [["minLength", "maxLength"], ["minItems", "maxItems"], ["minProperties", "maxProperties"], ["minimum", "maximum"]] as const)
-    if (typeof schema[lo] === "number" && typeof schema[hi] === "number" && schema[lo] > schema[hi]) refuse(param, lo, `is greater than ${hi}: no value can match`);
+    if (typeof schema[lo] === "number" && typeof schema[hi] === "number" && schema[lo] > schema[hi] && drop(lo, `is greater than ${hi}: no value can match`)) {
+      const { [lo]: _, ...rest } = schema;
+      schema = rest;
+    }
   const num = (k: string) => (typeof schema[k] === "number" ? (schema[k] as number) : undefined);
   const lo = num("minimum") !== undefined ? Math.ceil(num("minimum")!) : num("exclusiveMinimum") !== undefined ? Math.floor(num("exclusiveMinimum")!) + 1 : undefined;
   const hi = num("maximum") !== undefined ? Math.floor(num("maximum")!) : num("exclusiveMaximum") !== undefined ? Math.ceil(num("exclusiveMaximum")!) - 1 : undefined;
-  if (lo !== undefined && hi !== undefined && lo > hi) refuse(param, num("minimum") !== undefined ? "minimum" : "exclusiveMinimum", "leaves no integer to choose");
+  const noInteger = lo !== undefined && hi !== undefined && lo > hi && drop(num("minimum") !== undefined ? "minimum" : "exclusiveMinimum", "leaves no integer to choose");
   for (const [k, v] of Object.entries(schema)) {
-    if (INEXPRESSIBLE.has(k)) refuse(param, k);
+    if (INEXPRESSIBLE.has(k) && drop(k)) continue;
     switch (k) {
       case "properties":
       case "$defs":
       case "definitions":
-        if (!isObject(v)) refuse(param, k, "must be an object");
+        if (!isObject(v) && drop(k, "must be an object")) break;
         // A property whose schema is false may not appear: it is left out of the grammar.
-        out[k] = Object.fromEntries(Object.entries(v).filter(([, s]) => s !== false).map(([n, s]) => [n, toConverterSchema(s, `${param}.${k}.${n}`)]));
+        out[k] = Object.fromEntries(Object.entries(v as JsonSchema).filter(([, s]) => s !== false).map(([n, s]) => [n, sub(s, `${param}.${k}.${n}`)]));
         break;
       case "items":
         if (v === false) out.maxItems = 0;
-        else out[k] = toConverterSchema(v, `${param}.${k}`);
+        else out[k] = sub(v, `${param}.${k}`);
         break;
       case "additionalProperties":
-        out[k] = typeof v === "boolean" ? v : toConverterSchema(v, `${param}.${k}`);
+        out[k] = typeof v === "boolean" ? v : sub(v, `${param}.${k}`);
         break;
       case "prefixItems":
       case "anyOf":
       case "oneOf":
       case "allOf":
-        if (!Array.isArray(v) || v.length === 0) refuse(param, k, "must be a non-empty array");
-        out[k] = v.map((s, i) => toConverterSchema(s, `${param}.${k}[${i}]`));
+        if ((!Array.isArray(v) || v.length === 0) && drop(k, "must be a non-empty array")) break;
+        out[k] = (v as unknown[]).map((s, i) => sub(s, `${param}.${k}[${i}]`));
         break;
       case "$ref":
-        if (typeof v !== "string" || !/^#\/(\$defs|definitions)\/[^/]+$/.test(v)) refuse(param, k, 'must point into this schema\'s "$defs" ("#/$defs/Name")');
+        if ((typeof v !== "string" || !/^#\/(\$defs|definitions)\/[^/]+$/.test(v)) && drop(k, 'must point into this schema\'s "$defs" ("#/$defs/Name")')) break;
         out[k] = v;
         break;
-      case "pattern":
-        out[k] = anchored(String(v), param);
+      case "pattern": {
+        const full = anchored(String(v), param, lenient);
+        if (full !== null) out[k] = full;
         break;
+      }
       case "format":
-        if (typeof v !== "string") refuse(param, k, "must be a string");
-        if (FORMAT_PATTERNS[v]) {
-          if (schema.pattern !== undefined) refuse(param, k, "cannot be combined with a pattern");
-          out.pattern = FORMAT_PATTERNS[v];
+        // A pattern beside a format is the constraint (zod's .email() sends both); the format is then an annotation.
+        if (typeof v !== "string") drop(k, "must be a string");
+        else if (FORMAT_PATTERNS[v]) {
+          if (schema.pattern === undefined) out.pattern = FORMAT_PATTERNS[v];
         } else if (CONVERTER_FORMATS.has(v)) out[k] = v;
-        else refuse(param, k, `"${v}" is not one of ${[...CONVERTER_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(", ")}`);
+        else drop(k, `"${v}" is not one of ${[...CONVERTER_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(", ")}`);
         break;
       case "nullable": // OpenAPI's spelling of a nullable type
         break;
       default:
-        if (BOUNDS.includes(k as (typeof BOUNDS)[number]) && !isIntegerOnly(schema.type)) refuse(param, k, "is enforced on integers only (use \"type\": \"integer\")");
+        if (BOUNDS.includes(k as (typeof BOUNDS)[number]) && (noInteger || !isIntegerOnly(schema.type)) && (noInteger || drop(k, "is enforced on integers only (use \"type\": \"integer\")"))) break;
         if (!ANNOTATIONS.has(k) && k !== "__proto__") out[k] = v;
     }
   }
-  if (Array.isArray(out.allOf) && (out.properties || out.type)) refuse(param, "allOf", "is enforced only on its own (move the sibling keywords into one of its schemas)");
+  if (Array.isArray(out.allOf) && (out.properties || out.type) && drop("allOf", "is enforced only on its own (move the sibling keywords into one of its schemas)")) delete out.allOf;
   return schema.nullable === true ? { anyOf: [out, { type: "null" }] } : out;
 }
 
@@ -183,12 +205,13 @@ function isIntegerOnly(type: unknown): boolean {
  * A pattern as the converter takes it: anchored at both ends (JSON Schema patterns match anywhere,
  * so an unanchored side becomes `.*`), and one the converter actually converts — else 400.
  */
-function anchored(pattern: string, param: string): string {
+function anchored(pattern: string, param: string, lenient = false): string | null {
   const start = pattern.startsWith("^");
   const end = pattern.endsWith("$") && !pattern.endsWith("\\$");
   const full = start && end ? pattern : `^${start ? "" : ".*"}(${pattern.slice(start ? 1 : 0, end ? -1 : undefined)})${end ? "" : ".*"}$`;
-  if (!patternConverts(full)) refuse(param, "pattern", "uses a regular expression the grammar cannot express (llama.cpp's json-schema-to-grammar subset)");
-  return full;
+  if (patternConverts(full)) return full;
+  if (lenient) return null;
+  refuse(param, "pattern", "uses a regular expression the grammar cannot express (llama.cpp's json-schema-to-grammar subset)");
 }
 
 const patternCache = new Map<string, boolean>();
@@ -307,6 +330,23 @@ export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonS
   // A root that is not an object or array (rare for tools): node-llama-cpp's own grammar, strictly.
   checkStrict(schema, param);
   return hint;
+}
+
+/**
+ * Non-strict tools: the schema is a hint, but what llama.cpp's grammar can express of it (integer
+ * bounds, patterns, formats, lengths) is still enforced — only what it cannot is left out, never
+ * refused. Without the addon, or should the converter fail on it, node-llama-cpp's own subset.
+ */
+export function toHintFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
+  const hint = toFunctionParams(schema);
+  if (!hasConverter() || !(hint?.type === "object" || hint?.type === "array")) return hint;
+  let gbnf: string;
+  try {
+    gbnf = toGbnf(schema, param, true);
+  } catch {
+    return hint;
+  }
+  return { ...hint, $defs: { ...(hint.$defs as object), [strictCallMarker(gbnf)]: { type: "null" } } };
 }
 
 const NLC_ENFORCED = new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/api/http/errors";
-import { toFunctionParams, toGbnf, toStrictFunctionParams } from "../../../src/engines/llama/json-schema";
+import { toConverterSchema, toFunctionParams, toGbnf, toHintFunctionParams, toStrictFunctionParams } from "../../../src/engines/llama/json-schema";
 
 const P = "response_format.json_schema.schema";
 
@@ -93,5 +93,28 @@ describe("strict tool parameters are enforced like structured output", () => {
     const p = toStrictFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] }, "p")!;
     expect(p.properties).toEqual({ n: { type: "integer" } });
     expect(Object.keys(p.$defs as object)[0]).toStartWith("__appliance_gbnf_");
+  });
+});
+
+describe("non-strict tool parameters: what the grammar can express is still enforced", () => {
+  const zodLike = { type: "object", properties: { id: { type: "integer", minimum: 1, maximum: 9007199254740991 }, l: { type: "array", uniqueItems: true }, p: { type: "string", pattern: "^(?=a)b$" }, f: { type: "string", format: "iri" } }, required: ["id"] };
+
+  test("the converter leaves out what it cannot express, keeps the rest, and refuses nothing", () => {
+    expect(toConverterSchema(zodLike, "p", true)).toEqual({ type: "object", properties: { id: { type: "integer", minimum: 1, maximum: 9007199254740991 }, l: { type: "array" }, p: { type: "string" }, f: { type: "string" } }, required: ["id"] });
+    expect(toConverterSchema({ type: "number", minimum: 0.5, maximum: 2 }, "p", true)).toEqual({ type: "number" });
+    expect(toConverterSchema({ type: "integer", exclusiveMinimum: 3, exclusiveMaximum: 4 }, "p", true)).toEqual({ type: "integer" });
+    expect(toConverterSchema({ type: "string", minLength: 5, maxLength: 2 }, "p", true)).toEqual({ type: "string", maxLength: 2 });
+  });
+
+  test("a non-strict tool's call grammar is llama.cpp's, with the integer bound in it", () => {
+    const p = toHintFunctionParams(zodLike, "tools[0].function.parameters")!;
+    expect(Object.keys(p.$defs as object)[0]).toStartWith("__appliance_gbnf_");
+    expect(toGbnf({ ...zodLike, properties: { ...zodLike.properties, id: { type: "integer", minimum: 1, maximum: 10 } } }, "p", true)).toContain('"10"');
+  });
+
+  test("a pattern beside a format is the constraint (zod's .email() sends both): accepted under strict too", () => {
+    const email = { type: "string", format: "email", pattern: "^[a-z]+@[a-z]+\\.[a-z]{2,3}$" };
+    expect(toConverterSchema(email, "p")).toEqual({ type: "string", pattern: "^[a-z]+@[a-z]+\\.[a-z]{2,3}$" });
+    expect(toGbnf(email, P)).toContain("root ::=");
   });
 });
