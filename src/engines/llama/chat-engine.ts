@@ -282,10 +282,6 @@ export class LlamaChatEngine implements ChatEngine {
   async prepare(job: ChatJob): Promise<PreparedChat> {
     const { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens, stopTriggers } = await this.render(job);
     const { model } = s;
-    if (functions && job.format)
-      throw new ApiError("invalid_request", "response_format cannot be combined with tools on this server; send tool_choice: \"none\" or drop response_format", {
-        param: "response_format",
-      });
     const grammar = job.format ? await this.grammarFor(job) : undefined;
     const contextSize = s.context.contextSize;
     const room = contextSize - promptTokens.length;

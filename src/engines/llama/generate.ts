@@ -36,6 +36,9 @@ export interface GenerateRequest {
   signal: AbortSignal;
 }
 
+/** Free text a model may write, beside tools and a schema, before it is taken as answering (not calling). */
+const FREE_TEXT_BEFORE_SCHEMA = 24;
+
 type Chunk = { type: "segment" | undefined; segmentType?: string; text: string; tokens: Token[]; segmentEndTime?: Date };
 
 export async function generate(r: GenerateRequest): Promise<EngineResult> {
@@ -49,7 +52,7 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
   };
   try {
     let history = r.history;
-    let stop: string;
+    let stop!: string; // set by the pass that answers (tools, schema or plain text)
     let stopSequence: string | null = null;
     let toolCalls: EngineResult["toolCalls"] = [];
     if (r.grammar && r.thinking) {
@@ -63,25 +66,48 @@ export async function generate(r: GenerateRequest): Promise<EngineResult> {
     const remaining = r.maxTokens - used();
     if (remaining <= 0) return result(r, "length", used(), reasoningTokens, []);
     let answer = "";
-    const options = sampling(r, remaining, r.tokenBias, (c) => {
+    const answering = (c: Chunk) => {
       if (c.type === "segment") return onReasoning(c);
       answer += c.text;
       if (c.text) r.onEvent({ type: "text", text: c.text });
-    });
+    };
+    const options = sampling(r, remaining, r.tokenBias, answering);
+    // Tools beside a schema (an agent's tools and its output type): the model may call a tool; if
+    // it answers instead, that free text is not the answer — it is generated again under the schema.
+    let answerUnderSchema = !r.functions;
     if (r.functions) {
       const args = toolArgsStream(r.onEvent);
+      // With a schema, free text is not the answer: once it runs past a few tokens with no call
+      // begun, the pass ends and the answer is generated under the schema with what budget is left.
+      const undecided = new AbortController();
+      const onAbort = () => undecided.abort();
+      r.signal.addEventListener("abort", onAbort, { once: true });
+      let freeTokens = 0;
+      const deciding = (c: Chunk) => {
+        if (c.type === "segment") return onReasoning(c);
+        freeTokens += c.tokens.length;
+        if (freeTokens > FREE_TEXT_BEFORE_SCHEMA) undecided.abort();
+      };
       const res = await chat.generateResponse(history, {
-        ...options,
+        ...(r.grammar ? sampling(r, remaining, r.tokenBias, deciding, undecided.signal) : options),
         functions: r.functions,
         documentFunctionParams: true,
         maxParallelFunctionCalls: r.job.parallelToolCalls ? undefined : 1,
-        onFunctionCallParamsChunk: args.push,
-      });
+        onFunctionCallParamsChunk: (chunk) => {
+          freeTokens = -Infinity; // a call has begun: it is not cut for being text
+          args.push(chunk);
+        },
+      }).finally(() => r.signal.removeEventListener("abort", onAbort));
       stop = res.metadata.stopReason;
       if (res.metadata.stopReason === "customStopTrigger") stopSequence = triggerText(res.metadata.customStopTrigger, r.job.stop);
       toolCalls = (res.functionCalls ?? []).map((c, i) => ({ name: c.functionName, arguments: args.text(i) ?? JSON.stringify(c.params ?? {}) }));
-    } else {
-      const res = await chat.generateResponse(history, { ...options, grammar: r.grammar });
+      answerUnderSchema = r.grammar !== undefined && toolCalls.length === 0 && stop !== "maxTokens" && !r.signal.aborted;
+    }
+    if (answerUnderSchema) {
+      const left = r.maxTokens - used();
+      if (left <= 0) return result(r, "length", used(), reasoningTokens, []);
+      stopSequence = null;
+      const res = await chat.generateResponse(history, { ...(r.functions ? sampling(r, left, r.tokenBias, answering) : options), grammar: r.grammar });
       stop = res.metadata.stopReason;
       if (res.metadata.stopReason === "customStopTrigger") stopSequence = triggerText(res.metadata.customStopTrigger, r.job.stop);
       // Structured output says stop only with an answer that parses; anything cut short is length.
