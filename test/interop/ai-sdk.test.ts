@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createAnthropic } from "@ai-sdk/anthropic";
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateImage, generateText, Output, tool } from "ai";
+import { rmSync } from "node:fs";
+import { z } from "zod";
+import { validateConfig } from "../../src/config";
+import { memoryLogger } from "../../src/log";
+import { startServer, type RunningServer } from "../../src/main";
+import { tempDir } from "../helpers/app";
+
+// The Vercel AI SDK (ai, @ai-sdk/openai, @ai-sdk/anthropic, pinned) and zod schemas, unmodified,
+// against `serve --demo` over HTTP — the requests these clients really send.
+
+let server: RunningServer;
+let dir: string;
+let key: string;
+beforeAll(async () => {
+  dir = tempDir("appliance-interop-");
+  const banner: string[] = [];
+  server = await startServer(
+    validateConfig({ demo: true, server: { data_dir: dir, port: 0 }, engines: { device: "cpu", threads: 1 }, rentals: { discover: false } }),
+    { logger: memoryLogger(), banner: (l) => banner.push(l) },
+  );
+  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+}, 180_000);
+afterAll(async () => {
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const openai = () => createOpenAI({ apiKey: key, baseURL: `${server.url}/v1` });
+const anthropic = () => createAnthropic({ apiKey: key, baseURL: `${server.url}/v1` });
+const models = () => ({
+  chat: openai().chat("demo-chat"),
+  responses: openai().responses("demo-chat"),
+  messages: anthropic()("demo-chat"),
+});
+
+// Strings bounded: a random-weights model writes an unbounded string until max_tokens runs out.
+const Person = z.object({ name: z.string().max(20), age: z.number().int().min(0).max(120), tags: z.array(z.enum(["a", "b"])).max(3) });
+// zod's .email(), .url() and .regex() send patterns with unbounded repeats (and a format beside them).
+const Contact = z.object({ email: z.string().email(), site: z.string().url(), code: z.string().regex(/^[A-Z]{3}-[0-9]{2}$/) });
+// The demo model thinks before it answers; the reasoning setting every client sends switches that off.
+const noThinking = { openai: { reasoningEffort: "none", forceReasoning: true }, anthropic: { thinking: { type: "disabled" } } } as const;
+
+describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
+  test("generateText answers", async () => {
+    const r = await generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0 });
+    expect(r.finishReason).toMatch(/stop|length/);
+    expect(r.usage.outputTokens).toBeGreaterThan(0);
+  });
+
+  test("structured output with zod .int(), .min(), .max() returns an object its schema accepts", async () => {
+    const r = await generateText({ model: models()[format], output: Output.object({ schema: Person }), prompt: "A person.", maxOutputTokens: 600, maxRetries: 0, seed: 7, providerOptions: noThinking });
+    expect(Person.safeParse(r.output).success).toBe(true);
+  });
+
+  test("a schema with zod .email(), .url() and .regex() is taken (enforced, not refused)", async () => {
+    // A random-weights model may fill an unbounded pattern until max_tokens: a cut answer is the
+    // client's NoObjectGenerated, never the server's 400.
+    const r = await generateText({ model: models()[format], output: Output.object({ schema: Contact }), prompt: "A contact.", maxOutputTokens: 300, maxRetries: 0, seed: 3, providerOptions: noThinking }).catch((e) => e);
+    if (r instanceof Error) expect((r as { name: string }).name).toBe("AI_NoObjectGeneratedError");
+    else expect(Contact.safeParse(r.output).success).toBe(true);
+  });
+
+  test("a tool whose zod schema has .int() bounds is offered and a forced call comes back", async () => {
+    const r = await generateText({
+      model: models()[format],
+      prompt: "Look up order 5.",
+      maxOutputTokens: 80,
+      maxRetries: 0,
+      toolChoice: { type: "tool", toolName: "lookup" },
+      tools: { lookup: tool({ description: "Find an order", inputSchema: z.object({ id: z.number().int().min(1), note: z.string().optional() }) }) },
+    });
+    expect(r.toolCalls[0]?.toolName).toBe("lookup");
+  });
+});
+
+test("generateImage with n: 3 (three concurrent requests of one image) succeeds", async () => {
+  const r = await generateImage({ model: openai().image("demo-image"), prompt: "a red boat", n: 3, size: "256x256", maxRetries: 0 });
+  expect(r.images.length).toBe(3);
+});

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ChatAnthropic } from "@langchain/anthropic";
+import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
+import { tool as lcTool } from "@langchain/core/tools";
+import { ChatOpenAI } from "@langchain/openai";
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
+import { rmSync } from "node:fs";
+import { z } from "zod";
+import { validateConfig } from "../../src/config";
+import { memoryLogger } from "../../src/log";
+import { startServer, type RunningServer } from "../../src/main";
+import { tempDir } from "../helpers/app";
+
+// LangChain (@langchain/openai, @langchain/anthropic) and the OpenAI Agents SDK, pinned and
+// unmodified, against `serve --demo` over HTTP.
+
+let server: RunningServer;
+let dir: string;
+let key: string;
+beforeAll(async () => {
+  setTracingDisabled(true);
+  dir = tempDir("appliance-interop-");
+  const banner: string[] = [];
+  server = await startServer(
+    validateConfig({ demo: true, server: { data_dir: dir, port: 0 }, engines: { device: "cpu", threads: 1 }, rentals: { discover: false } }),
+    { logger: memoryLogger(), banner: (l) => banner.push(l) },
+  );
+  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+}, 180_000);
+afterAll(async () => {
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const Weather = z.object({ city: z.string().max(20), celsius: z.number().int().min(-90).max(60) });
+// LangChain's Anthropic model (both methods) moves what Anthropic's structured output does not take
+// (maxLength, minimum, maximum, enum) into descriptions, so no server enforces them there: types only.
+const WeatherLoose = z.object({ city: z.string(), celsius: z.number().int() });
+const lookup = () =>
+  lcTool(async ({ id }: { id: number }) => `order ${id}: shipped`, {
+    name: "lookup",
+    description: "Find an order",
+    schema: z.object({ id: z.number().int().min(1) }),
+  });
+
+const chatModels = () => ({
+  // The demo model thinks before it answers: these clients switch that off with the standard reasoning fields.
+  openai: new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, modelKwargs: { reasoning_effort: "none" } }),
+  "openai responses": new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, useResponsesApi: true, modelKwargs: { reasoning: { effort: "none" } } }),
+  anthropic: new ChatAnthropic({ model: "demo-chat", apiKey: key, anthropicApiUrl: server.url, maxTokens: 600, maxRetries: 0 }),
+});
+
+describe.each(["openai", "openai responses", "anthropic"] as const)("LangChain %s", (which) => {
+  test.each(["jsonSchema", "functionCalling"] as const)("withStructuredOutput (%s) returns what the zod schema accepts", async (method) => {
+    const schema = which === "anthropic" ? WeatherLoose : Weather;
+    const out = await chatModels()[which].withStructuredOutput(schema, { method }).invoke("Weather in Oslo?");
+    expect(schema.safeParse(out).success).toBe(true);
+  });
+
+  test("a tool loop: a forced call, its result sent back, an answer", async () => {
+    const t = lookup();
+    const model = chatModels()[which];
+    const first = await model.bindTools([t], { tool_choice: "lookup", parallel_tool_calls: false }).invoke([new HumanMessage("Where is order 5?")]);
+    const call = (first as AIMessage).tool_calls?.[0];
+    expect(call?.name).toBe("lookup");
+    const result = await t.invoke(call!.args as { id: number });
+    const answer = await model.bindTools([t]).invoke([new HumanMessage("Where is order 5?"), first, new ToolMessage({ content: String(result), tool_call_id: call!.id! })]);
+    expect(answer).toBeInstanceOf(AIMessage);
+  });
+});
+
+test("an Agents SDK run with a tool and an outputType ends with an output its schema accepts", async () => {
+  const runner = new Runner({ modelProvider: new OpenAIProvider({ apiKey: key, baseURL: `${server.url}/v1`, useResponses: true }) });
+  const calls: number[] = [];
+  const agent = new Agent({
+    name: "orders",
+    model: "demo-chat",
+    instructions: "Answer with the weather.",
+    modelSettings: { toolChoice: "lookup", parallelToolCalls: false, maxTokens: 600, reasoning: { effort: "none" } },
+    tools: [agentTool({ name: "lookup", description: "Find an order", parameters: z.object({ id: z.number().int().min(1) }), execute: async ({ id }) => (calls.push(id), `order ${id}: shipped`) })],
+    outputType: Weather,
+  });
+  const result = await runner.run(agent, "Where is order 5?", { maxTurns: 4 });
+  expect(calls.length).toBeGreaterThan(0);
+  expect(Weather.safeParse(result.finalOutput).success).toBe(true);
+});
