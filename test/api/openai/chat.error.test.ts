@@ -77,13 +77,13 @@ test("a strict tool parameter schema with a keyword it cannot enforce is refused
   expect(err.param).toBe("tools[0].function.parameters.properties.s.uniqueItems");
 });
 
-test("tools and response_format together are refused with a named 400", async () => {
+test("beside tools, a response_format schema no grammar can express is still a named 400", async () => {
   const err = await refusal({
     tools: [{ type: "function", function: { name: "f" } }],
-    response_format: { type: "json_object" },
+    response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "array", uniqueItems: true } } },
   });
   expect(err.status).toBe(400);
-  expect(err.param).toBe("response_format");
+  expect(err.param).toBe("response_format.json_schema.schema.uniqueItems");
 });
 
 test("an image part sent to a model without vision is 400 naming the model", async () => {

@@ -82,8 +82,8 @@ describe("named 400s", () => {
     const tool = await refusal({ tools: [{ type: "function", name: "f", strict: true, parameters: { type: "object", properties: { s: { type: "array", uniqueItems: true } } } }] });
     expect(tool.param).toBe("tools[0].parameters.properties.s.uniqueItems");
 
-    const both = await refusal({ tools: [{ type: "function", name: "f" }], text: { format: { type: "json_object" } } });
-    expect(both.param).toBe("text.format");
+    const both = await refusal({ tools: [{ type: "function", name: "f" }], text: { format: { type: "json_schema", name: "n", schema: { type: "array", uniqueItems: true } } } });
+    expect(both.param).toBe("text.format.schema.uniqueItems");
     expect(both.message).not.toContain("response_format");
   });
 
