@@ -2,32 +2,20 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateImage, generateText, Output, tool } from "ai";
-import { rmSync } from "node:fs";
 import { z } from "zod";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
-import { startServer, type RunningServer } from "../../src/main";
-import { tempDir } from "../helpers/app";
+import type { RunningServer } from "../../src/main";
+import { startDemoServer } from "./demo-server";
 
 // The Vercel AI SDK (ai, @ai-sdk/openai, @ai-sdk/anthropic, pinned) and zod schemas, unmodified,
 // against `serve --demo` over HTTP — the requests these clients really send.
 
 let server: RunningServer;
-let dir: string;
 let key: string;
+let close: () => Promise<void>;
 beforeAll(async () => {
-  dir = tempDir("appliance-interop-");
-  const banner: string[] = [];
-  server = await startServer(
-    validateConfig({ demo: true, server: { data_dir: dir, port: 0 }, engines: { device: "cpu", threads: 1 }, rentals: { discover: false } }),
-    { logger: memoryLogger(), banner: (l) => banner.push(l) },
-  );
-  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+  ({ server, key, close } = await startDemoServer());
 }, 180_000);
-afterAll(async () => {
-  await server?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => close?.());
 
 const openai = () => createOpenAI({ apiKey: key, baseURL: `${server.url}/v1` });
 const anthropic = () => createAnthropic({ apiKey: key, baseURL: `${server.url}/v1` });
@@ -46,7 +34,7 @@ const noThinking = { openai: { reasoningEffort: "none", forceReasoning: true }, 
 
 describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   test("generateText answers", async () => {
-    const r = await generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0 });
+    const r = await generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0, temperature: 0 });
     expect(r.finishReason).toMatch(/stop|length/);
     expect(r.usage.outputTokens).toBeGreaterThan(0);
   });
@@ -70,6 +58,7 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
       prompt: "Look up order 5.",
       maxOutputTokens: 80,
       maxRetries: 0,
+      temperature: 0,
       toolChoice: { type: "tool", toolName: "lookup" },
       tools: { lookup: tool({ description: "Find an order", inputSchema: z.object({ id: z.number().int().min(1), note: z.string().optional() }) }) },
     });

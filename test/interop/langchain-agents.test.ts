@@ -4,33 +4,21 @@ import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
 import { ChatOpenAI } from "@langchain/openai";
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
-import { rmSync } from "node:fs";
 import { z } from "zod";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
-import { startServer, type RunningServer } from "../../src/main";
-import { tempDir } from "../helpers/app";
+import type { RunningServer } from "../../src/main";
+import { startDemoServer } from "./demo-server";
 
 // LangChain (@langchain/openai, @langchain/anthropic) and the OpenAI Agents SDK, pinned and
 // unmodified, against `serve --demo` over HTTP.
 
 let server: RunningServer;
-let dir: string;
 let key: string;
+let close: () => Promise<void>;
 beforeAll(async () => {
   setTracingDisabled(true);
-  dir = tempDir("appliance-interop-");
-  const banner: string[] = [];
-  server = await startServer(
-    validateConfig({ demo: true, server: { data_dir: dir, port: 0 }, engines: { device: "cpu", threads: 1 }, rentals: { discover: false } }),
-    { logger: memoryLogger(), banner: (l) => banner.push(l) },
-  );
-  key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+  ({ server, key, close } = await startDemoServer());
 }, 180_000);
-afterAll(async () => {
-  await server?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => close?.());
 
 const Weather = z.object({ city: z.string().max(20), celsius: z.number().int().min(-90).max(60) });
 // LangChain's Anthropic model (both methods) moves what Anthropic's structured output does not take
@@ -43,11 +31,12 @@ const lookup = () =>
     schema: z.object({ id: z.number().int().min(1) }),
   });
 
+// Greedy decoding: a random-weights model's answers are then the same on every run.
 const chatModels = () => ({
   // The demo model thinks before it answers: these clients switch that off with the standard reasoning fields.
-  openai: new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, modelKwargs: { reasoning_effort: "none" } }),
-  "openai responses": new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, useResponsesApi: true, modelKwargs: { reasoning: { effort: "none" } } }),
-  anthropic: new ChatAnthropic({ model: "demo-chat", apiKey: key, anthropicApiUrl: server.url, maxTokens: 600, maxRetries: 0 }),
+  openai: new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, temperature: 0, modelKwargs: { reasoning_effort: "none" } }),
+  "openai responses": new ChatOpenAI({ model: "demo-chat", apiKey: key, configuration: { baseURL: `${server.url}/v1` }, maxTokens: 600, maxRetries: 0, temperature: 0, useResponsesApi: true, modelKwargs: { reasoning: { effort: "none" } } }),
+  anthropic: new ChatAnthropic({ model: "demo-chat", apiKey: key, anthropicApiUrl: server.url, maxTokens: 600, maxRetries: 0, temperature: 0 }),
 });
 
 describe.each(["openai", "openai responses", "anthropic"] as const)("LangChain %s", (which) => {
@@ -76,7 +65,7 @@ test("an Agents SDK run with a tool and an outputType ends with an output its sc
     name: "orders",
     model: "demo-chat",
     instructions: "Answer with the weather.",
-    modelSettings: { toolChoice: "lookup", parallelToolCalls: false, maxTokens: 600, reasoning: { effort: "none" } },
+    modelSettings: { toolChoice: "lookup", parallelToolCalls: false, temperature: 0, maxTokens: 600, reasoning: { effort: "none" } },
     tools: [agentTool({ name: "lookup", description: "Find an order", parameters: z.object({ id: z.number().int().min(1) }), execute: async ({ id }) => (calls.push(id), `order ${id}: shipped`) })],
     outputType: Weather,
   });

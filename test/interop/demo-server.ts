@@ -1,0 +1,24 @@
+import { rmSync } from "node:fs";
+import { validateConfig } from "../../src/config";
+import { memoryLogger } from "../../src/log";
+import { startServer, type RunningServer } from "../../src/main";
+import { tempDir } from "../helpers/app";
+
+/** `serve --demo` on a free port in a temp data dir, with the first-start key the banner prints. */
+export async function startDemoServer(): Promise<{ server: RunningServer; key: string; close(): Promise<void> }> {
+  const dir = tempDir("appliance-interop-");
+  const banner: string[] = [];
+  const server = await startServer(
+    validateConfig({ demo: true, server: { data_dir: dir, port: 0 }, engines: { device: "cpu", threads: 1 }, rentals: { discover: false } }),
+    { logger: memoryLogger(), banner: (l) => banner.push(l) },
+  );
+  const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+  return {
+    server,
+    key,
+    async close() {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
