@@ -32,39 +32,29 @@ export interface ChatModelSpec {
 /** The vocabulary all presets share (the embedded corpus yields ~1400 tokens). */
 const VOCAB_SIZE = 2048;
 
+/** Tiny and fast: for unit and API tests. */
+const TINY = {
+  name: "appliance-qwen3-chat-tiny",
+  contextLength: 8192,
+  embedding: 64,
+  blocks: 2,
+  heads: 4,
+  kvHeads: 2,
+  headDim: 16,
+  feedForward: 128,
+  vocabSize: VOCAB_SIZE,
+  matrixType: "f16" as const,
+  seed: 1,
+};
+
 export const CHAT_PRESETS = {
-  /** Tiny and fast: for unit and API tests. */
-  chat: {
-    name: "appliance-qwen3-chat-tiny",
-    contextLength: 8192,
-    embedding: 64,
-    blocks: 2,
-    heads: 4,
-    kvHeads: 2,
-    headDim: 16,
-    feedForward: 128,
-    vocabSize: VOCAB_SIZE,
-    matrixType: "f16",
-    seed: 1,
-  },
+  chat: TINY,
   /**
    * The tiny chat model with a trained context that holds a coding agent's prompt (Claude Code's
    * first request: ~23k tokens of prompt and max_tokens 32000): the demo's `demo-chat`. Its KV
    * cache is 256 bytes a token (2 blocks × 2 KV heads × 16 × K and V in F16): 16 MiB for 65,536.
    */
-  "long-chat": {
-    name: "appliance-qwen3-long-chat",
-    contextLength: 65536,
-    embedding: 64,
-    blocks: 2,
-    heads: 4,
-    kvHeads: 2,
-    headDim: 16,
-    feedForward: 128,
-    vocabSize: VOCAB_SIZE,
-    matrixType: "f16",
-    seed: 1,
-  },
+  "long-chat": { ...TINY, name: "appliance-qwen3-long-chat", contextLength: 65536 },
   /** Same size class with a larger trained context. */
   "small-chat": {
     name: "appliance-qwen3-small-chat",
