@@ -181,7 +181,7 @@ export function toConverterSchema(input: unknown, param: string, lenient = false
       case "format":
         // A pattern beside a format is the constraint (zod's .email() sends both); the format is then an annotation.
         if (typeof v !== "string") drop(k, "must be a string");
-        else if (FORMAT_PATTERNS[v]) {
+        else if (Object.hasOwn(FORMAT_PATTERNS, v)) {
           if (schema.pattern === undefined) out.pattern = FORMAT_PATTERNS[v];
         } else if (CONVERTER_FORMATS.has(v)) out[k] = v;
         else drop(k, `"${v}" is not one of ${[...CONVERTER_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(", ")}`);
@@ -253,7 +253,7 @@ const ANY: JsonSchema = { oneOf: [{ type: SCALARS }, { type: "array" }, { type: 
 
 /** Params for node-llama-cpp's function grammar: the hint it can express; null when nothing is constrained. */
 export function toFunctionParams(schema: JsonSchema): JsonSchema | null {
-  if (!isObject(schema) || Object.keys(schema).every((k) => ANNOTATIONS.has(k) || !(k in KEEP || ["type", "properties", "anyOf", "oneOf", "$ref", "enum", "const", "allOf"].includes(k)))) return null;
+  if (!isObject(schema) || Object.keys(schema).every((k) => ANNOTATIONS.has(k) || !(Object.hasOwn(KEEP, k) || ["type", "properties", "anyOf", "oneOf", "$ref", "enum", "const", "allOf"].includes(k)))) return null;
   return hint(schema, (schema.$defs ?? schema.definitions) as JsonSchema | undefined, 0);
 }
 
@@ -283,12 +283,12 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
   let type = s.type;
   if (type === undefined) type = s.properties ? "object" : s.items ? "array" : undefined;
   if (Array.isArray(type)) {
-    const types = type.filter((t): t is string => typeof t === "string" && t in KEEP);
+    const types = type.filter((t): t is string => typeof t === "string" && Object.hasOwn(KEEP, t));
     if (!types.length) return ANY;
     if (types.every((t) => SCALARS.includes(t) || t === "integer")) return { ...out, type: types };
     return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1, refs)) };
   }
-  if (typeof type !== "string" || !(type in KEEP)) return wrap({ ...out, ...ANY });
+  if (typeof type !== "string" || !Object.hasOwn(KEEP, type)) return wrap({ ...out, ...ANY });
   out.type = type;
   const keep = KEEP[type]!;
   const count = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;

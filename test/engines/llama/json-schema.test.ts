@@ -118,3 +118,11 @@ describe("non-strict tool parameters: what the grammar can express is still enfo
     expect(toGbnf(email, P)).toContain("root ::=");
   });
 });
+
+test("a schema whose type names a property of Object.prototype is a named 400 (the converter refuses it), not a crash", () => {
+  for (const type of ["toString", "constructor", "__proto__"]) {
+    expect(refusedAt(() => toGbnf({ type }, P))).toBe(P);
+    expect(toHintFunctionParams({ type: "object", properties: { x: { type } } }, "tools[0].function.parameters")).not.toBeNull();
+    expect(refusedAt(() => toGbnf({ type: "string", format: type }, P))).toBe(`${P}.format`);
+  }
+});
