@@ -53,7 +53,7 @@ export function toChatRequest(req: MessagesInput): ChatTranslation {
   });
   if (!messages.some((m) => m.role !== "system")) throw bad("messages", "needs at least one user or assistant message");
 
-  const choice = toToolChoice(req.tool_choice, tools);
+  const choice = toToolChoice(req.tool_choice, tools, serverRunNames(req.tools ?? undefined));
   const request: ChatRequest = {
     model: req.model,
     messages,
@@ -250,12 +250,25 @@ function unsupportedBlock(type: string, role: string, allowed: string): string {
   return `"${type}" blocks are not supported in a ${role} message on this server (${allowed} are)`;
 }
 
-/** Server-tool families named in the refusal (spec §7: the 400 names `tools[n]`). */
+/** Anthropic-defined tool families named in the refusal (spec §7: the 400 names `tools[n]`). */
 const SERVER_TOOL = /^(web_search|web_fetch|code_execution|computer|bash|text_editor|memory|tool_search)/;
+/**
+ * The tools Anthropic's servers run for the model, which it may use or not. None runs here: they
+ * are accepted and not offered *(choice, as on /v1/responses)*; naming one in tool_choice is
+ * refused. The client-run ones (bash, text_editor, computer, memory) stay refused.
+ */
+const SERVER_RUN_TOOL = /^(web_search|web_fetch|code_execution|tool_search)_/;
+
+/** The names of the server-run tools in `tools`, to refuse forcing one by name. */
+function serverRunNames(tools: Tool[] | undefined): Set<string> {
+  return new Set((tools ?? []).filter((t) => t.type != null && SERVER_RUN_TOOL.test(t.type)).map((t) => t.name ?? ""));
+}
 
 function toTools(tools: Tool[]): FunctionTool[] {
   const seen = new Set<string>();
-  return tools.map((t, n) => {
+  const out: FunctionTool[] = [];
+  tools.forEach((t, n) => {
+    if (t.type != null && SERVER_RUN_TOOL.test(t.type)) return;
     const at = `tools[${n}]`;
     if (t.type != null && t.type !== "custom") {
       const kind = SERVER_TOOL.test(t.type) ? "a server tool" : "not a custom tool";
@@ -266,7 +279,7 @@ function toTools(tools: Tool[]): FunctionTool[] {
     if (!TOOL_NAME.test(t.name)) throw bad(`${at}.name`, "must be 1–64 characters: letters, digits, _ . -");
     if (seen.has(t.name)) throw bad(`${at}.name`, `duplicate tool name "${t.name}"`);
     seen.add(t.name);
-    return {
+    out.push({
       type: "function",
       function: {
         name: t.name,
@@ -274,11 +287,12 @@ function toTools(tools: Tool[]): FunctionTool[] {
         parameters: t.input_schema,
         ...(t.strict === true ? { strict: true } : {}),
       },
-    };
+    });
   });
+  return out;
 }
 
-function toToolChoice(c: MessagesInput["tool_choice"], tools: FunctionTool[]): Pick<ChatRequest, "tool_choice" | "parallel_tool_calls"> {
+function toToolChoice(c: MessagesInput["tool_choice"], tools: FunctionTool[], serverRun: Set<string>): Pick<ChatRequest, "tool_choice" | "parallel_tool_calls"> {
   if (c == null) return {};
   const parallel = c.disable_parallel_tool_use ? { parallel_tool_calls: false } : {};
   switch (c.type) {
@@ -291,6 +305,7 @@ function toToolChoice(c: MessagesInput["tool_choice"], tools: FunctionTool[]): P
       return { tool_choice: "required", ...parallel };
     case "tool":
       if (!c.name) throw bad("tool_choice.name", 'is required when type is "tool"');
+      if (serverRun.has(c.name)) throw bad("tool_choice.name", `"${c.name}" is a server tool: accepted in \`tools\` but it does not run on this server, so it cannot be forced`);
       if (!tools.some((t) => t.function.name === c.name)) throw bad("tool_choice.name", `"${c.name}" is not in tools`);
       return { tool_choice: { type: "function", function: { name: c.name } }, ...parallel };
     default:

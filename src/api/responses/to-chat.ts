@@ -20,7 +20,7 @@ export interface ResponseEcho {
   temperature: number | null;
   text: { format: TextFormat; verbosity?: string };
   tool_choice: ToolChoice;
-  tools: (EchoFunction | { type: "namespace"; name: string; description: string | null; tools: EchoFunction[] })[];
+  tools: (EchoFunction | { type: "namespace"; name: string; description: string | null; tools: EchoFunction[] } | Record<string, unknown>)[];
   top_p: number | null;
   user: string | null;
   metadata: Record<string, string>;
@@ -85,6 +85,15 @@ const INCLUDES = new Set([
 /** Function tool fields accepted; defer_loading and the like only say when a client's tool is offered: it always is. */
 const FUNCTION_FIELDS = ["type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers", "output_schema"];
 const BUILT_IN_TOOLS = ["web_search", "file_search", "code_interpreter", "computer_use", "computer", "image_generation", "mcp", "local_shell", "shell", "apply_patch"];
+/**
+ * Built-in tools that OpenAI's servers would run on the model's behalf, which the model may use or
+ * not. None runs here, so they are accepted and not offered *(choice: Codex sends web_search by
+ * default)*: an answer without them is one the model could have given. Forcing one is refused.
+ * The client-run built-ins (shell, apply_patch, computer) are the agent's own way to act and stay
+ * refused: dropping them would leave an agent with nothing to do.
+ */
+const SERVER_RUN_TOOLS = ["web_search", "file_search", "code_interpreter", "image_generation", "mcp"];
+const isBuiltIn = (type: string, list: readonly string[]) => list.find((b) => type === b || type.startsWith(`${b}_`));
 
 export function toChatRequest(req: ResponsesRequest): ChatTranslation {
   checkTopLevel(req);
@@ -168,6 +177,7 @@ function toTools(tools: Tool[], names: OutputOptions["names"]): FunctionTool[] {
   };
   tools.forEach((t, i) => {
     const at = `tools[${i}]`;
+    if (isBuiltIn(t.type, SERVER_RUN_TOOLS)) return;
     if (t.type !== "namespace") return add(toTool(t, at), at);
     // A namespace groups function tools: each is offered, under its namespaced name (namespacedName).
     allow(t, ["type", "name", "description", "tools"], at);
@@ -187,12 +197,15 @@ function toTools(tools: Tool[], names: OutputOptions["names"]): FunctionTool[] {
 
 function echoTools(tools: Tool[]): ResponseEcho["tools"] {
   const fn = (t: Tool): EchoFunction => ({ type: "function", name: t.name!, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null });
-  return tools.map((t) => (t.type === "namespace" ? { type: "namespace", name: t.name!, description: t.description ?? null, tools: (t.tools ?? []).map(fn) } : fn(t)));
+  return tools.map((t) => {
+    if (t.type === "namespace") return { type: "namespace", name: t.name!, description: t.description ?? null, tools: (t.tools ?? []).map(fn) };
+    return t.type === "function" ? fn(t) : { ...t }; // a server-run built-in, repeated as sent
+  });
 }
 
 function toTool(t: Omit<Tool, "tools">, at: string): FunctionTool {
   if (t.type !== "function") {
-    const builtIn = BUILT_IN_TOOLS.find((b) => t.type === b || t.type.startsWith(`${b}_`));
+    const builtIn = isBuiltIn(t.type, BUILT_IN_TOOLS);
     throw bad(at, builtIn
       ? `the built-in tool "${t.type}" is not available on this server; only function tools are supported`
       : `tools of type "${t.type}" are not supported; only function tools are`);
@@ -217,7 +230,10 @@ function toToolChoice(c: ToolChoice | null | undefined, tools: FunctionTool[]): 
     if (c === "required" && tools.length === 0) throw bad("tool_choice", '"required" needs at least one function tool in `tools`');
     return c;
   }
-  if (c.type !== "function") throw bad("tool_choice.type", `only a function can be chosen ("${c.type}" is not available on this server)`);
+  if (c.type !== "function") {
+    const why = isBuiltIn(c.type, SERVER_RUN_TOOLS) ? "it is accepted in `tools` but does not run on this server, so it cannot be forced" : "it is not available on this server";
+    throw bad("tool_choice.type", `only a function can be chosen ("${c.type}": ${why})`);
+  }
   allow(c, ["type", "name", "namespace"], "tool_choice");
   if (!c.name) throw bad("tool_choice.name", "is required");
   const ns = (c as { namespace?: unknown }).namespace;

@@ -53,13 +53,13 @@ describe("error types through the official client", () => {
     expect(err.apiMessage).toContain("claude-nope");
   });
 
-  test("a server tool is BadRequestError naming tools[n]", async () => {
+  test("a client-run Anthropic tool is BadRequestError naming tools[n]", async () => {
     const err = await sdkError(
       client.messages.create({
         model: "chat",
         max_tokens: 1,
         messages: hi,
-        tools: [{ name: "f", input_schema: { type: "object" } }, { type: "web_search_20250305", name: "web_search" }],
+        tools: [{ name: "f", input_schema: { type: "object" } }, { type: "bash_20250124", name: "bash" }],
       }),
     );
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);

@@ -182,6 +182,13 @@ describe("translation", () => {
     expect(toChatRequest(base()).thinking).toBe("off");
   });
 
+  test("server-run tools (web search, web fetch, code execution, tool search) are accepted and not offered", () => {
+    const tools = [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }, weather, { type: "web_fetch_20250910", name: "web_fetch" }, { type: "code_execution_20250825", name: "code_execution" }, { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" }];
+    const { request } = toChatRequest(base({ tools, tool_choice: { type: "auto" } }));
+    expect(request.tools!.map((t) => t.function.name)).toEqual([weather.name]);
+    expect(request.tool_choice).toBe("auto");
+  });
+
   test("count_tokens bodies need no max_tokens", () => {
     const body = { model: "chat", messages: [{ role: "user", content: "hi" }], system: "be brief" };
     expect(Value.Check(CountTokensRequest, body)).toBe(true);
@@ -193,12 +200,10 @@ describe("translation", () => {
 describe("refusals name the parameter", () => {
   const server = (type: string, extra: Record<string, unknown> = {}) => ({ type, name: type.split("_")[0], ...extra });
   test.each([
-    { name: "a web search server tool", input: base({ tools: [weather, server("web_search_20250305")] }), param: "tools[1]" },
-    { name: "a code execution server tool", input: base({ tools: [server("code_execution_20250825")] }), param: "tools[0]" },
     { name: "a computer use tool", input: base({ tools: [server("computer_20250124", { display_width_px: 1024 })] }), param: "tools[0]" },
-    { name: "a bash tool", input: base({ tools: [server("bash_20250124")] }), param: "tools[0]" },
+    { name: "a bash tool", input: base({ tools: [weather, server("bash_20250124")] }), param: "tools[1]" },
+    { name: "tool_choice forcing a server-run tool", input: base({ tools: [weather, server("web_search_20250305")], tool_choice: { type: "tool", name: "web" } }), param: "tool_choice.name" },
     { name: "a text editor tool", input: base({ tools: [server("text_editor_20250728")] }), param: "tools[0]" },
-    { name: "a web fetch tool", input: base({ tools: [server("web_fetch_20250910")] }), param: "tools[0]" },
     { name: "a tool without input_schema", input: base({ tools: [{ name: "f" }] }), param: "tools[0]" },
     { name: "a tool name the chat layer cannot carry", input: base({ tools: [{ ...weather, name: "has space" }] }), param: "tools[0].name" },
     { name: "a duplicate tool name", input: base({ tools: [weather, weather] }), param: "tools[1].name" },
@@ -238,8 +243,8 @@ describe("refusals name the parameter", () => {
   });
 
   test("the server-tool refusal says what the tool is", () => {
-    expect(refusal(base({ tools: [{ type: "web_search_20250305", name: "web_search" }] })).message).toBe(
-      'tools[0]: "web_search_20250305" is a server tool; only custom tools with an input_schema are supported on this server',
+    expect(refusal(base({ tools: [{ type: "bash_20250124", name: "bash" }] })).message).toBe(
+      'tools[0]: "bash_20250124" is a server tool; only custom tools with an input_schema are supported on this server',
     );
   });
 });
@@ -320,6 +325,16 @@ describe("client request fixtures (test/fixtures/requests)", () => {
     expect(request.chat_template_kwargs).toEqual({ enable_thinking: true });
     expect(request.tools!.map((x) => x.function.name)).toEqual(["Bash", "TodoWrite"]);
     expect(request.max_tokens).toBe(32000);
+    expect(Value.Check(ChatRequest, request)).toBe(true);
+    expect(() => toChatJob(request)).not.toThrow();
+  });
+  test("Claude Code 2.1.331's recorded first request (test/interop/agents.test.ts): every tool offered, thinking on and not shown, a valid chat job", () => {
+    const { body } = load("messages-claude-code-recorded.json");
+    expect([...Value.Errors(MessagesRequest, body)]).toEqual([]);
+    const { request, thinking } = toChatRequest(body);
+    expect(thinking).toBe("omitted"); // display: "omitted"
+    expect(request.chat_template_kwargs).toEqual({ enable_thinking: true });
+    expect(request.tools!.map((x) => x.function.name)).toEqual(body.tools.map((x: { name: string }) => x.name));
     expect(Value.Check(ChatRequest, request)).toBe(true);
     expect(() => toChatJob(request)).not.toThrow();
   });

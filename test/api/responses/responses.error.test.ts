@@ -31,7 +31,7 @@ describe("named 400s", () => {
   const table: [string, Record<string, unknown>, string, string][] = [
     ["previous_response_id", { previous_response_id: "resp_abc" }, "previous_response_id", "not stored"],
     ["conversation", { conversation: "conv_abc" }, "conversation", "not stored"],
-    ["a built-in tool", { tools: [{ type: "web_search_preview" }] }, "tools[0]", '"web_search_preview"'],
+    ["a client-run built-in tool", { tools: [{ type: "local_shell" }] }, "tools[0]", '"local_shell"'],
     ["background mode", { background: true }, "background", "background mode"],
     ["an unknown field", { frobnicate: "k" }, "frobnicate", "unsupported"],
     ["truncation auto", { truncation: "auto" }, "truncation", "disabled"],

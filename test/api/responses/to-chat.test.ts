@@ -4,7 +4,8 @@ import { ApiError } from "../../../src/api/http/errors";
 import { ChatRequest } from "../../../src/api/openai/chat-schema";
 import { ResponsesRequest } from "../../../src/api/responses/schema";
 import { decodeThought, encodeThought } from "../../../src/api/responses/reasoning";
-import { toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";
+import { namespacedName, toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";
+import { toChatJob } from "../../../src/chat/from-request";
 
 // Every translation rule of spec §2.5 and every refusal, as tables (STYLE "Converters").
 
@@ -132,6 +133,14 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
     },
   },
   {
+    name: "server-run built-in tools (Codex sends web_search) are accepted and not offered; function tools beside them are",
+    input: {
+      tools: [{ type: "web_search", external_web_access: false }, { type: "function", name: "f" }, { type: "file_search", vector_store_ids: ["vs_1"] }, { type: "code_interpreter", container: { type: "auto" } }, { type: "image_generation" }, { type: "mcp", server_label: "x" }, { type: "web_search_preview_2025_03_11" }],
+      tool_choice: "auto",
+    },
+    expected: { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "auto" },
+  },
+  {
     name: "the fields OpenAI's clients send by default are accepted and change nothing",
     input: { max_tool_calls: 2, include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
     expected: { model: "chat", messages: [{ role: "user", content: "hi" }] },
@@ -195,7 +204,7 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "top_logprobs", input: { top_logprobs: 3 }, param: "top_logprobs", says: "log probabilities" },
   { name: "stream_options without stream", input: { stream_options: {} }, param: "stream_options", says: "only allowed when stream is true" },
   { name: "stream obfuscation", input: { stream: true, stream_options: { include_obfuscation: true } }, param: "stream_options.include_obfuscation", says: "obfuscation" },
-  ...["web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview", "image_generation", "mcp", "local_shell"].map((type) => ({
+  ...["computer_use_preview", "local_shell", "shell", "apply_patch"].map((type) => ({
     name: `the built-in tool ${type}`,
     input: { tools: [weather, { type }] },
     param: "tools[1]",
@@ -206,7 +215,9 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "an unknown field on a function tool", input: { tools: [{ ...weather, frobnicate: true }] }, param: "tools[0].frobnicate", says: "unknown" },
   { name: "an unknown tool_choice string", input: { tool_choice: "any" }, param: "tool_choice", says: "must be" },
   { name: "tool_choice required without tools", input: { tool_choice: "required" }, param: "tool_choice", says: "needs at least one" },
-  { name: "tool_choice of a built-in tool", input: { tools: [weather], tool_choice: { type: "web_search_preview" } }, param: "tool_choice.type", says: "only a function" },
+  { name: "tool_choice of a built-in tool", input: { tools: [weather], tool_choice: { type: "local_shell" } }, param: "tool_choice.type", says: "only a function" },
+  { name: "tool_choice forcing a server-run tool that is offered", input: { tools: [weather, { type: "web_search" }], tool_choice: { type: "web_search" } }, param: "tool_choice.type", says: "cannot be forced" },
+  { name: "tool_choice required with only server-run tools", input: { tools: [{ type: "web_search" }], tool_choice: "required" }, param: "tool_choice", says: "needs at least one function tool" },
   { name: "tool_choice naming a missing function", input: { tools: [weather], tool_choice: { type: "function", name: "nope" } }, param: "tool_choice.name", says: '"nope" is not in tools' },
   { name: "an unknown text.format type", input: { text: { format: { type: "yaml" } } }, param: "text.format.type", says: "must be" },
   { name: "json_schema without a name", input: { text: { format: { type: "json_schema", schema: {} } } }, param: "text.format.name", says: "is required" },
@@ -282,6 +293,11 @@ describe("echo", () => {
       user: null,
       metadata: {},
     });
+  });
+
+  test("a server-run built-in tool is repeated as sent", () => {
+    const ws = { type: "web_search", external_web_access: false };
+    expect(toChatRequest(req({ tools: [ws] })).echo.tools).toEqual([ws]);
   });
 
   test("given settings are repeated as sent; tools are echoed flat", () => {
@@ -375,6 +391,18 @@ describe("client request fixtures (test/fixtures/requests)", () => {
     expect(t.chat.chat_template_kwargs).toBeUndefined(); // effort medium: thinking on
     expect([...Value.Errors(ChatRequest, t.chat)]).toEqual([]);
     expect(t.echo.tools[2]).toMatchObject({ type: "namespace", name: "mcp__docs__", tools: [{ type: "function", name: "search" }] });
+  });
+  test("Codex 0.169.0's recorded first request (test/interop/agents.test.ts): every function tool offered, web_search left aside, the thought returned both ways", () => {
+    const { body } = load("responses-codex-recorded.json");
+    expect([...Value.Errors(ResponsesRequest, body)]).toEqual([]);
+    const t = toChatRequest(body);
+    const sent = body.tools.flatMap((x: any) => (x.type === "namespace" ? x.tools.map((f: any) => namespacedName(x.name, f.name)) : x.type === "function" ? [x.name] : []));
+    expect(t.chat.tools!.map((x) => x.function.name)).toEqual(sent);
+    expect(sent.length).toBeGreaterThan(5);
+    expect(t.echo.tools).toHaveLength(body.tools.length);
+    expect(t.output.reasoning).toEqual({ summary: true, encrypted: true });
+    expect([...Value.Errors(ChatRequest, t.chat)]).toEqual([]);
+    expect(() => toChatJob(t.chat)).not.toThrow();
   });
   test("an AI-SDK-like request: structured output with a zod-style schema, reasoning summary and include", () => {
     const body = load("responses-ai-sdk.json");

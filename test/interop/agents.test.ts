@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RunningServer } from "../../src/main";
+import { tempDir } from "../helpers/app";
+import { agentBinaries } from "./agents";
+import { startDemoServer } from "./demo-server";
+import { recordingProxy, type Recorded } from "./recording-proxy";
+
+// The coding agents people point at the appliance, their real binaries at the versions pinned in
+// agents.json (installed by test/setup-agents.sh), against `serve --demo` over HTTP with the
+// settings the README gives. A recording proxy in front of the server keeps every request they
+// send: each must be answered 2xx, and with APPLIANCE_RECORD_FIXTURES=1 the first of each is
+// written to test/fixtures/requests/ for the translation tests.
+
+const bins = agentBinaries();
+let server: RunningServer;
+let key: string;
+let close: () => Promise<void>;
+let proxy: ReturnType<typeof recordingProxy>;
+beforeAll(async () => {
+  ({ server, key, close } = await startDemoServer());
+  proxy = recordingProxy(server.url);
+}, 180_000);
+afterAll(async () => {
+  proxy?.stop();
+  await close?.();
+});
+
+/** Runs an agent to the end (or kills it after `limitMs`) with only the given environment. */
+async function run(cmd: string[], env: Record<string, string>, cwd: string, limitMs = 240_000) {
+  const p = Bun.spawn(cmd, { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => p.kill("SIGKILL"), limitMs);
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** The requests recorded while `fn` ran. */
+async function recording<T>(fn: () => Promise<T>): Promise<{ result: T; sent: Recorded[] }> {
+  const from = proxy.requests.length;
+  const result = await fn();
+  return { result, sent: proxy.requests.slice(from) };
+}
+
+function keepFixture(name: string, r: Recorded) {
+  if (process.env.APPLIANCE_RECORD_FIXTURES !== "1") return;
+  writeFileSync(join(import.meta.dir, "../fixtures/requests", name), JSON.stringify({ method: r.method, path: r.path, headers: r.headers, body: r.body }, null, 1) + "\n");
+}
+
+const summary = (sent: Recorded[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");
+
+describe("Claude Code", () => {
+  test(`claude -p (${bins.pins["@anthropic-ai/claude-code"]}) finishes a turn with exit 0, every request it sends answered 2xx`, async () => {
+    const home = tempDir("appliance-claude-");
+    mkdirSync(join(home, "work"));
+    try {
+      const version = await run([bins.claude, "--version"], { HOME: home }, home);
+      expect(version.stdout).toContain(bins.pins["@anthropic-ai/claude-code"]);
+      const { result, sent } = await recording(() =>
+        run(
+          [bins.claude, "-p", "say hi", "--model", "demo-chat"],
+          {
+            HOME: home,
+            CLAUDE_CONFIG_DIR: join(home, ".claude"),
+            ANTHROPIC_BASE_URL: proxy.url,
+            ANTHROPIC_API_KEY: key,
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+            DISABLE_TELEMETRY: "1",
+            // The README's settings: the demo model's window, and a smaller output cap so a
+            // random-weights answer ends in seconds (Claude Code asks 32,000 by default).
+            CLAUDE_CODE_MAX_CONTEXT_TOKENS: "65536",
+            CLAUDE_CODE_MAX_OUTPUT_TOKENS: "1024",
+          },
+          join(home, "work"),
+        ),
+      );
+      expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
+      const turns = sent.filter((r) => r.path.startsWith("/v1/messages"));
+      expect(turns.length).toBeGreaterThan(0);
+      expect(sent.filter((r) => r.status >= 300)).toEqual([]);
+      // What makes this Claude Code's request and not a simple one: its tools, adaptive thinking, a long prompt.
+      const first = turns[0]!.body as { tools: unknown[]; thinking: { type: string }; max_tokens: number; stream: boolean; system: unknown[] };
+      expect(first.tools.length).toBeGreaterThan(5);
+      expect(first.thinking.type).toBe("adaptive");
+      expect(first.max_tokens).toBe(1024);
+      expect(first.stream).toBe(true);
+      expect(JSON.stringify(first).length).toBeGreaterThan(20_000);
+      keepFixture("messages-claude-code-recorded.json", turns[0]!);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
+
+describe("Codex CLI", () => {
+  test(`codex exec (${bins.pins["@openai/codex"]}) finishes a turn with exit 0, every request it sends answered 2xx`, async () => {
+    const home = tempDir("appliance-codex-");
+    const codexHome = join(home, ".codex");
+    mkdirSync(codexHome);
+    mkdirSync(join(home, "work"));
+    // The README's config.toml, as a user writes it.
+    writeFileSync(
+      join(codexHome, "config.toml"),
+      [
+        'model = "demo-chat"',
+        'model_provider = "appliance"',
+        "",
+        "[model_providers.appliance]",
+        'name = "Appliance"',
+        `base_url = "${proxy.url}/v1"`,
+        'env_key = "APPLIANCE_API_KEY"',
+        'wire_api = "responses"',
+        "",
+      ].join("\n"),
+    );
+    try {
+      const version = await run([bins.codex, "--version"], { HOME: home }, home);
+      expect(version.stdout).toContain(bins.pins["@openai/codex"]);
+      const { result, sent } = await recording(() =>
+        run([bins.codex, "exec", "--skip-git-repo-check", "say hi"], { HOME: home, CODEX_HOME: codexHome, APPLIANCE_API_KEY: key }, join(home, "work")),
+      );
+      expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
+      const turns = sent.filter((r) => r.path === "/v1/responses");
+      expect(turns.length).toBeGreaterThan(0);
+      expect(sent.filter((r) => r.status >= 300)).toEqual([]);
+      // What Codex sends by default: the thought back encrypted, a namespace group, a web_search tool.
+      const first = turns[0]!.body as { include: string[]; store: boolean; stream: boolean; tools: { type: string }[]; reasoning: { summary: string } };
+      expect(first.include).toContain("reasoning.encrypted_content");
+      expect(first.store).toBe(false);
+      expect(first.stream).toBe(true);
+      expect(first.tools.map((t) => t.type)).toEqual(expect.arrayContaining(["function", "namespace", "web_search"]));
+      keepFixture("responses-codex-recorded.json", turns[0]!);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 300_000);
+});

@@ -1,0 +1,26 @@
+import { existsSync, readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import pins from "./agents.json";
+
+// Where test/setup-agents.sh installed the pinned coding agents, and their native binaries.
+
+const DIR = process.env.APPLIANCE_AGENTS_DIR ?? resolve(import.meta.dir, "../../.cache/agents");
+const modules = join(DIR, "node_modules");
+
+function platformPackage(scope: string, prefix: string): string | null {
+  const at = join(modules, scope);
+  const name = existsSync(at) ? readdirSync(at).find((n) => n.startsWith(prefix)) : undefined;
+  return name ? join(at, name) : null;
+}
+
+/** The claude and codex binaries at their pinned versions; throws saying how to install them. */
+export function agentBinaries(): { claude: string; codex: string; pins: typeof pins } {
+  const claudePkg = platformPackage("@anthropic-ai", "claude-code-linux-");
+  const codexPkg = platformPackage("@openai", "codex-linux-");
+  const codexVendor = codexPkg && existsSync(join(codexPkg, "vendor")) ? readdirSync(join(codexPkg, "vendor"))[0] : undefined;
+  const claude = claudePkg && join(claudePkg, "claude");
+  const codex = codexPkg && codexVendor && join(codexPkg, "vendor", codexVendor, "bin", "codex");
+  if (!claude || !existsSync(claude) || !codex || !existsSync(codex))
+    throw new Error(`the coding agents are not installed in ${DIR}: run test/setup-agents.sh (part of the README's test command)`);
+  return { claude, codex, pins };
+}
