@@ -37,6 +37,7 @@ export function toChatJob(req: ChatRequest): ChatJob {
     stream,
     // Spec §2.4/§6: a stream carries usage; `stream_options.include_usage: false` opts out.
     includeUsage: stream && req.stream_options?.include_usage !== false,
+    ...(req.prompt_cache_key ? { cacheKey: req.prompt_cache_key } : {}),
   };
 }
 

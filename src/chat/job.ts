@@ -76,6 +76,8 @@ export interface ChatJob {
   sampling: Sampling;
   stream: boolean;
   includeUsage: boolean;
+  /** The client's prompt_cache_key: the request prefers the worker slot that last served the same key. */
+  cacheKey?: string;
 }
 
 /** What an engine reports while generating. */

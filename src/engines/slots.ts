@@ -4,7 +4,8 @@ import { retryHeaders } from "../billing/limits";
 // Worker slots of one model (spec §7 "every worker for the model is busy"). A request takes the
 // free slot whose cached tokens share the longest prefix with its prompt (least recently used on
 // a tie, so other slots keep their caches; with `adjacency`, a slot beside a busy one first among
-// those within `adjacency.margin` tokens of the longest); when none is free it waits in a short FIFO queue, and
+// those within `adjacency.margin` tokens of the longest; before both, the slot that last served
+// the request's cache key, within the same margin); when none is free it waits in a short FIFO queue, and
 // past the queue's length or wait → 429. Batch work (spec §8) waits in a queue of its own,
 // without bound or time limit, and gets a freed slot only when no live request waits for it.
 // A lease is released exactly once, whatever happens.
@@ -37,15 +38,29 @@ export interface PoolOptions {
   adjacency?: { margin: number };
 }
 
+export interface AcquireOptions {
+  batch?: boolean;
+  /** The client's cache key (prompt_cache_key): the slot that last served it is preferred. */
+  key?: string;
+}
+
+interface Free<S> {
+  slot: S;
+  usedAt: number;
+  /** The cache key of the request this slot last served. */
+  key?: string;
+}
+
 interface Waiter {
   tokens: readonly number[];
+  key?: string;
   resolve(lease: Lease<any>): void;
   reject(e: unknown): void;
   timer?: ReturnType<typeof setTimeout>;
 }
 
 export class SlotPool<S extends PoolSlot> {
-  private free: { slot: S; usedAt: number }[];
+  private free: Free<S>[];
   private queue: Waiter[] = [];
   private batchQueue: Waiter[] = [];
   private tick = 0;
@@ -65,17 +80,17 @@ export class SlotPool<S extends PoolSlot> {
     return { total: this.slots.length, busy: this.slots.length - this.free.length, queued: this.queue.length, batchQueued: this.batchQueue.length };
   }
 
-  acquire(tokens: readonly number[], signal?: AbortSignal, opts: { batch?: boolean } = {}): Promise<Lease<S>> {
+  acquire(tokens: readonly number[], signal?: AbortSignal, opts: AcquireOptions = {}): Promise<Lease<S>> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.free.length > 0) return Promise.resolve(this.take(tokens));
-    if (opts.batch) return this.wait(this.batchQueue, tokens, signal);
+    if (this.free.length > 0) return Promise.resolve(this.take(tokens, opts.key));
+    if (opts.batch) return this.wait(this.batchQueue, tokens, opts.key, signal);
     if (this.queue.length >= this.opts.maxQueue) return Promise.reject(this.busy());
-    return this.wait(this.queue, tokens, signal, this.opts.maxWaitMs);
+    return this.wait(this.queue, tokens, opts.key, signal, this.opts.maxWaitMs);
   }
 
-  private wait(queue: Waiter[], tokens: readonly number[], signal?: AbortSignal, maxWaitMs?: number): Promise<Lease<S>> {
+  private wait(queue: Waiter[], tokens: readonly number[], key: string | undefined, signal?: AbortSignal, maxWaitMs?: number): Promise<Lease<S>> {
     return new Promise((resolve, reject) => {
-      const waiter: Waiter = { tokens, resolve, reject };
+      const waiter: Waiter = { tokens, key, resolve, reject };
       if (maxWaitMs !== undefined) waiter.timer = setTimeout(() => this.drop(queue, waiter, this.busy()), maxWaitMs);
       queue.push(waiter);
       signal?.addEventListener("abort", () => this.drop(queue, waiter, signal.reason), { once: true });
@@ -106,10 +121,11 @@ export class SlotPool<S extends PoolSlot> {
     w.reject(reason);
   }
 
-  private take(tokens: readonly number[]): Lease<S> {
+  private take(tokens: readonly number[], key?: string): Lease<S> {
     const prefixes = this.free.map((f) => f.slot.sharedPrefix(tokens));
     const longest = Math.max(...prefixes);
     const margin = this.opts.adjacency?.margin;
+    const keyed = this.free.map((f, i) => key !== undefined && f.key === key && prefixes[i]! >= longest - (margin ?? 0));
     const free = new Set(this.free.map((f) => f.slot));
     const busy = (at: number) => at >= 0 && at < this.slots.length && !free.has(this.slots[at]!);
     const beside = this.free.map((f, i) => {
@@ -117,8 +133,10 @@ export class SlotPool<S extends PoolSlot> {
       const at = this.slots.indexOf(f.slot);
       return busy(at - 1) || busy(at + 1);
     });
-    // beside a busy slot first (within the margin), then the longest prefix, then least recently used
+    // the key's own slot first, then beside a busy slot (both within the margin), then the longest
+    // prefix, then least recently used
     const better = (i: number, j: number) => {
+      if (keyed[i] !== keyed[j]) return keyed[i]!;
       if (beside[i] !== beside[j]) return beside[i]!;
       if (prefixes[i] !== prefixes[j]) return prefixes[i]! > prefixes[j]!;
       return this.free[i]!.usedAt < this.free[j]!.usedAt;
@@ -126,7 +144,7 @@ export class SlotPool<S extends PoolSlot> {
     let best = 0;
     for (let i = 1; i < this.free.length; i++) if (better(i, best)) best = i;
     const bestPrefix = prefixes[best]!;
-    const [{ slot }] = this.free.splice(best, 1) as [{ slot: S; usedAt: number }];
+    const [{ slot }] = this.free.splice(best, 1) as [Free<S>];
     let released = false;
     return {
       slot,
@@ -134,12 +152,12 @@ export class SlotPool<S extends PoolSlot> {
       release: () => {
         if (released) return;
         released = true;
-        this.free.push({ slot, usedAt: ++this.tick });
+        this.free.push({ slot, usedAt: ++this.tick, key });
         // Live requests first; batch work only takes a slot nobody live is waiting for.
         const next = this.queue.shift() ?? this.batchQueue.shift();
         if (next) {
           clearTimeout(next.timer);
-          next.resolve(this.take(next.tokens));
+          next.resolve(this.take(next.tokens, next.key));
         }
       },
     };

@@ -59,9 +59,9 @@ describe("translation", () => {
     { name: "no reasoning_effort: the model's default", input: base(), expected: { thinking: null } },
     { name: "template kwargs win over reasoning_effort", input: base({ reasoning_effort: "high", chat_template_kwargs: { enable_thinking: false } }), expected: { thinking: false } },
     {
-      name: "the fields clients send by default are accepted",
+      name: "the fields clients send by default are accepted; prompt_cache_key becomes the job's cache key",
       input: base({ verbosity: "low", prompt_cache_key: "k", safety_identifier: "u1", service_tier: "auto", store: false, metadata: { a: "b" } }),
-      expected: { model: "m" },
+      expected: { model: "m", cacheKey: "k" },
     },
     { name: "streams carry usage by default", input: base({ stream: true }), expected: { stream: true, includeUsage: true } },
     { name: "include_usage false is respected", input: base({ stream: true, stream_options: { include_usage: false } }), expected: { includeUsage: false } },

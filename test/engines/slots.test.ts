@@ -134,3 +134,36 @@ test("without adjacency, busy neighbours do not matter", async () => {
   // s1 is beside the busy s0 but was used more recently than s2
   expect((await p.acquire([3])).slot.name).toBe("s2");
 });
+
+test("a request with a cache key takes the slot that last served the same key, not the least recently used", async () => {
+  const p = pool([new FakeSlot("a"), new FakeSlot("b")]);
+  const first = await p.acquire([1], undefined, { key: "session-1" });
+  expect(first.slot.name).toBe("a");
+  first.release();
+  const second = await p.acquire([2], undefined, { key: "session-2" });
+  expect(second.slot.name).toBe("b");
+  second.release();
+  // a is the least recently used, but b served session-2
+  expect((await p.acquire([3], undefined, { key: "session-2" })).slot.name).toBe("b");
+});
+
+test("a cache key does not outweigh a slot that holds more of the prompt", async () => {
+  const a = new FakeSlot("a");
+  const b = new FakeSlot("b", [5, 6, 7]);
+  const p = pool([a, b]);
+  (await p.acquire([9], undefined, { key: "k" })).release(); // LRU tie: a served k
+  expect((await p.acquire([5, 6, 7, 8], undefined, { key: "k" })).slot.name).toBe("b");
+});
+
+test("a request that waited for a slot marks it with its cache key", async () => {
+  const p = pool([new FakeSlot("a"), new FakeSlot("b")], 2);
+  const a = await p.acquire([1]);
+  const b = await p.acquire([2]);
+  const waiting = p.acquire([3], undefined, { key: "z" });
+  b.release(); // the waiter gets b
+  const z = await waiting;
+  expect(z.slot.name).toBe("b");
+  a.release();
+  z.release(); // a is now the least recently used; b served z
+  expect((await p.acquire([4], undefined, { key: "z" })).slot.name).toBe("b");
+});

@@ -53,8 +53,8 @@ export interface ChatTranslation {
 const SUPPORTED = new Set([
   "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "max_output_tokens",
   "reasoning", "temperature", "top_p", "stream", "stream_options", "store", "metadata", "user", "include",
-  // Accepted and not acted on: none changes the answer (README). prompt_cache_key needs nothing:
-  // a slot is already chosen by the longest cached prefix of the prompt, which is what the key groups.
+  // prompt_cache_key: passed on (a request prefers the slot that served its key). The others are
+  // accepted and not acted on: none changes the answer (README).
   "prompt_cache_key", "client_metadata", "safety_identifier", "service_tier",
   // Caps calls to built-in tools only (OpenAI), and none run here: nothing to cap.
   "max_tool_calls",
@@ -120,6 +120,7 @@ export function toChatRequest(req: ResponsesRequest): ChatTranslation {
     ...(format && { response_format: format }),
     ...(thinkingOff && { chat_template_kwargs: { enable_thinking: false } }),
     ...(req.user !== undefined && { user: req.user }),
+    ...(req.prompt_cache_key != null && { prompt_cache_key: req.prompt_cache_key }),
   };
   const echo: ResponseEcho = {
     instructions: req.instructions ?? null,

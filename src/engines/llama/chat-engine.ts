@@ -300,7 +300,7 @@ export class LlamaChatEngine implements ChatEngine {
       promptTokens: promptTokens.length,
       maxTokens,
       acquire: async (signal?: AbortSignal, opts?: { batch?: boolean }): Promise<ChatLease> => {
-        const lease = await s.pool.acquire(promptTokens, signal, opts);
+        const lease = await s.pool.acquire(promptTokens, signal, { ...opts, key: job.cacheKey });
         const sequence = lease.slot.sequence;
         const batch = opts?.batch === true;
         s.gate?.leased(sequence, batch);

@@ -141,9 +141,9 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
     expected: { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "auto" },
   },
   {
-    name: "the fields OpenAI's clients send by default are accepted and change nothing",
+    name: "the fields OpenAI's clients send by default are accepted; prompt_cache_key is passed on to choose the slot",
     input: { max_tool_calls: 2, include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
-    expected: { model: "chat", messages: [{ role: "user", content: "hi" }] },
+    expected: { model: "chat", messages: [{ role: "user", content: "hi" }], prompt_cache_key: "k" },
   },
   { name: "flat function tools become chat tools", input: { tools: [{ type: "function", name: "f" }] }, expected: { tools: [{ type: "function", function: { name: "f" } }] } },
   { name: "tool_choice none", input: { tools: [weather], tool_choice: "none" }, expected: { tools: [chatWeather], tool_choice: "none" } },
