@@ -5,7 +5,7 @@ import type { RunningServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { agentBinaries } from "./agents";
 import { startDemoServer } from "./demo-server";
-import { recordingProxy, type Recorded } from "./recording-proxy";
+import { keepFixture, recordingProxy, type Recorded } from "./recording-proxy";
 
 // The coding agents people point at the appliance, their real binaries at the versions pinned in
 // agents.json (installed by test/setup-agents.sh), against `serve --demo` over HTTP with the
@@ -41,11 +41,6 @@ async function recording<T>(fn: () => Promise<T>): Promise<{ result: T; sent: Re
   const from = proxy.requests.length;
   const result = await fn();
   return { result, sent: proxy.requests.slice(from) };
-}
-
-function keepFixture(name: string, r: Recorded) {
-  if (process.env.APPLIANCE_RECORD_FIXTURES !== "1") return;
-  writeFileSync(join(import.meta.dir, "../fixtures/requests", name), JSON.stringify({ method: r.method, path: r.path, headers: r.headers, body: r.body }, null, 1) + "\n");
 }
 
 const summary = (sent: Recorded[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");

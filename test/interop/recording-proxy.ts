@@ -1,3 +1,7 @@
+import { expect } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+
 /** One request a client sent, as it reached the server (credentials left out), and the status it got. */
 export interface Recorded {
   method: string;
@@ -14,7 +18,13 @@ const SECRET_HEADERS = new Set(["authorization", "x-api-key", "cookie"]);
  * was answered with, streaming the answer through unchanged: what a real client sends is then
  * both asserted on and kept as a fixture.
  */
-export function recordingProxy(target: string): { url: string; requests: Recorded[]; stop(): void } {
+export function recordingProxy(target: string): {
+  url: string;
+  requests: Recorded[];
+  /** Runs `fn` and gives the requests recorded meanwhile (one test at a time). */
+  recording<T>(fn: () => Promise<T>): Promise<{ result: T; sent: Recorded[] }>;
+  stop(): void;
+} {
   const requests: Recorded[] = [];
   const server = Bun.serve({
     port: 0,
@@ -38,5 +48,30 @@ export function recordingProxy(target: string): { url: string; requests: Recorde
       return new Response(answer.body, { status: answer.status, headers: answer.headers });
     },
   });
-  return { url: `http://127.0.0.1:${server.port}`, requests, stop: () => server.stop(true) };
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    requests,
+    async recording(fn) {
+      const from = requests.length;
+      const result = await fn();
+      return { result, sent: requests.slice(from) };
+    },
+    stop: () => server.stop(true),
+  };
+}
+
+/**
+ * Writes one recorded request ({method, path, headers, body}) to test/fixtures/requests/<name>
+ * for the translation tests — only with APPLIANCE_RECORD_FIXTURES=1, so an ordinary run never
+ * rewrites the fixtures.
+ */
+export function keepFixture(name: string, r: Recorded) {
+  if (process.env.APPLIANCE_RECORD_FIXTURES !== "1") return;
+  writeFileSync(join(import.meta.dir, "../fixtures/requests", name), JSON.stringify({ method: r.method, path: r.path, headers: r.headers, body: r.body }, null, 1) + "\n");
+}
+
+/** At least one request was sent, and every one was answered 2xx (the refused ones listed if not). */
+export function expectAnswered(sent: Recorded[]) {
+  expect(sent.length).toBeGreaterThan(0);
+  expect(sent.filter((r) => r.status >= 300).map((r) => `${r.method} ${r.path} → ${r.status}`)).toEqual([]);
 }
