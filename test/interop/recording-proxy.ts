@@ -11,7 +11,8 @@ export interface Recorded {
   status: number;
 }
 
-const SECRET_HEADERS = new Set(["authorization", "x-api-key", "cookie"]);
+/** Credentials, and what changes on every run (the proxy's port, the body's length). */
+const LEFT_OUT_HEADERS = new Set(["authorization", "x-api-key", "cookie", "host", "content-length"]);
 
 /**
  * An HTTP proxy in front of `target` that keeps every request a client sends and the status it
@@ -42,7 +43,7 @@ export function recordingProxy(target: string): {
       } catch {}
       const kept: Record<string, string> = {};
       req.headers.forEach((v, k) => {
-        if (!SECRET_HEADERS.has(k)) kept[k] = v;
+        if (!LEFT_OUT_HEADERS.has(k)) kept[k] = v;
       });
       requests.push({ method: req.method, path: url.pathname + url.search, headers: kept, body, status: answer.status });
       return new Response(answer.body, { status: answer.status, headers: answer.headers });
