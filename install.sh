@@ -8,6 +8,9 @@
 #   - the executable (`bun run build`: dist/appliance + dist/lib) installed under
 #     PREFIX/lib/appliance/current, `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
 #   - a default config (~/.config/appliance/config.toml) and data dir, and with --systemd a unit
+#   - on an NVIDIA host (or with --cuda): NVIDIA's redistributable CUDA 13 runtime, cuBLAS, cuDNN and
+#     onnxruntime's CUDA provider (pinned, SHA-256 checked, resumable; src/build/cuda-libs.ts) into
+#     the installed lib/, so a host with only the driver runs on the GPU; --cuda-libs DIR offline
 #   - a report of what the host offers CUDA
 # Safe to run again: every step checks what is already there.
 set -euo pipefail
@@ -17,16 +20,20 @@ PREFIX="${HOME}/.local"
 VISION=1
 CUDA=auto
 SYSTEMD=0
+CUDA_LIBS_DIR=""
 
 usage() {
   cat <<USAGE
-usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--systemd]
+usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--cuda-libs DIR] [--systemd]
 
   --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance (the executable,
                  with its lib/ in DIR/lib/appliance/current), DIR/bin/bun
   --no-vision    do not build the llama addon (vision models then refuse to load, and chat
                  runs without its CPU threadpool and native sampling: slower on small machines)
-  --cuda         ship node-llama-cpp's CUDA backends (default: only when an NVIDIA GPU is present)
+  --cuda         ship node-llama-cpp's CUDA backends and fetch the CUDA libraries they and
+                 onnxruntime's CUDA provider load (default: only when an NVIDIA GPU is present)
+  --cuda-libs DIR  as --cuda, taking those archives from DIR instead of downloading them
+                 (offline hosts; \`bun src/build/cuda-libs.ts --list\` names them)
   --cpu-only     ship the CPU backends only
   --systemd      write a systemd unit (user unit; system unit when run as root)
 USAGE
@@ -39,6 +46,8 @@ while [ $# -gt 0 ]; do
     --no-vision) VISION=0; shift ;;
     --cuda) CUDA=1; shift ;;
     --cpu-only) CUDA=0; shift ;;
+    --cuda-libs) [ $# -ge 2 ] || { usage >&2; exit 2; }; CUDA_LIBS_DIR="$2"; CUDA=1; shift 2 ;;
+    --cuda-libs=*) CUDA_LIBS_DIR="${1#--cuda-libs=}"; CUDA=1; shift ;;
     --systemd) SYSTEMD=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -99,6 +108,24 @@ say "building the executable${BUILD_FLAGS:+ (CPU backends only)}"
 DEST="$PREFIX/lib/appliance/current"
 rm -rf "$DEST.new"
 cp -R "$CHECKOUT/dist" "$DEST.new" || die "cannot copy the executable into $DEST.new"
+# 3b. The CUDA libraries (lib/cuda, linked beside libggml-cuda.so and libonnxruntime.so.1). The
+#     previous install's are carried over (hard links), so a second run fetches nothing. A failure
+#     leaves the new install without them: everything then runs on the CPU.
+if [ "$CUDA" = 1 ]; then
+  if [ -d "$DEST/lib/cuda" ] && [ ! -e "$DEST.new/lib/cuda" ]; then
+    cp -al "$DEST/lib/cuda" "$DEST.new/lib/cuda" 2>/dev/null || cp -a "$DEST/lib/cuda" "$DEST.new/lib/cuda" || rm -rf "$DEST.new/lib/cuda"
+  fi
+  if [ -n "$CUDA_LIBS_DIR" ]; then
+    [ -d "$CUDA_LIBS_DIR" ] || die "--cuda-libs: $CUDA_LIBS_DIR is not a folder"
+    CUDA_LIBS_DIR="$(cd "$CUDA_LIBS_DIR" && pwd)"
+    say "installing the CUDA libraries from $CUDA_LIBS_DIR"
+  else
+    say "installing the CUDA libraries (NVIDIA's redistributables and onnxruntime's CUDA provider; about 2 GiB the first time, resumed if cut)"
+  fi
+  if ! (cd "$CHECKOUT" && "$BUN" src/build/cuda-libs.ts --lib "$DEST.new/lib" ${CUDA_LIBS_DIR:+--from "$CUDA_LIBS_DIR"}); then
+    say "warning: the CUDA libraries were not installed (see above): the engines run on the CPU until ./install.sh --cuda succeeds"
+  fi
+fi
 "$DEST.new/appliance" --version >/dev/null 2>&1 || die "the built executable does not run: $DEST.new/appliance --version"
 rm -rf "$DEST.old"
 [ ! -e "$DEST" ] || mv "$DEST" "$DEST.old"
@@ -166,12 +193,12 @@ gpu_report() {
   if [ -z "$gpus" ]; then say "GPU: nvidia-smi is present but lists no GPU (driver/library mismatch?)"; return; fi
   cuda="$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n1)"
   say "GPU: $gpus; driver $driver (supports CUDA ${cuda:-?})"
-  local libs; libs="$( (ldconfig -p 2>/dev/null; for d in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64; do ls "$d" 2>/dev/null; done) )"
-  for lib in libcudart.so.13 libcublas.so.13 libcudart.so.12 libcublas.so.12 libcudnn.so.9; do
+  local libs; libs="$( (ldconfig -p 2>/dev/null; for d in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64 "$DEST/lib/cuda"; do ls "$d" 2>/dev/null; done) )"
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libcudnn.so.9; do
     if printf '%s\n' "$libs" | grep -q "$lib"; then say "  present: $lib"; else say "  missing: $lib"; fi
   done
-  say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13; ONNX models need CUDA 12 + cuDNN 9 and the onnxruntime CUDA provider (README \"GPU hosts\")"
-  local ort="$CHECKOUT/node_modules/onnxruntime-node/bin/napi-v6/linux/x64"
+  say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13; ONNX models need those, cuRAND, cuDNN 9 and the onnxruntime CUDA provider (./install.sh --cuda installs them all)"
+  local ort="$DEST/lib/onnxruntime-node/bin/napi-v6/linux/x64"
   if [ -e "$ort/libonnxruntime_providers_cuda.so" ]; then say "  present: onnxruntime CUDA provider"; else say "  missing: onnxruntime CUDA provider ($ort/libonnxruntime_providers_cuda.so)"; fi
   [ "$CUDA" = 1 ] || say "  note: the executable was built with CPU backends only (--cuda to include CUDA)"
 }

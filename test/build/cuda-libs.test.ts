@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { cudaLibFolders, cudaLibsFixCommand, cudaPreloadOrder, installCudaLibs, missingCudaLibs } from "../../src/build/cuda-libs";
 import { CUDA_DESTINATIONS, CUDA_MANIFEST, type CudaManifest } from "../../src/build/cuda-libs-manifest";
+import { preloadCudaLibs } from "../../src/engines/cuda-preload";
 import { tempDir } from "../helpers/app";
 
 // Stand-in archives with the layout of NVIDIA's redistributables (`<name>-archive/lib/...`, with
@@ -243,4 +244,12 @@ test("the real manifest pins a SHA-256 and a source for every archive, with NVID
     expect(a.file.startsWith(a.root)).toBe(true);
     expect(a.take.every((g) => g.startsWith("lib/") && !g.includes("stubs"))).toBe(true);
   }
+});
+
+test("preloading: a real library loads, a missing one is reported with the loader's message", () => {
+  const libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6"].find((p) => existsSync(p))!;
+  expect(preloadCudaLibs([libm])).toEqual([]);
+  const failed = preloadCudaLibs([join(root, "nope", "libcudart.so.13")]);
+  expect(failed.length).toBe(1);
+  expect(failed[0]!.error).toContain("libcudart.so.13");
 });
