@@ -26,7 +26,11 @@ export const ModelManifest = T.Object(
     slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
     price: T.Optional(ModelPrice),
     load: T.Union([T.Literal("start"), T.Literal("first_use")], { default: "start", description: "when the engine loads the model" }),
-    device: T.Optional(T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda")], { description: "default engines.device" })),
+    device: T.Optional(
+      T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda"), T.Literal("vulkan"), T.Literal("webgpu")], {
+        description: 'default engines.device; "vulkan" for chat models only, "webgpu" for embedding, classifier and image models only (see manifestProblems)',
+      }),
+    ),
     // Chat engine (llama.cpp) settings.
     gpu_layers: T.Optional(T.Union([T.Literal("auto"), T.Integer({ minimum: 0 })], { description: "layers offloaded to CUDA; auto by default" })),
     threads: T.Optional(T.Integer({ minimum: 1, description: "compute threads; default engines.threads" })),
@@ -37,6 +41,23 @@ export const ModelManifest = T.Object(
   { additionalProperties: false },
 );
 export type ModelManifest = Static<typeof ModelManifest>;
+
+const article = (kind: ModelKind) => (kind === "embedding" || kind === "image" ? "an" : "a");
+const ONNX_KINDS: readonly ModelKind[] = ["embedding", "classifier", "image"];
+
+/**
+ * What the schema alone cannot see because it depends on `kind`: each problem names its field, so
+ * the config reports it as `models[i].<field>: <message>`. A device is one engine's backend:
+ * "vulkan" is llama.cpp's (chat), "webgpu" ONNX Runtime's (embedding, classifier, image).
+ */
+export function manifestProblems(m: Pick<ModelManifest, "kind" | "device">): { field: keyof ModelManifest; message: string }[] {
+  const onnx = ONNX_KINDS.includes(m.kind);
+  if (m.device === "webgpu" && !onnx)
+    return [{ field: "device", message: `"webgpu" is ONNX Runtime's provider, for embedding, classifier and image models; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "vulkan"` }];
+  if (m.device === "vulkan" && onnx)
+    return [{ field: "device", message: `"vulkan" is the chat engine's backend; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "webgpu" (ONNX Runtime's WebGPU provider, over Vulkan)` }];
+  return [];
+}
 
 /**
  * How many requests may wait for a busy worker of `m`, and for how long. Image models wait longer

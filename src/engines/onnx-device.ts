@@ -1,13 +1,20 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { ApiError } from "../api/http/errors";
 import type { Logger } from "../log";
-import type { Device } from "./llama/runtime";
 
 // The device for ONNX Runtime sessions, chosen explicitly (platform notes: transformers.js's
 // "auto"/"gpu" resolve to CUDA on Linux and fail without the provider, with no CPU fallback).
 // CUDA needs the provider libraries beside libonnxruntime.so.1; onnxruntime-node's install script
 // (which would download them) is blocked, so a GPU host copies them in (README "GPU hosts").
+// WebGPU (Dawn over Vulkan) is bundled with onnxruntime-node 1.30 on linux-x64; it is used only
+// when a model asks for it: "auto" never picks it until it has been verified on a real GPU.
+
+/** What a model (or `[engines] device`) may ask of ONNX Runtime. */
+export type OnnxDevice = "auto" | "cpu" | "cuda" | "webgpu";
+/** Where an ONNX model's sessions are created. */
+export type OnnxBackend = "cpu" | "cuda" | "webgpu";
 
 export const CUDA_PROVIDER_FILES = ["libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"];
 
@@ -32,25 +39,117 @@ function nvidiaPresent(): boolean {
   return existsSync("/dev/nvidiactl") || existsSync("/proc/driver/nvidia/version");
 }
 
-/** "cuda" only when asked (or "auto" on an NVIDIA host) and the provider files are there; logged either way. */
-export function resolveOnnxDevice(wanted: Device, modelId: string, logger: Logger): "cpu" | "cuda" {
-  const dir = onnxRuntimeLibDir();
-  const provider = cudaProviderPresent(dir);
-  if (wanted === "cpu") {
+/** What the decision looks at; tests pass their own. */
+export interface OnnxHostFacts {
+  nvidia: boolean;
+  /** The folder holding libonnxruntime.so.1, null when not found. */
+  libDir: string | null;
+  cudaProvider: boolean;
+}
+
+export function onnxHostFacts(): OnnxHostFacts {
+  const libDir = onnxRuntimeLibDir();
+  return { nvidia: nvidiaPresent(), libDir, cudaProvider: cudaProviderPresent(libDir) };
+}
+
+/**
+ * The backend for one model, logged either way. `wanted` is the manifest's `device`, else
+ * `[engines] device`; that may say "vulkan" (a chat-engine backend), which for ONNX models means
+ * what "auto" means. "cuda" only when asked (or "auto" on an NVIDIA host) and the provider files
+ * are there; "webgpu" only when asked — whether an adapter exists is found at load (probeWebGpu).
+ */
+export function resolveOnnxDevice(
+  wanted: OnnxDevice | "vulkan",
+  modelId: string,
+  logger: Logger,
+  facts: OnnxHostFacts = onnxHostFacts(),
+): OnnxBackend {
+  if (wanted === "vulkan") logger.info("onnx device: vulkan is a chat-engine backend; ONNX models take it as auto", { model: modelId });
+  const asked = wanted === "vulkan" ? "auto" : wanted;
+  if (asked === "cpu") {
     logger.info("onnx device", { model: modelId, device: "cpu", reason: "configured" });
     return "cpu";
   }
-  if (wanted === "cuda" || nvidiaPresent()) {
-    if (provider) {
+  if (asked === "webgpu") {
+    logger.info("onnx device", { model: modelId, device: "webgpu", reason: "configured" });
+    return "webgpu";
+  }
+  if (asked === "cuda" || facts.nvidia) {
+    if (facts.cudaProvider) {
       logger.info("onnx device", { model: modelId, device: "cuda" });
       return "cuda";
     }
     logger.warn("onnx device: CUDA wanted but the onnxruntime CUDA provider is missing; using CPU", {
       model: modelId,
-      missing: CUDA_PROVIDER_FILES.map((f) => join(dir ?? "<onnxruntime-node>/bin", f)),
+      missing: CUDA_PROVIDER_FILES.map((f) => join(facts.libDir ?? "<onnxruntime-node>/bin", f)),
     });
     return "cpu";
   }
   logger.info("onnx device", { model: modelId, device: "cpu", reason: "no NVIDIA device" });
   return "cpu";
+}
+
+/**
+ * A model that asked for a device this host does not have. Its load fails with this (503
+ * model_unavailable on every request for it); the start goes on and other models keep serving.
+ */
+export class DeviceUnavailableError extends ApiError {
+  constructor(message: string) {
+    super("model_unavailable", message);
+    this.name = "DeviceUnavailableError";
+  }
+}
+
+/** An identity graph on one float (opset 17): the smallest model a WebGPU session can be made for. */
+async function probeModel(): Promise<Uint8Array> {
+  const { onnx } = await import("onnx-proto");
+  const value = (name: string) => ({ name, type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }] } } } });
+  return onnx.ModelProto.encode({
+    irVersion: 8,
+    opsetImport: [{ domain: "", version: 17 }],
+    graph: { name: "webgpu-probe", node: [{ opType: "Identity", input: ["x"], output: ["y"] }], input: [value("x")], output: [value("y")] },
+  }).finish();
+}
+
+let webGpu: Promise<string | null> | null = null;
+
+/**
+ * Whether onnxruntime-node's WebGPU provider finds an adapter: null when it does, else why not.
+ * The cheapest real test it offers is a session with the webgpu provider (Dawn asks for an adapter
+ * there; about 0.1–0.2 s). Asked once per process: adapters do not come and go while it runs.
+ */
+export function probeWebGpu(): Promise<string | null> {
+  webGpu ??= (async () => {
+    await import("./onnx-telemetry"); // before ONNX Runtime starts: no telemetry, no mat-debug log
+    const ort = await import("onnxruntime-node");
+    try {
+      const session = await ort.InferenceSession.create(await probeModel(), { executionProviders: ["webgpu"], logSeverityLevel: 4 });
+      await session.release();
+      return null;
+    } catch (e) {
+      // ORT prefixes the source location and the failed check: keep Dawn's own words.
+      const message = (e as Error).message;
+      const at = message.indexOf("Failed to get a WebGPU adapter");
+      return (at >= 0 ? message.slice(at) : message).trim();
+    }
+  })();
+  return webGpu;
+}
+
+const refusedLogged = new WeakMap<Logger, Set<string>>();
+
+/**
+ * Throws DeviceUnavailableError when `device` is webgpu and no adapter is found; logged once per
+ * model (every request for it tries the load again and gets the same refusal).
+ */
+export async function requireOnnxDevice(device: OnnxBackend, what: string, modelId: string, logger: Logger): Promise<void> {
+  if (device !== "webgpu") return;
+  const missing = await probeWebGpu();
+  if (missing === null) return;
+  const message = `${what} "${modelId}" cannot load: no WebGPU adapter found: ${missing}; set device = "cpu" or "cuda" in its manifest`;
+  const logged = refusedLogged.get(logger) ?? new Set<string>();
+  refusedLogged.set(logger, logged);
+  if (!logged.has(modelId)) logger.error("onnx device: no WebGPU adapter", { model: modelId, error: message });
+  logged.add(modelId);
+  throw new DeviceUnavailableError(message);
 }

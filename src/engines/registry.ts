@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
 import type { ModelKind, ModelManifest, RetiredModel } from "./manifest";
+import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
 
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
@@ -107,7 +108,8 @@ export function createRegistry(
     /**
      * Loads every model whose manifest says `load = "start"` and whose kind has an engine. A file
      * the engine cannot read stops the start with one line naming the model and its files, not
-     * the engine library's own error and stack.
+     * the engine library's own error and stack; a device the model asked for and this host lacks
+     * (DeviceUnavailableError) leaves only that model unavailable.
      */
     async loadAtStart(): Promise<void> {
       for (const [i, m] of models.entries()) {
@@ -115,6 +117,9 @@ export function createRegistry(
         try {
           await registry.engine(m.id, m.kind).load();
         } catch (e) {
+          // The model asked for a device this host lacks (its engine logged why): the others serve,
+          // and every request for it gets the same refusal.
+          if (e instanceof DeviceUnavailableError) continue;
           const files = Object.keys(m.files).map((role) => `${role} ${file(m, role)}`).join(", ");
           const why = e instanceof Error ? e.message : String(e);
           throw new ConfigError(`models[${i}] "${m.id}": cannot load its files (${files}): ${why}`);

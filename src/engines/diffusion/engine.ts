@@ -3,6 +3,7 @@ import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
 import type { EngineStats, ImageEngine, ImageRequest } from "../types";
 import { ImageWorker } from "./image-worker";
+import { DeviceUnavailableError, requireOnnxDevice, type OnnxBackend } from "../onnx-device";
 
 // One image model: a fixed number of image workers (manifest `slots`), each a thread with its own
 // pipeline, behind a SlotPool whose refusal is 503 image_workers_busy with Retry-After (spec §7).
@@ -14,7 +15,7 @@ export interface DiffusionEngineOptions {
   slots: number;
   /** Threads of each worker's ONNX Runtime sessions. */
   threads: number;
-  device: "cpu" | "cuda";
+  device: OnnxBackend;
   maxQueue: number;
   maxWaitMs: number;
   logger: Logger;
@@ -39,7 +40,7 @@ export class DiffusionImageEngine implements ImageEngine {
   get loaded(): boolean {
     return this.isLoaded;
   }
-  get device(): "cpu" | "cuda" | undefined {
+  get device(): OnnxBackend | undefined {
     return this.isLoaded ? this.opts.device : undefined;
   }
 
@@ -47,6 +48,8 @@ export class DiffusionImageEngine implements ImageEngine {
     this.loading ??= (async () => {
       const started = performance.now();
       try {
+        // Asked for WebGPU: no adapter fails the load with the reason (never a quiet CPU model).
+        await requireOnnxDevice(this.opts.device, "image model", this.modelId, this.opts.logger);
         const [info] = await Promise.all(this.workers.map((w) => w.start()));
         this.isLoaded = true;
         this.opts.logger.info("image model loaded", {
@@ -58,6 +61,7 @@ export class DiffusionImageEngine implements ImageEngine {
         });
       } catch (e) {
         this.loading = null;
+        if (e instanceof DeviceUnavailableError) throw e;
         this.opts.logger.error("image model failed to load", { model: this.modelId, dir: this.opts.dir, error: (e as Error).message });
         throw new ApiError("model_unavailable", `image model "${this.modelId}" could not be loaded; see the server log`);
       }

@@ -4,6 +4,7 @@ import type { ImageRequest } from "../types";
 import type { PipelineInfo } from "./pipeline";
 import { workerUrl } from "../worker-url";
 import type { FromWorker, ToWorker } from "./worker-protocol";
+import type { OnnxBackend } from "../onnx-device";
 
 // The server-side handle of one image worker thread: starts it and has it load the pipeline,
 // sends it one job at a time, and stops a job when its client leaves. A job's promise settles only
@@ -14,7 +15,7 @@ export interface ImageWorkerOptions {
   modelId: string;
   index: number;
   dir: string;
-  device: "cpu" | "cuda";
+  device: OnnxBackend;
   threads: number;
   logger: Logger;
 }

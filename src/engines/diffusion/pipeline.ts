@@ -7,6 +7,7 @@ import { encodePng, toRgb } from "./png";
 import { createScheduler, type Schedule, type ScheduleOptions } from "./scheduler";
 import { PromptEncoder, type PromptEmbedding } from "./text-encoder";
 import { inputMeta, toFloat32, toTensor, type InputMeta } from "./tensors";
+import type { OnnxBackend } from "../onnx-device";
 
 // Text-to-image on a diffusers-style ONNX export, in TypeScript: prompt → text encoder
 // (transformers.js) → seeded noise latents [1, C, H/8, W/8] → `steps` denoiser runs, each followed
@@ -15,7 +16,7 @@ import { inputMeta, toFloat32, toTensor, type InputMeta } from "./tensors";
 // Everything after the seed is deterministic, so the same request gives the same bytes.
 
 export interface PipelineOptions {
-  device: "cpu" | "cuda";
+  device: OnnxBackend;
   /** ONNX Runtime intra-op threads of each session (inter-op: 1). */
   threads: number;
   /** Told when CUDA was asked for but could not be used. */
@@ -28,7 +29,7 @@ export interface PipelineInfo {
   latentChannels: number;
   scaleFactor: number;
   maxPromptTokens: number;
-  device: "cpu" | "cuda";
+  device: OnnxBackend;
 }
 
 export class GenerationStopped extends Error {
@@ -68,13 +69,13 @@ export class DiffusionPipeline {
     try {
       return await DiffusionPipeline.open(folder, schedule, opts.device, opts.threads);
     } catch (e) {
-      if (opts.device !== "cuda") throw e;
+      if (opts.device !== "cuda") throw e; // WebGPU is only ever asked for by name: no fallback
       opts.onFallback?.((e as Error).message);
       return DiffusionPipeline.open(folder, schedule, "cpu", opts.threads);
     }
   }
 
-  private static async open(folder: ModelFolder, schedule: (o: ScheduleOptions) => Schedule, device: "cpu" | "cuda", threads: number) {
+  private static async open(folder: ModelFolder, schedule: (o: ScheduleOptions) => Schedule, device: OnnxBackend, threads: number) {
     const options: ort.InferenceSession.SessionOptions = {
       executionProviders: [device],
       intraOpNumThreads: threads,

@@ -2,6 +2,7 @@ import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-
 import * as transformers from "@huggingface/transformers";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { OnnxBackend } from "../onnx-device";
 
 // The prompt → embeddings half of the pipeline, through transformers.js: the export's own
 // tokenizer (tokenizer/tokenizer.json), padded to its max length and truncated there as diffusers
@@ -19,7 +20,7 @@ export interface PromptEmbedding {
 }
 
 export interface TextEncoderOptions {
-  device: "cpu" | "cuda";
+  device: OnnxBackend;
   threads: number;
 }
 

@@ -1,6 +1,7 @@
 import type { Dtype, Pooling } from "./model-folder";
 import { normalise, poolAndNormalise, softmax } from "./pooling";
-import { sessionOptions, transformersRuntime, type OnnxDevice } from "./runtime";
+import type { OnnxBackend } from "../onnx-device";
+import { sessionOptions, transformersRuntime } from "./runtime";
 
 // The worker thread that owns one model's ONNX session. onnxruntime-node's run() computes on the
 // calling thread, so on the main thread every batch would stall the whole server (chat streams
@@ -13,7 +14,7 @@ export type Head = { task: "embedding"; pooling: Pooling } | { task: "classifier
 export interface LoadMessage {
   type: "load";
   folder: string;
-  device: OnnxDevice;
+  device: OnnxBackend;
   threads: number;
   dtype: Dtype;
   padId: number;
@@ -35,7 +36,7 @@ export interface RunMessage {
 export type WorkerRequest = LoadMessage | RunMessage | { type: "unload" };
 
 export type WorkerReply =
-  | { type: "loaded"; device: OnnxDevice; fallback?: string }
+  | { type: "loaded"; device: OnnxBackend; fallback?: string }
   | { type: "result"; id: number; width: number; data: Float32Array | Float64Array; calls: number }
   | { type: "failed"; id: number | null; message: string }
   | { type: "unloaded" };
@@ -76,16 +77,17 @@ async function handle(m: WorkerRequest): Promise<void> {
   }
 }
 
-async function load(m: LoadMessage): Promise<{ device: OnnxDevice; fallback?: string }> {
+async function load(m: LoadMessage): Promise<{ device: OnnxBackend; fallback?: string }> {
   T = await transformersRuntime();
   const Auto = m.head.task === "classifier" ? T.AutoModelForSequenceClassification : T.AutoModel;
-  const open = (device: OnnxDevice) =>
+  const open = (device: OnnxBackend) =>
     Auto.from_pretrained(m.folder, { local_files_only: true, device, dtype: m.dtype, session_options: sessionOptions(device, m.threads) });
   let fallback: string | undefined;
   try {
     model = await open(m.device);
   } catch (e) {
     // CUDA wanted but unusable (provider, driver): CPU rather than no model; the main thread logs it.
+    // WebGPU is only ever asked for by name: its failure is the load's failure.
     if (m.device !== "cuda") throw e;
     fallback = (e as Error).message;
     model = await open("cpu");

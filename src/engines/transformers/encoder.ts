@@ -3,7 +3,8 @@ import type { Head, RunMessage, WorkerReply, WorkerRequest } from "./encoder-wor
 import type { BatchLimits } from "./micro-batcher";
 import type { Dtype } from "./model-folder";
 import { workerUrl } from "../worker-url";
-import { transformersRuntime, type OnnxDevice } from "./runtime";
+import { requireOnnxDevice, type OnnxBackend } from "../onnx-device";
+import { transformersRuntime } from "./runtime";
 
 // One encoder model: its tokenizer on the main thread (requests are counted and checked before
 // any credit is reserved) and its ONNX session in a worker thread (encoder-worker.ts), so a run
@@ -14,7 +15,7 @@ export interface EncoderOptions {
   modelId: string;
   /** The model folder, HF layout (manifest files.model). */
   folder: string;
-  device: OnnxDevice;
+  device: OnnxBackend;
   threads: number;
   /** The manifest's max_context: the engine serves min(this, the folder's own limit). */
   maxContext?: number;
@@ -35,7 +36,7 @@ export type Tokenizer = Awaited<ReturnType<Transformers["AutoTokenizer"]["from_p
 
 export interface Loaded {
   tokenizer: Tokenizer;
-  device: OnnxDevice;
+  device: OnnxBackend;
 }
 
 /**
@@ -66,7 +67,7 @@ export class Encoder {
   private loading: Promise<Loaded> | null = null;
   private worker: Worker | null = null;
   private waiters = new Map<number, Waiter>();
-  private onLoad: { resolve(r: { device: OnnxDevice; fallback?: string }): void; reject(e: Error): void } | null = null;
+  private onLoad: { resolve(r: { device: OnnxBackend; fallback?: string }): void; reject(e: Error): void } | null = null;
   private onUnload: (() => void) | null = null;
   private nextId = 1;
   private idleTimer: ReturnType<typeof setTimeout> | null = null;
@@ -83,8 +84,8 @@ export class Encoder {
   get loaded(): boolean {
     return this.state !== null;
   }
-  /** The device the session really runs on (CPU after a CUDA fallback). */
-  get device(): OnnxDevice | undefined {
+  /** The device the session really runs on (CPU after a CUDA fallback; WebGPU never falls back). */
+  get device(): OnnxBackend | undefined {
     return this.state?.device;
   }
 
@@ -97,11 +98,13 @@ export class Encoder {
   private async doLoad(): Promise<Loaded> {
     const o = this.opts;
     const started = performance.now();
+    // Asked for WebGPU: no adapter fails the load with the reason (never a quiet CPU model).
+    await requireOnnxDevice(o.device, `${this.task} model`, o.modelId, o.logger);
     const { dtype, head, describe } = this.setup();
     const t = await transformersRuntime();
     const tokenizer = await t.AutoTokenizer.from_pretrained(o.folder, { local_files_only: true });
     const worker = this.start();
-    const { device, fallback } = await new Promise<{ device: OnnxDevice; fallback?: string }>((resolve, reject) => {
+    const { device, fallback } = await new Promise<{ device: OnnxBackend; fallback?: string }>((resolve, reject) => {
       this.onLoad = { resolve, reject };
       this.post({ type: "load", folder: o.folder, device: o.device, threads: o.threads, dtype, padId: tokenizer.pad_token_id ?? 0, head });
     }).catch((e) => {

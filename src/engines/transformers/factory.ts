@@ -17,7 +17,7 @@ import { DEFAULT_BATCH_LIMITS, type BatchLimits } from "./micro-batcher";
 export interface TransformersFactoryOptions {
   /** Micro-batching limits (tests and benchmarks). */
   batch?: Partial<BatchLimits>;
-  /** Padded tokens per model call; default 256 on CPU, one call per batch on CUDA. */
+  /** Padded tokens per model call; default 256 on CPU, one call per batch on CUDA and WebGPU. */
   callTokens?: number;
 }
 
@@ -45,7 +45,7 @@ export function transformersFactories(
       threads: m.threads ?? threads,
       maxContext: m.max_context,
       batch: limits,
-      callTokens: extra.callTokens ?? (device === "cuda" ? limits.maxTokens : CPU_CALL_TOKENS),
+      callTokens: extra.callTokens ?? (device === "cpu" ? CPU_CALL_TOKENS : limits.maxTokens),
       logger,
     };
   };

@@ -4,6 +4,8 @@ import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-
 // reads as a local directory, so env.localModelPath is not needed and nothing global is shared
 // with other engines that load their own folders).
 
+import type { OnnxBackend } from "../onnx-device";
+
 type Transformers = typeof import("@huggingface/transformers");
 let loaded: Promise<Transformers> | null = null;
 
@@ -19,12 +21,14 @@ export function transformersRuntime(): Promise<Transformers> {
   return loaded;
 }
 
-export type OnnxDevice = "cpu" | "cuda";
-
-/** ONNX Runtime session options: the device's provider and explicit thread counts (platform rule: always set threads). */
-export function sessionOptions(device: OnnxDevice, threads: number) {
+/**
+ * ONNX Runtime session options: the device's provider and explicit thread counts (platform rule:
+ * always set threads). On CUDA and WebGPU, nodes the provider has no kernel for run on the CPU
+ * (ONNX Runtime's own placement); the model as a whole never falls back from WebGPU.
+ */
+export function sessionOptions(device: OnnxBackend, threads: number) {
   return {
-    executionProviders: device === "cuda" ? [{ name: "cuda" as const }] : ["cpu"],
+    executionProviders: device === "cpu" ? ["cpu"] : [{ name: device }],
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     graphOptimizationLevel: "all" as const,
