@@ -101,9 +101,10 @@ const Rentals = T.Object(
 
 const Engines = T.Object(
   {
-    device: T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda")], {
+    device: T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda"), T.Literal("vulkan")], {
       default: "auto",
-      description: "auto: CUDA when an NVIDIA device is present and usable, else CPU",
+      description:
+        "auto: CUDA when an NVIDIA device is present and usable, else Vulkan (chat models) when a Vulkan GPU is present and usable, else CPU",
     }),
     threads: T.Integer({ default: 0, minimum: 0, description: "compute threads per model; 0 = one per CPU core" }),
   },

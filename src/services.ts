@@ -25,7 +25,7 @@ import type { Launcher } from "./rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
 import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
-import { inferenceGpus, reservedNodes } from "./rentals/reserved";
+import { gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { createRentalsService, type RentalsService } from "./rentals/service";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
@@ -105,7 +105,7 @@ export function createServices(
     maxHours: r.max_hours,
     readyTimeoutMs: r.ready_timeout_s * 1000,
     // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts).
-    reserved: () => reservedNodes(nodes, inferenceGpuSet, registry.engines().some((e) => e.loaded && e.device === "cuda")),
+    reserved: () => reservedNodes(nodes, gpusInUse(registry.engines(), inferenceGpuSet, opts.discoveredGpus ?? []), true),
   });
   return {
     config,

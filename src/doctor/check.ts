@@ -34,6 +34,8 @@ export interface Probes {
   listen(host: string, port: number): Promise<string | null>;
   /** Folders holding libggml-cuda.so in node-llama-cpp's CUDA prebuilt packages (null: not installed). */
   llamaCuda(): { primary: string | null; fallback: string | null };
+  /** Folder holding libggml-vulkan.so in node-llama-cpp's Vulkan prebuilt package (null: not installed). */
+  llamaVulkan(): string | null;
   /** The folder holding libonnxruntime.so.1 (where its CUDA provider files must be). */
   onnxLibDir(): string | null;
   /** The multimodal addon: its path when built, else null (error: its folder could not be worked out). */

@@ -4,6 +4,7 @@ import { fail, ok, type Check, type Probes } from "./check";
 import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
+import { checkVulkan, gatherVulkan } from "./vulkan";
 
 // `appliance doctor`: every check, in the order an operator fixes things. A config that does not
 // load still gets the machine checks (GPUs, CUDA); the rest need the config.
@@ -33,8 +34,8 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
   } catch (e) {
     configCheck = fail("config", (e as Error).message, "fix the config; `appliance config check` validates it");
   }
-  const [gpus, cuda] = await Promise.all([gatherGpus(probes), gatherCuda(probes)]);
-  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda)];
+  const [gpus, cuda, vulkan] = await Promise.all([gatherGpus(probes), gatherCuda(probes), gatherVulkan(probes)]);
+  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda), checkVulkan(vulkan)];
   if (loaded) {
     const { config } = loaded;
     const served: Served[] = [
@@ -43,7 +44,7 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
     ];
     const addon = probes.addon();
     checks.push(
-      checkChatEngine(config, served, gpus, cuda),
+      checkChatEngine(config, served, gpus, cuda, vulkan),
       checkOnnxEngines(config, served, gpus, cuda),
       checkImageInput(addon, served),
       checkChatDecoding(addon, served),

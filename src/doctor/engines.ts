@@ -4,6 +4,7 @@ import type { ModelKind } from "../engines/manifest";
 import { THREADPOOL_POLL } from "../engines/llama/threadpool";
 import { fail, ok, plural, warn, type Check, type Probes } from "./check";
 import { driverCudaMajor, has, providerHint, type CudaFacts, type GpuFacts } from "./gpu";
+import { vulkanUsable, type VulkanFacts } from "./vulkan";
 
 // Which backend each engine will use and why, worked out the way the engines decide at load time
 // (llama/runtime.ts, onnx-device.ts) but without loading anything: a prediction, with the reason.
@@ -12,7 +13,8 @@ import { driverCudaMajor, has, providerHint, type CudaFacts, type GpuFacts } fro
 export interface Served {
   id: string;
   kind: ModelKind;
-  device?: Device;
+  /** The manifest's device ("vulkan" is the chat engine's, "webgpu" ONNX Runtime's). */
+  device?: Device | "webgpu";
   vision?: boolean;
   /** A chat model's prompt batch (batch_size), when set. */
   batchSize?: number;
@@ -22,10 +24,10 @@ export interface Served {
 const DEFAULT_CHAT_BATCH = 512;
 
 export interface Decision {
-  device: "cpu" | "cuda";
+  device: "cpu" | "cuda" | "vulkan";
   reason: string;
-  /** Set when CUDA was wanted but will not be used: why not, and what to do. */
-  unmet?: { why: string; hint: string };
+  /** Set when a GPU backend was wanted but will not be used: which, why not, and what to do. */
+  unmet?: { wanted?: "CUDA" | "Vulkan"; why: string; hint: string };
 }
 
 const ONNX_KINDS: ModelKind[] = ["embedding", "classifier", "image"];
@@ -34,9 +36,27 @@ const cpu = (reason: string): Decision => ({ device: "cpu", reason });
 const unmet = (reason: string, why: string, hint: string): Decision => ({ device: "cpu", reason, unmet: { why, hint } });
 const noGpu = (g: GpuFacts) => ({ why: `no usable GPU (${g.problem ?? "nvidia-smi lists none"})`, hint: "see the gpus line: the driver must list the GPU first" });
 
-/** runtime.ts: CUDA when configured, or on "auto" with an NVIDIA device, and node-llama-cpp's CUDA build loads. */
-export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision {
+/**
+ * runtime.ts: CUDA when configured, or on "auto" with an NVIDIA device, and node-llama-cpp's CUDA
+ * build loads; else (on "auto", or "vulkan" configured) Vulkan where its build would find a device;
+ * else the CPU. Without Vulkan facts, Vulkan is not considered.
+ */
+export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts, v?: VulkanFacts): Decision {
   if (device === "cpu") return cpu('engines.device = "cpu"');
+  if (device === "vulkan") {
+    const u = v ? vulkanUsable(v) : { ok: false as const, why: "not probed", hint: "run `appliance doctor`" };
+    return u.ok ? { device: "vulkan", reason: `engines.device = "vulkan"; ${u.how}` } : { device: "cpu", reason: 'engines.device = "vulkan"', unmet: { wanted: "Vulkan", why: u.why, hint: u.hint } };
+  }
+  const viaCuda = cudaBackend(device, g, c);
+  if (viaCuda.device === "cuda" || device === "cuda" || !v) return viaCuda;
+  // "auto" without a usable CUDA: Vulkan where a GPU is there for it.
+  const u = vulkanUsable(v);
+  const cudaPart = viaCuda.unmet ? `CUDA not usable (${viaCuda.unmet.why})` : viaCuda.reason;
+  if (u.ok) return { device: "vulkan", reason: `${cudaPart}; ${u.how}` };
+  return viaCuda.unmet ? viaCuda : cpu(`${cudaPart}; Vulkan not usable: ${u.why}`);
+}
+
+function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decision {
   if (device === "auto" && !g.nvidiaDevice) return cpu("no NVIDIA device");
   const wanted = device === "cuda" ? 'engines.device = "cuda"' : "NVIDIA device present";
   if (!c.llamaCuda.primary && !c.llamaCuda.fallback) {
@@ -75,16 +95,16 @@ export function onnxBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision
   return { device: "cuda", reason: `${wanted}; provider files, CUDA 12 and cuDNN 9 found` };
 }
 
-const describe = (d: Decision) => (d.unmet ? `cpu (CUDA wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
+const describe = (d: Decision) => (d.unmet ? `cpu (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
 
-export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts): Check {
+export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts): Check {
   const name = "chat engine";
-  const d = chatBackend(config.engines.device, g, c);
+  const d = chatBackend(config.engines.device, g, c, v);
   const used = served.filter((m) => m.kind === "chat").length;
   const detail = `llama.cpp → ${describe(d)}; ${used ? plural(used, "chat model") : "no chat model configured"}`;
   if (!d.unmet) return ok(name, detail);
-  // Asked for CUDA outright and will not get it: the models would run, slowly, on the CPU.
-  return config.engines.device === "cuda" && used ? fail(name, detail, d.unmet.hint) : warn(name, detail, d.unmet.hint);
+  // Asked for a GPU backend outright and will not get it: the models would run, slowly, on the CPU.
+  return (config.engines.device === "cuda" || config.engines.device === "vulkan") && used ? fail(name, detail, d.unmet.hint) : warn(name, detail, d.unmet.hint);
 }
 
 export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts): Check {

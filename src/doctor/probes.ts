@@ -53,6 +53,7 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
     cores: () => availableParallelism(),
     listen: listenBriefly,
     llamaCuda,
+    llamaVulkan,
     onnxLibDir: onnxRuntimeLibDir,
     addon() {
       try {
@@ -111,4 +112,16 @@ function llamaCuda(): { primary: string | null; fallback: string | null } {
     }
   };
   return { primary: find(`@node-llama-cpp/${name}`, []), fallback: find(`@node-llama-cpp/${name}-ext`, ["fallback"]) };
+}
+
+/** node-llama-cpp's Vulkan prebuilt (`@node-llama-cpp/<platform>-<arch>-vulkan`), resolved from its own folder. */
+function llamaVulkan(): string | null {
+  const name = `${process.platform}-${process.arch}-vulkan`;
+  try {
+    const req = createRequire(join(nodeLlamaCppDir(), "package.json"));
+    const dir = join(dirname(req.resolve(`@node-llama-cpp/${name}/package.json`)), "bins", name);
+    return existsSync(join(dir, "libggml-vulkan.so")) ? dir : null;
+  } catch {
+    return null;
+  }
 }

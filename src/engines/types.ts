@@ -47,12 +47,31 @@ export interface ChatLease {
   release(): void;
 }
 
+/** Where a model computes: the CPU, or a GPU through CUDA or Vulkan (llama.cpp's backends) or WebGPU (ONNX Runtime's, over Vulkan). */
+export type ComputeDevice = "cpu" | "cuda" | "vulkan" | "webgpu";
+
+/** Where a loaded model's layers are, for /metrics and the start log. */
+export interface DevicePlacement {
+  device: ComputeDevice;
+  /** Names of the GPUs the backend computes on ([] on the CPU). */
+  gpus: readonly string[];
+  /** Layers offloaded to the GPU, of `layers`. */
+  gpuLayers: number;
+  layers: number;
+  /** The device's memory as the backend reports it (null on the CPU). */
+  memory: { used: number; total: number } | null;
+}
+
 /** Common to every engine: a model that loads at start or on first use and can be unloaded. */
 export interface ModelEngine {
   readonly modelId: string;
   readonly loaded: boolean;
-  /** Where the loaded model computes (undefined while not loaded); CUDA use reserves GPUs from rentals. */
-  readonly device?: "cpu" | "cuda";
+  /** Where the loaded model computes (undefined while not loaded); GPU use reserves GPUs from rentals. */
+  readonly device?: ComputeDevice;
+  /** Names of the GPUs a loaded model computes on (engines on a Vulkan device say; rentals match them). */
+  readonly gpus?: readonly string[];
+  /** Where a loaded model's layers are and the device's memory now (undefined while not loaded). */
+  placement?(): Promise<DevicePlacement | undefined>;
   load(): Promise<void>;
   unload(): Promise<void>;
   /** Slot use, for engines that have slots (chat, image). */

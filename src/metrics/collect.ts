@@ -24,17 +24,18 @@ interface StoreTotals {
 const totalsOf = new WeakMap<Metrics, StoreTotals>();
 
 /** The whole exposition: the process's own metrics, then what the scrape reads. */
-export function scrape(deps: ScrapeDeps): string {
+export async function scrape(deps: ScrapeDeps): Promise<string> {
   const r = new MetricsRegistry();
   collectModels(r, deps.registry);
+  await collectDevices(r, deps.registry);
   collectStore(r, deps);
   collectProcess(r);
   return deps.metrics.registry.render() + r.render();
 }
 
 /** The exposition as an HTTP response (text format 0.0.4). */
-export function scrapeResponse(deps: ScrapeDeps): Response {
-  return new Response(scrape(deps), { headers: { "content-type": CONTENT_TYPE } });
+export async function scrapeResponse(deps: ScrapeDeps): Promise<Response> {
+  return new Response(await scrape(deps), { headers: { "content-type": CONTENT_TYPE } });
 }
 
 function collectModels(r: MetricsRegistry, registry: Registry) {
@@ -54,6 +55,34 @@ function collectModels(r: MetricsRegistry, registry: Registry) {
     busy.set({ model: m.id }, s.busy);
     queue.set({ model: m.id }, s.queued);
     if (s.batchQueued !== undefined) batchQueue.set({ model: m.id }, s.batchQueued);
+  }
+}
+
+/**
+ * Where each loaded model computes (engines that say: the chat engine): the device and its GPUs as
+ * labels, layers offloaded, and the device's memory as its backend reports it (llama.cpp's
+ * getVramState: the whole device, so models sharing it report the same figures).
+ */
+async function collectDevices(r: MetricsRegistry, registry: Registry) {
+  const info = r.gauge("appliance_model_device_info", "Always 1 for a loaded model that reports its device; the device (cpu, cuda, vulkan) and its GPUs' names are in the labels.", [
+    "model",
+    "device",
+    "gpus",
+  ]);
+  const gpuLayers = r.gauge("appliance_model_gpu_layers", "Layers of a loaded model offloaded to its GPU (0 on the CPU).", ["model"]);
+  const layers = r.gauge("appliance_model_layers", "Layers of a loaded model.", ["model"]);
+  const used = r.gauge("appliance_model_device_memory_used_bytes", "Memory in use on the GPU a loaded model computes on, as its backend reports it (the whole device).", ["model", "device"]);
+  const total = r.gauge("appliance_model_device_memory_total_bytes", "Memory of the GPU a loaded model computes on, as its backend reports it.", ["model", "device"]);
+  const placements = await Promise.all(registry.engines().map(async (e) => ({ id: e.modelId, p: e.loaded ? await e.placement?.().catch(() => undefined) : undefined })));
+  for (const { id, p } of placements) {
+    if (!p) continue;
+    info.set({ model: id, device: p.device, gpus: p.gpus.join(", ") }, 1);
+    gpuLayers.set({ model: id }, p.gpuLayers);
+    layers.set({ model: id }, p.layers);
+    if (p.memory) {
+      used.set({ model: id, device: p.device }, p.memory.used);
+      total.set({ model: id, device: p.device }, p.memory.total);
+    }
   }
 }
 

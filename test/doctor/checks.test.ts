@@ -42,6 +42,7 @@ function fakeProbes(over: Partial<Probes> = {}): Probes {
     cores: () => 4,
     listen: async () => null,
     llamaCuda: () => ({ primary: null, fallback: null }),
+    llamaVulkan: () => null,
     onnxLibDir: () => null,
     addon: () => ({ path: "/opt/appliance/lib/appliance-llama.node" }),
     ...over,
@@ -343,6 +344,7 @@ describe("runDoctor", () => {
       ["config", "fail"],
       ["gpus", "ok"],
       ["cuda runtime", "ok"],
+      ["vulkan", "ok"],
     ]);
     expect(report.checks[0]!.detail).toContain("server.port: Expected integer");
   });
@@ -353,6 +355,7 @@ describe("runDoctor", () => {
       "ok config",
       "ok gpus",
       "ok cuda runtime",
+      "ok vulkan",
       "ok chat engine",
       "ok onnx engines",
       "ok image input",

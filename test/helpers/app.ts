@@ -38,6 +38,7 @@ export function testApp(
     clock?: Clock;
     engines?: (config: Config, logger: Logger) => EngineFactories;
     override?: (deps: AppDeps) => Partial<AppDeps>;
+    discoveredGpus?: import("../../src/rentals/inventory").DiscoveredGpu[];
   } = {},
 ): TestApp {
   const dir = tempDir();
@@ -45,7 +46,7 @@ export function testApp(
   config.models_dir = dir;
   const db = openStore(dir, { synchronous: "normal" });
   const logger = memoryLogger();
-  let deps = createServices(config, db, { clock: opts.clock, logger, engines: opts.engines?.(config, logger) });
+  let deps = createServices(config, db, { clock: opts.clock, logger, engines: opts.engines?.(config, logger), discoveredGpus: opts.discoveredGpus });
   if (opts.override) deps = { ...deps, ...opts.override(deps) };
   const app = createApp(deps);
   return {

@@ -40,6 +40,10 @@ export interface ChatTestOptions {
   /** More model manifests served beside the chat ones. */
   extraModels?: Record<string, unknown>[];
   clock?: import("../../src/clock").Clock;
+  /** engines.device (default "cpu"); the Vulkan tests set "vulkan". */
+  device?: "cpu" | "vulkan";
+  /** GPUs as nvidia-smi would list them, for the rental inventory. */
+  discoveredGpus?: import("../../src/rentals/inventory").DiscoveredGpu[];
 }
 
 export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {
@@ -48,7 +52,7 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
   const t = testApp({
     config: {
       ...o.config,
-      engines: { device: "cpu", threads: 1 },
+      engines: { device: o.device ?? "cpu", threads: 1 },
       models: [
         { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 4096, slots: o.slots ?? 2, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "small-chat", name: "Tiny small chat", kind: "chat", files: { model: small }, max_context: 16384, slots: 1, load: "first_use" },
@@ -57,6 +61,7 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
       ],
     },
     clock: o.clock,
+    discoveredGpus: o.discoveredGpus,
     engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testTokenBias: testBias }) }),
   });
   return Object.assign(t, {

@@ -18,7 +18,7 @@ import { imagesOf } from "../../chat/images";
 import type { ChatJob } from "../../chat/job";
 import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
-import type { ChatEngine, ChatLease, PreparedChat } from "../types";
+import type { ChatEngine, ChatLease, ComputeDevice, DevicePlacement, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
 import { batchOrder, DecodeGate } from "./decode-gate";
 import { generate } from "./generate";
@@ -71,7 +71,9 @@ interface Loaded {
   thinks: boolean;
   /** Rows of token_embd.weight: token ids at or above it do not exist. */
   vocabularySize: number;
-  device: "cpu" | "cuda";
+  /** Where the layers are: the runtime's GPU backend when any layer is offloaded, else the CPU. */
+  device: ComputeDevice;
+  gpus: string[];
   projector: Projector | null;
   /** null when the llama addon is not built (logged at load). */
   threadpool: Threadpool | null;
@@ -117,6 +119,17 @@ export class LlamaChatEngine implements ChatEngine {
   get device() {
     return this.state?.device;
   }
+  get gpus() {
+    return this.state?.gpus;
+  }
+
+  async placement(): Promise<DevicePlacement | undefined> {
+    const s = this.state;
+    if (!s) return undefined;
+    const { llama } = await this.opts.runtime();
+    const memory = s.device === "cpu" ? null : await llama.getVramState().then((v) => ({ used: v.used, total: v.total }), () => null);
+    return { device: s.device, gpus: s.gpus, gpuLayers: s.model.gpuLayers, layers: s.model.fileInsights.totalLayers, memory };
+  }
 
   stats() {
     const s = this.state?.pool.stats();
@@ -150,7 +163,7 @@ export class LlamaChatEngine implements ChatEngine {
   private async doLoad(): Promise<Loaded> {
     const o = this.opts;
     const started = performance.now();
-    const { llama, device } = await o.runtime();
+    const { llama, device: backend, gpus } = await o.runtime();
     const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
     let threadpool: Threadpool | null = null;
     try {
@@ -190,11 +203,16 @@ export class LlamaChatEngine implements ChatEngine {
       const wrappers = thinks
         ? { on: new QwenChatWrapper({ thoughts: "auto" }), off: new QwenChatWrapper({ thoughts: "discourage" }) }
         : { on: resolved, off: resolved };
+      // A GPU runtime with no layers offloaded computes on the CPU; CUDA and Vulkan alike otherwise.
+      const device: ComputeDevice = backend !== "cpu" && model.gpuLayers > 0 ? backend : "cpu";
       o.logger.info("chat model loaded", {
         model: o.modelId,
+        device,
+        ...(device !== "cpu" ? { gpus } : {}),
         context_per_slot: context.contextSize,
         slots: o.slots,
         gpu_layers: model.gpuLayers,
+        layers: model.fileInsights.totalLayers,
         template: resolved.wrapperName,
         load_ms: Math.round(performance.now() - started),
       });
@@ -203,13 +221,31 @@ export class LlamaChatEngine implements ChatEngine {
       const pool = new SlotPool(slots, { maxQueue: o.maxQueue, maxWaitMs: o.maxWaitMs, modelId: o.modelId, adjacency: { margin: 32 } });
       const embd = model.fileInfo.tensorInfo?.find((t) => t.name === "token_embd.weight");
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
-      // A CUDA runtime with no layers offloaded computes on the CPU.
-      const onCuda = device === "cuda" && model.gpuLayers > 0;
+      // The projector follows the model's layers onto the device, whichever GPU backend it is.
       const projector = o.projectorPath
-        ? await Projector.load(model, context, o.projectorPath, { useGpu: onCuda, threads: o.threads }, slots[0]!.sequence)
+        ? await Projector.load(model, context, o.projectorPath, { useGpu: device !== "cpu", threads: o.threads }, slots[0]!.sequence).catch((e: Error) => {
+            // The llama addon links the ggml of node-llama-cpp's CPU/CUDA builds; under its Vulkan
+            // build that copy has no backend loaded (measured on llvmpipe: "failed to initialize CPU backend").
+            if (backend !== "vulkan") throw e;
+            throw new Error(`${o.modelId}: image input does not work on the Vulkan backend yet (${e.message}); set engines.device = "cpu" or "cuda" for vision models`);
+          })
         : null;
-      if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device: onCuda ? "cuda" : "cpu", placeholder: projector.placeholderText });
-      return { model, context, pool, gate, wrappers, thinks, vocabularySize, device: onCuda ? "cuda" : "cpu", projector, threadpool, nativeSteps: noSteps === null, loop };
+      if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device, placeholder: projector.placeholderText });
+      return {
+        model,
+        context,
+        pool,
+        gate,
+        wrappers,
+        thinks,
+        vocabularySize,
+        device,
+        gpus: device === "cpu" ? [] : gpus,
+        projector,
+        threadpool,
+        nativeSteps: noSteps === null,
+        loop,
+      };
     } catch (e) {
       threadpool?.detach();
       await model.dispose();

@@ -1,18 +1,29 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { getLlama, type Llama } from "node-llama-cpp";
 import type { Logger } from "../../log";
+import type { ComputeDevice } from "../types";
 
-// One llama.cpp runtime per process. The device is chosen explicitly: CUDA when asked for (or,
-// with "auto", when an NVIDIA device is present) and loadable, else the CPU, with a log line
-// saying which and why. Threads are always set: the library default oversubscribes small boxes.
+// One llama.cpp runtime per process. The device is chosen explicitly, with one log line saying
+// which, on which GPUs, and why:
+// - "cuda": node-llama-cpp's CUDA build, else the CPU (warned).
+// - "vulkan": its Vulkan build where it loads and lists a device, else the CPU (warned).
+// - "auto": CUDA on an NVIDIA host where that build loads; else Vulkan where a Vulkan driver is
+//   installed and that build lists a device (any vendor's GPU: what only a driver needs); else the CPU.
+// ggml's Vulkan backend skips CPU-type devices (Mesa's llvmpipe) unless GGML_VK_VISIBLE_DEVICES
+// is set, so "a device" here is a real GPU; the product never sets that variable (the tests do).
+// Threads are always set: the library default oversubscribes small boxes.
 
-export type Device = "auto" | "cpu" | "cuda";
+export type Device = "auto" | "cpu" | "cuda" | "vulkan";
 
 export interface LlamaRuntime {
   llama: Llama;
-  device: "cpu" | "cuda";
+  device: Exclude<ComputeDevice, "webgpu">;
+  /** Names of the GPUs the backend computes on ([] on the CPU). */
+  gpus: string[];
   threads: number;
 }
+
+type Base = { build: "never"; maxThreads: number; logger: (level: string, message: string) => void; progressLogs: boolean; skipDownload: boolean };
 
 let shared: Promise<LlamaRuntime> | null = null;
 let sharedKey = "";
@@ -35,22 +46,80 @@ async function createRuntime({ device, threads, logger }: { device: Device; thre
     if (level === "error" || level === "fatal") logger.error("llama.cpp", { message: text });
     else if (level === "warn") logger.warn("llama.cpp", { message: text });
   };
-  const base = { build: "never" as const, maxThreads: threads, logger: log, progressLogs: false, skipDownload: true };
+  const base: Base = { build: "never", maxThreads: threads, logger: log, progressLogs: false, skipDownload: true };
+  const chosen = (llama: Llama, gpu: "cuda" | "vulkan", gpus: string[], reason: string): LlamaRuntime => {
+    logger.info("chat engine device", { device: gpu, gpus, threads, reason });
+    return { llama, device: gpu, gpus, threads };
+  };
+  /** Each GPU backend tried, in order, with why it was not used. */
+  const skipped: string[] = [];
+
   const wantCuda = device === "cuda" || (device === "auto" && nvidiaPresent());
   if (wantCuda) {
+    const why = device === "cuda" ? 'engines.device = "cuda"' : "auto: NVIDIA device present";
     try {
       const llama = await getLlama({ ...base, gpu: "cuda" });
-      logger.info("chat engine device", { device: "cuda", threads, gpus: await llama.getGpuDeviceNames().catch(() => []) });
-      return { llama, device: "cuda", threads };
+      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA build loaded`);
     } catch (e) {
-      logger.warn("chat engine: CUDA requested but not usable; falling back to CPU", { reason: (e as Error).message });
+      skipped.push(`cuda: ${(e as Error).message}`);
+      if (device === "cuda") logger.warn("chat engine: CUDA requested but not usable; falling back to CPU", { reason: (e as Error).message });
     }
   }
+
+  const wantVulkan = device === "vulkan" || (device === "auto" && vulkanDriverPresent());
+  if (wantVulkan) {
+    const why = device === "vulkan" ? 'engines.device = "vulkan"' : `auto: ${skipped.length ? "CUDA not usable, " : "no NVIDIA CUDA, "}a Vulkan driver installed`;
+    const tried = await tryVulkan(base);
+    if ("llama" in tried) return chosen(tried.llama, "vulkan", tried.gpus, `${why}; node-llama-cpp's Vulkan build lists ${tried.gpus.length} device(s)`);
+    skipped.push(`vulkan: ${tried.reason}`);
+    if (device === "vulkan") logger.warn("chat engine: Vulkan requested but not usable; falling back to CPU", { reason: tried.reason });
+  }
+
   const llama = await getLlama({ ...base, gpu: false });
-  logger.info("chat engine device", { device: "cpu", threads, reason: wantCuda ? "cuda unavailable" : device === "cpu" ? "configured" : "no NVIDIA device" });
-  return { llama, device: "cpu", threads };
+  const reason =
+    device === "cpu"
+      ? 'engines.device = "cpu"'
+      : skipped.length
+        ? `no usable GPU backend (${skipped.join("; ")})`
+        : "auto: no NVIDIA device and no Vulkan driver";
+  logger.info("chat engine device", { device: "cpu", gpus: [], threads, reason });
+  return { llama, device: "cpu", gpus: [], threads };
 }
+
+/** node-llama-cpp's Vulkan prebuilt, when it loads and ggml lists a device in it. */
+async function tryVulkan(base: Base): Promise<{ llama: Llama; gpus: string[] } | { reason: string }> {
+  let llama: Llama;
+  try {
+    llama = await getLlama({ ...base, gpu: "vulkan" });
+  } catch (e) {
+    return { reason: (e as Error).message };
+  }
+  const gpus = await gpuNames(llama);
+  // A loader with no device admitted (only llvmpipe, or a driver that failed) lists none; the
+  // build would then put every layer on the CPU behind a Vulkan name.
+  if (gpus.length === 0) {
+    await llama.dispose().catch(() => {});
+    return { reason: "node-llama-cpp's Vulkan build loaded but lists no GPU device (CPU-type devices such as llvmpipe are skipped)" };
+  }
+  return { llama, gpus };
+}
+
+const gpuNames = (llama: Llama) => llama.getGpuDeviceNames().catch(() => [] as string[]);
 
 function nvidiaPresent(): boolean {
   return existsSync("/dev/nvidiactl") || existsSync("/proc/driver/nvidia/version");
+}
+
+/** Where the Vulkan loader looks for drivers (ICD manifests); doctor's probe reads the same folders. */
+export const VULKAN_ICD_DIRS = ["/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d"];
+
+/** A Vulkan driver manifest is installed: worth loading the Vulkan build to ask it for devices. */
+function vulkanDriverPresent(): boolean {
+  return VULKAN_ICD_DIRS.some((d) => {
+    try {
+      return readdirSync(d).some((f) => f.endsWith(".json"));
+    } catch {
+      return false;
+    }
+  });
 }

@@ -1,0 +1,36 @@
+import { dlopen, FFIType, ptr } from "bun:ffi";
+
+// ggml's Vulkan backend reads GGML_VK_VISIBLE_DEVICES with getenv() when it starts; Bun's
+// process.env does not reach the C environment, so the tests set it through libc. Test setup
+// only: the product never admits a CPU-type device (README "GPU hosts").
+
+const libc = dlopen("libc.so.6", {
+  setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },
+  unsetenv: { args: [FFIType.cstring], returns: FFIType.i32 },
+});
+const cstr = (s: string) => ptr(Buffer.from(`${s}\0`));
+
+function setEnv(name: string, value: string | undefined) {
+  if (value === undefined) {
+    delete process.env[name];
+    libc.symbols.unsetenv(cstr(name));
+  } else {
+    process.env[name] = value;
+    libc.symbols.setenv(cstr(name), cstr(value), 1);
+  }
+}
+
+/**
+ * Admits Mesa's llvmpipe (device 0) to ggml's Vulkan backend in this process, as the tests need
+ * on a machine without a GPU; returns what puts the environment back.
+ */
+export function admitLlvmpipe(): () => void {
+  const vars: Record<string, string> = { GGML_VK_VISIBLE_DEVICES: "0", XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? "/tmp" };
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  for (const [k, v] of Object.entries(vars)) setEnv(k, v);
+  return () => {
+    for (const [k, v] of Object.entries(saved)) setEnv(k, v);
+  };
+}
+
+export const LLVMPIPE_ENV = { GGML_VK_VISIBLE_DEVICES: "0" };
