@@ -3,6 +3,7 @@ import { ensureDiffusionModel } from "../../../models/diffusion/cache";
 import { ApiError } from "../../../src/api/http/errors";
 import { DiffusionImageEngine, type DiffusionEngineOptions } from "../../../src/engines/diffusion/engine";
 import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
+import { probeWebGpu } from "../../../src/engines/onnx-device";
 import type { ImageRequest } from "../../../src/engines/types";
 import { memoryLogger } from "../../../src/log";
 
@@ -98,4 +99,15 @@ test("a model that cannot load is 503 model_unavailable, with the reason in the 
   expect(err.message).not.toContain("/nonexistent");
   expect(e.logs.find((l) => l.msg === "image model failed to load")!.error).toContain("not a folder");
   expect(e.stats().busy).toBe(0);
+});
+
+const noAdapter = await probeWebGpu();
+test.skipIf(noAdapter === null)("device webgpu with no WebGPU adapter (this machine): 503 model_unavailable saying so, no worker started", async () => {
+  const e = engine({ device: "webgpu" });
+  const err = await e.acquire().catch((x) => x);
+  expect(err).toBeInstanceOf(ApiError);
+  expect(err.code).toBe("model_unavailable");
+  expect(err.message).toBe(`image model "turbo" cannot load: no WebGPU adapter found: ${noAdapter}; set device = "cpu" or "cuda" in its manifest`);
+  expect(e.loaded).toBe(false);
+  expect((e as any).workers.every((w: any) => w.thread === null)).toBe(true);
 });
