@@ -3,7 +3,7 @@ import { Value } from "@sinclair/typebox/value";
 import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { ModelManifest, RetiredModel } from "./engines/manifest";
+import { manifestProblems, ModelManifest, RetiredModel } from "./engines/manifest";
 
 // One TypeBox schema for the whole config, validated once at start. Sources, lowest first:
 // built-in defaults < TOML file < environment (APPLIANCE_*) < command-line flags.
@@ -228,6 +228,7 @@ export function validateConfig(raw: unknown, source = "config"): Config {
     if (m.vision && (m.kind !== "chat" || !m.files.mmproj))
       throw new ConfigError(`${source}: models[${i}].files.mmproj: a vision model is a chat model with its projector file (mmproj GGUF)`);
     if (m.files.mmproj && !m.vision) throw new ConfigError(`${source}: models[${i}].vision: a model with an mmproj file must set vision = true`);
+    for (const p of manifestProblems(m)) throw new ConfigError(`${source}: models[${i}].${p.field}: ${p.message}`);
   });
   config.retired_models.forEach((r, i) => {
     if (ids.has(r.id)) throw new ConfigError(`${source}: retired_models[${i}].id: "${r.id}" is also a served model`);

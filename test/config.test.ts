@@ -115,6 +115,13 @@ describe("errors name the bad field", () => {
     expect(configError(() => loadConfig({ file: join(dir, "none.toml"), env }))).toContain("not found");
   });
 
+  test("a device the model's engine has no backend for is refused naming the field", () => {
+    const chat = `[[models]]\nid="a"\nname="A"\nkind="chat"\nfiles={model="a"}\nmax_context=8\ndevice="webgpu"\n`;
+    expect(configError(() => loadConfig({ file: write("webgpu-chat.toml", chat), env }))).toContain("models[0].device:");
+    const embed = `[[models]]\nid="e"\nname="E"\nkind="embedding"\nfiles={model="e"}\nmax_context=8\ndevice="vulkan"\n`;
+    expect(configError(() => loadConfig({ file: write("vulkan-embed.toml", embed), env }))).toContain("models[0].device:");
+  });
+
   test("duplicate model ids and retired ids that are still served are refused", () => {
     const m = `[[models]]\nid="a"\nname="A"\nkind="chat"\nfiles={model="a"}\nmax_context=8\n`;
     expect(configError(() => loadConfig({ file: write("dup.toml", m + m), env }))).toContain('models[1].id: duplicate model id "a"');

@@ -1,6 +1,7 @@
 import type { LoadedConfig } from "../config";
 import { DEMO_GENERATORS } from "../demo";
 import { fail, ok, type Check, type Probes } from "./check";
+import { probeWebGpu } from "../engines/onnx-device";
 import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
@@ -43,9 +44,11 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       ...(config.demo ? demo() : []),
     ];
     const addon = probes.addon();
+    // onnxruntime's WebGPU adapter is probed only when a model asks for it (a one-node session).
+    const webgpu = served.some((m) => m.device === "webgpu") ? await probeWebGpu() : undefined;
     checks.push(
       checkChatEngine(config, served, gpus, cuda, vulkan),
-      checkOnnxEngines(config, served, gpus, cuda),
+      checkOnnxEngines(config, served, gpus, cuda, webgpu),
       checkImageInput(addon, served),
       checkChatDecoding(addon, served),
       checkThreads(config, probes.cores()),

@@ -24,10 +24,10 @@ export interface Served {
 const DEFAULT_CHAT_BATCH = 512;
 
 export interface Decision {
-  device: "cpu" | "cuda" | "vulkan";
+  device: "cpu" | "cuda" | "vulkan" | "webgpu";
   reason: string;
   /** Set when a GPU backend was wanted but will not be used: which, why not, and what to do. */
-  unmet?: { wanted?: "CUDA" | "Vulkan"; why: string; hint: string };
+  unmet?: { wanted?: "CUDA" | "Vulkan" | "WebGPU"; why: string; hint: string };
 }
 
 const ONNX_KINDS: ModelKind[] = ["embedding", "classifier", "image"];
@@ -75,8 +75,23 @@ function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decisi
   return unmet(wanted, "libcudart.so.13 / libcublas.so.13 not found", "install the CUDA 13 runtime (libcudart, libcublas) or add its folder to LD_LIBRARY_PATH");
 }
 
-/** onnx-device.ts: CUDA when configured, or on "auto" with an NVIDIA device, and the provider files are there. */
-export function onnxBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision {
+const WEBGPU_HINT =
+  'install the GPU\'s Vulkan driver and loader (libvulkan1; for NVIDIA also libglvnd\'s GLX/EGL: libglx0 libegl1 libglvnd0), or set device = "cpu" or "cuda" in the model\'s manifest';
+
+/**
+ * onnx-device.ts: CUDA when configured, or on "auto" with an NVIDIA device, and the provider files
+ * are there; WebGPU only when a model asks for it (`webgpu`: onnx-device.ts's probe, null when an
+ * adapter was found); "vulkan" (the chat engine's backend) as "auto".
+ */
+export function onnxBackend(device: Device | "webgpu", g: GpuFacts, c: CudaFacts, webgpu?: string | null): Decision {
+  if (device === "webgpu") {
+    if (webgpu === null) return { device: "webgpu", reason: 'device = "webgpu"; adapter found' };
+    return { device: "cpu", reason: 'device = "webgpu"', unmet: { wanted: "WebGPU", why: `no WebGPU adapter found: ${webgpu ?? "not probed"}`, hint: WEBGPU_HINT } };
+  }
+  if (device === "vulkan") {
+    const d = onnxBackend("auto", g, c);
+    return { ...d, reason: `engines.device = "vulkan" (the chat engine's backend): as auto; ${d.reason}` };
+  }
   if (device === "cpu") return cpu('device = "cpu"');
   if (device === "auto" && !g.nvidiaDevice) return cpu("no NVIDIA device");
   const wanted = device === "cuda" ? 'device = "cuda"' : "NVIDIA device present";
@@ -95,7 +110,7 @@ export function onnxBackend(device: Device, g: GpuFacts, c: CudaFacts): Decision
   return { device: "cuda", reason: `${wanted}; provider files, CUDA 12 and cuDNN 9 found` };
 }
 
-const describe = (d: Decision) => (d.unmet ? `cpu (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
+const describe = (d: Decision) => (d.unmet ? `${d.unmet.wanted === "WebGPU" ? "not loaded" : "cpu"} (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
 
 export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts): Check {
   const name = "chat engine";
@@ -107,7 +122,7 @@ export function checkChatEngine(config: Pick<Config, "engines">, served: Served[
   return (config.engines.device === "cuda" || config.engines.device === "vulkan") && used ? fail(name, detail, d.unmet.hint) : warn(name, detail, d.unmet.hint);
 }
 
-export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts): Check {
+export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, webgpu?: string | null): Check {
   const name = "onnx engines";
   const models = served.filter((m) => ONNX_KINDS.includes(m.kind));
   if (!models.length) {
@@ -115,16 +130,17 @@ export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served
     const detail = `onnxruntime → ${describe(d)}; no embedding, classifier or image model configured`;
     return d.unmet ? warn(name, detail, d.unmet.hint) : ok(name, detail);
   }
-  const groups = new Map<Device, Served[]>();
+  const groups = new Map<Device | "webgpu", Served[]>();
   for (const m of models) {
     const device = m.device ?? config.engines.device;
     groups.set(device, [...(groups.get(device) ?? []), m]);
   }
-  const decided = [...groups].map(([device, ms]) => ({ device, ms, d: onnxBackend(device, g, c) }));
+  const decided = [...groups].map(([device, ms]) => ({ device, ms, d: onnxBackend(device, g, c, webgpu) }));
   const detail = "onnxruntime → " + decided.map(({ ms, d }) => `${describe(d)}: ${ms.map((m) => m.id).join(", ")}`).join("; ");
   const firstUnmet = decided.find((x) => x.d.unmet);
   if (!firstUnmet) return ok(name, detail);
-  const forced = decided.some((x) => x.d.unmet && x.device === "cuda");
+  // Asked for outright and will not load (WebGPU) or will run on the CPU (CUDA).
+  const forced = decided.some((x) => x.d.unmet && (x.device === "cuda" || x.device === "webgpu"));
   return (forced ? fail : warn)(name, detail, firstUnmet.d.unmet!.hint);
 }
 

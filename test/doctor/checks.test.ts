@@ -222,6 +222,23 @@ describe("onnx engines", () => {
   });
 });
 
+describe("onnx engines on WebGPU and under engines.device = vulkan", () => {
+  test("a model asking for WebGPU: ok with an adapter, a failure naming the probe's reason without one", async () => {
+    const { g, c } = await facts(fakeProbes());
+    const cfg = config({ models: [{ ...embedModel, device: "webgpu" }] });
+    expect(checkOnnxEngines(cfg, served(cfg), g, c, null)).toMatchObject({ status: "ok", detail: 'onnxruntime → webgpu (device = "webgpu"; adapter found): minilm' });
+    const none = checkOnnxEngines(cfg, served(cfg), g, c, "Failed to get a WebGPU adapter: No supported adapters");
+    expect(none).toMatchObject({ status: "fail", detail: expect.stringContaining("not loaded (WebGPU wanted: device = \"webgpu\"; not usable: no WebGPU adapter found: Failed to get a WebGPU adapter") });
+    expect(none.hint).toContain("libvulkan1");
+  });
+
+  test("engines.device = vulkan means auto for ONNX models, and says so", async () => {
+    const { g, c } = await facts(fakeProbes());
+    const cfg = config({ models: [embedModel], engines: { device: "vulkan" } });
+    expect(checkOnnxEngines(cfg, served(cfg), g, c)).toMatchObject({ status: "ok", detail: expect.stringContaining('cpu (engines.device = "vulkan" (the chat engine\'s backend): as auto; no NVIDIA device): minilm') });
+  });
+});
+
 describe("image input and threads", () => {
   const vision = { ...chatModel, id: "gemma", vision: true, files: { model: "g.gguf", mmproj: "p.gguf" } };
   test("an unbuilt addon is a warning, and a failure when a configured model takes images", () => {

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import { dlopenAll, RTLD_GLOBAL, RTLD_NOLOAD, RTLD_NOW } from "../../dlopen";
 
 // Where the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
 // the CPU threadpool, token sampling) is built and found. The folder name carries the llama.cpp release
@@ -55,6 +56,39 @@ export function builtAddon(): string | null {
   return existsSync(f) ? f : null;
 }
 
+/** libllama / libggml as node-llama-cpp names them: libllama.v0.5.0.so (CPU), libllama.cuda.v0.5.0.so, …, and libggml-base.so. */
+const LLAMA_LIB = /^lib(llama|ggml)(\.[a-z0-9_-]+)?\.v\d[\w.]*\.so$|^libggml-base\.so$/;
+
+/** The libllama/libggml files this process has loaded (node-llama-cpp's, for its backend), from /proc/self/maps. */
+export function loadedLlamaLibs(maps = readFileSync("/proc/self/maps", "utf8")): string[] {
+  const paths = new Set<string>();
+  for (const line of maps.split("\n")) {
+    const path = line.slice(line.indexOf("/"));
+    if (line.includes("/") && LLAMA_LIB.test(basename(path))) paths.add(path);
+  }
+  // libggml-base first: the others need it
+  return [...paths].sort((a, b) => Number(basename(b) === "libggml-base.so") - Number(basename(a) === "libggml-base.so"));
+}
+
+/**
+ * The addon links no libllama/libggml (each backend's build names them differently): it resolves
+ * their symbols from the copies node-llama-cpp loaded, made global here, so clip and the sampler
+ * share node-llama-cpp's ggml and its registered backends (CPU, CUDA or Vulkan). Before any model
+ * has loaded, the CPU build's libraries are loaded instead, as linking them used to do.
+ */
+function makeLlamaLibsGlobal(): void {
+  const loaded = loadedLlamaLibs();
+  if (loaded.length) {
+    const failed = dlopenAll(loaded, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (failed.length) throw new Error(`llama addon: could not share node-llama-cpp's libraries: ${failed.map((f) => f.error).join("; ")}`);
+    return;
+  }
+  const dir = COMPILED ? join(executableLibDir(), "@node-llama-cpp", `${process.platform}-${process.arch}`, "bins", `${process.platform}-${process.arch}`) : prebuiltLibDir();
+  const tag = llamaTag();
+  const failed = dlopenAll(["libggml-base.so", `libggml.${tag}.so`, `libllama.${tag}.so`].map((f) => join(dir, f)), RTLD_NOW | RTLD_GLOBAL);
+  if (failed.length) throw new Error(`llama addon: could not load node-llama-cpp's CPU libraries: ${failed.map((f) => f.error).join("; ")}`);
+}
+
 let loaded: unknown;
 
 /** The built addon's exports, loaded once; null when it has not been built. */
@@ -62,6 +96,7 @@ export function llamaAddon<T>(): T | null {
   if (loaded) return loaded as T;
   const file = builtAddon();
   if (!file) return null;
+  makeLlamaLibsGlobal();
   loaded = require(file);
   return loaded as T;
 }
