@@ -8,6 +8,7 @@ import { configCommand } from "./commands/config";
 import { doctorCommand } from "./commands/doctor";
 import { keysCommand } from "./commands/keys";
 import { modelsCommand } from "./commands/models";
+import { internalCommand } from "./commands/internal";
 import { serveCommand } from "./commands/serve";
 
 const program = new Command("appliance")
@@ -24,6 +25,7 @@ const program = new Command("appliance")
   .addCommand(doctorCommand())
   .addCommand(modelsCommand())
   .addCommand(backupCommand())
-  .addCommand(restoreCommand());
+  .addCommand(restoreCommand())
+  .addCommand(internalCommand(), { hidden: true });
 
 await program.parseAsync(process.argv);

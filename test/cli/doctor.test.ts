@@ -42,12 +42,13 @@ test("the demo config on this machine exits 0 and says what the engines will use
   const r = cli(dir, ["-c", file, "-d", data, "doctor"], { APPLIANCE_PORT: String(await freePort()) });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
-  for (const name of ["config", "gpus", "cuda runtime", "chat engine", "onnx engines", "image input", "threads", "demo models", "data dir", "disk space", "port"]) {
+  for (const name of ["config", "gpus", "cuda runtime", "vulkan", "chat engine", "onnx engines", "image input", "threads", "demo models", "data dir", "disk space", "port"]) {
     expect(r.stdout).toMatch(new RegExp(`^[✓!] ${name} `, "m"));
   }
   if (cpuOnly) {
     expect(r.stdout).toMatch(/^✓ gpus +CPU only/m);
-    expect(r.stdout).toMatch(/^✓ chat engine +llama\.cpp → cpu \(no NVIDIA device\)/m);
+    // and no Vulkan GPU either: Mesa's llvmpipe (installed for the tests) is a CPU, never chosen
+    expect(r.stdout).toMatch(/^✓ chat engine +llama\.cpp → cpu \(no NVIDIA device; Vulkan not usable: [^)]+\)+; 1 chat model$/m);
   }
   expect(r.stdout).toContain(`${data} (created at first start)`);
   // Looking is all it does: the data dir is not created.

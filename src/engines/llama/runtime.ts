@@ -1,6 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { getLlama, type Llama } from "node-llama-cpp";
 import type { Logger } from "../../log";
+import { probeCudaDecode } from "./cuda-probe";
 import type { ComputeDevice } from "../types";
 
 // One llama.cpp runtime per process. The device is chosen explicitly, with one log line saying
@@ -58,8 +59,12 @@ async function createRuntime({ device, threads, logger }: { device: Device; thre
   if (wantCuda) {
     const why = device === "cuda" ? 'engines.device = "cuda"' : "auto: NVIDIA device present";
     try {
+      // Loading is not enough: a build whose kernels the driver cannot run aborts the process at
+      // its first decode (cuda-probe.ts). A child decodes first; this process loads CUDA after.
+      const failed = await probeCudaDecode();
+      if (failed) throw new Error(failed);
       const llama = await getLlama({ ...base, gpu: "cuda" });
-      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA build loaded`);
+      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA build loaded and decoded in a test`);
     } catch (e) {
       skipped.push(`cuda: ${(e as Error).message}`);
       if (device === "cuda") logger.warn("chat engine: CUDA requested but not usable; falling back to CPU", { reason: (e as Error).message });

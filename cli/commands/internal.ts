@@ -1,0 +1,14 @@
+import { Command } from "commander";
+import { runCudaProbe } from "../../src/engines/llama/cuda-probe";
+
+/** Commands the server runs in a child process of its own (hidden from help). */
+export function internalCommand(): Command {
+  const internal = new Command("internal").description("used by the server itself");
+  internal
+    .command("cuda-probe")
+    .description("offload a tiny model to CUDA and decode a few tokens; exit 0 when CUDA works")
+    .action(async () => {
+      process.exitCode = await runCudaProbe();
+    });
+  return internal;
+}
