@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { agentBinaries } from "./agents";
 import { startDemoServer } from "./demo-server";
-import { keepFixture, recordingProxy, type Recorded } from "./recording-proxy";
+import { expectAnswered, keepFixture, type Recorded, type RecordingProxy } from "./recording-proxy";
 
 // The coding agents people point at the appliance, their real binaries at the versions pinned in
 // agents.json (installed by test/setup-agents.sh), against `serve --demo` over HTTP with the
@@ -14,18 +13,13 @@ import { keepFixture, recordingProxy, type Recorded } from "./recording-proxy";
 // written to test/fixtures/requests/ for the translation tests.
 
 const bins = agentBinaries();
-let server: RunningServer;
 let key: string;
+let proxy: RecordingProxy;
 let close: () => Promise<void>;
-let proxy: ReturnType<typeof recordingProxy>;
 beforeAll(async () => {
-  ({ server, key, close } = await startDemoServer());
-  proxy = recordingProxy(server.url);
+  ({ key, proxy, close } = await startDemoServer());
 }, 180_000);
-afterAll(async () => {
-  proxy?.stop();
-  await close?.();
-});
+afterAll(() => close?.());
 
 /** Runs an agent to the end (or kills it after `limitMs`) with only the given environment. */
 async function run(cmd: string[], env: Record<string, string>, cwd: string, limitMs = 240_000) {
@@ -34,13 +28,6 @@ async function run(cmd: string[], env: Record<string, string>, cwd: string, limi
   const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   clearTimeout(timer);
   return { code, stdout, stderr };
-}
-
-/** The requests recorded while `fn` ran. */
-async function recording<T>(fn: () => Promise<T>): Promise<{ result: T; sent: Recorded[] }> {
-  const from = proxy.requests.length;
-  const result = await fn();
-  return { result, sent: proxy.requests.slice(from) };
 }
 
 const summary = (sent: Recorded[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");
@@ -52,7 +39,7 @@ describe("Claude Code", () => {
     try {
       const version = await run([bins.claude, "--version"], { HOME: home }, home);
       expect(version.stdout).toContain(bins.pins["@anthropic-ai/claude-code"]);
-      const { result, sent } = await recording(() =>
+      const { result, sent } = await proxy.recording(() =>
         run(
           [bins.claude, "-p", "say hi", "--model", "demo-chat"],
           {
@@ -73,7 +60,7 @@ describe("Claude Code", () => {
       expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
       const turns = sent.filter((r) => r.path.startsWith("/v1/messages"));
       expect(turns.length).toBeGreaterThan(0);
-      expect(sent.filter((r) => r.status >= 300)).toEqual([]);
+      expectAnswered(sent);
       // What makes this Claude Code's request and not a simple one: its tools, adaptive thinking, a long prompt.
       const first = turns[0]!.body as { tools: unknown[]; thinking: { type: string }; max_tokens: number; stream: boolean; system: unknown[] };
       expect(first.tools.length).toBeGreaterThan(5);
@@ -112,13 +99,13 @@ describe("Codex CLI", () => {
     try {
       const version = await run([bins.codex, "--version"], { HOME: home }, home);
       expect(version.stdout).toContain(bins.pins["@openai/codex"]);
-      const { result, sent } = await recording(() =>
+      const { result, sent } = await proxy.recording(() =>
         run([bins.codex, "exec", "--skip-git-repo-check", "say hi"], { HOME: home, CODEX_HOME: codexHome, APPLIANCE_API_KEY: key }, join(home, "work")),
       );
       expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
       const turns = sent.filter((r) => r.path === "/v1/responses");
       expect(turns.length).toBeGreaterThan(0);
-      expect(sent.filter((r) => r.status >= 300)).toEqual([]);
+      expectAnswered(sent);
       // What Codex sends by default: the thought back encrypted, a namespace group, a web_search tool.
       const first = turns[0]!.body as { include: string[]; store: boolean; stream: boolean; tools: { type: string }[]; reasoning: { summary: string } };
       expect(first.include).toContain("reasoning.encrypted_content");

@@ -3,29 +3,21 @@ import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateImage, generateText, Output, tool } from "ai";
 import { z } from "zod";
-import type { RunningServer } from "../../src/main";
 import { startDemoServer } from "./demo-server";
-import { expectAnswered, keepFixture, recordingProxy } from "./recording-proxy";
+import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // The Vercel AI SDK (ai, @ai-sdk/openai, @ai-sdk/anthropic, pinned) and zod schemas, unmodified,
 // against `serve --demo` over HTTP — the requests these clients really send. A recording proxy in
 // front of the server keeps them: with APPLIANCE_RECORD_FIXTURES=1 one of each shape is written to
 // test/fixtures/requests/ for test/api/client-fixtures.test.ts.
 
-let server: RunningServer;
 let key: string;
+let proxy: RecordingProxy;
 let close: () => Promise<void>;
-let proxy: ReturnType<typeof recordingProxy>;
 beforeAll(async () => {
-  ({ server, key, close } = await startDemoServer());
-  proxy = recordingProxy(server.url);
+  ({ key, proxy, close } = await startDemoServer());
 }, 180_000);
-afterAll(async () => {
-  proxy?.stop();
-  await close?.();
-});
-
-const recording = <T>(fn: () => Promise<T>) => proxy.recording(fn);
+afterAll(() => close?.());
 
 const openai = () => createOpenAI({ apiKey: key, baseURL: `${proxy.url}/v1` });
 const anthropic = () => createAnthropic({ apiKey: key, baseURL: `${proxy.url}/v1` });
@@ -47,7 +39,7 @@ const noThinking = { openai: { reasoningEffort: "none", forceReasoning: true }, 
 
 describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   test("generateText answers", async () => {
-    const { result: r, sent } = await recording(() => generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0, temperature: 0 }));
+    const { result: r, sent } = await proxy.recording(() => generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0, temperature: 0 }));
     expect(r.finishReason).toMatch(/stop|length/);
     expect(r.usage.outputTokens).toBeGreaterThan(0);
     expectAnswered(sent);
@@ -55,7 +47,7 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   });
 
   test("structured output with zod .int(), .min(), .max() returns an object its schema accepts", async () => {
-    const { result: r, sent } = await recording(() =>
+    const { result: r, sent } = await proxy.recording(() =>
       generateText({ model: models()[format], output: Output.object({ schema: Person }), prompt: "A person.", maxOutputTokens: 600, maxRetries: 0, seed: 7, temperature: 0, providerOptions: noThinking }),
     );
     expect(Person.safeParse(r.output).success).toBe(true);
@@ -66,7 +58,7 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   test("a schema with zod .email(), .url() and .regex() is taken (enforced, not refused)", async () => {
     // A random-weights model may fill an unbounded pattern until max_tokens: a cut answer is the
     // client's NoObjectGenerated, never the server's 400.
-    const { result: r, sent } = await recording(() =>
+    const { result: r, sent } = await proxy.recording(() =>
       generateText({ model: models()[format], output: Output.object({ schema: Contact }), prompt: "A contact.", maxOutputTokens: 300, maxRetries: 0, seed: 3, temperature: 0, providerOptions: noThinking }).catch((e) => e),
     );
     if (r instanceof Error) expect((r as { name: string }).name).toBe("AI_NoObjectGeneratedError");
@@ -76,7 +68,7 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   });
 
   test("a tool whose zod schema has .int() bounds is offered and a forced call comes back", async () => {
-    const { result: r, sent } = await recording(() =>
+    const { result: r, sent } = await proxy.recording(() =>
       generateText({
         model: models()[format],
         prompt: "Look up order 5.",
@@ -94,7 +86,7 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
 });
 
 test("generateImage with n: 3 (three concurrent requests of one image) succeeds", async () => {
-  const { result: r, sent } = await recording(() => generateImage({ model: openai().image("demo-image"), prompt: "a red boat", n: 3, size: "256x256", maxRetries: 0 }));
+  const { result: r, sent } = await proxy.recording(() => generateImage({ model: openai().image("demo-image"), prompt: "a red boat", n: 3, size: "256x256", maxRetries: 0 }));
   expect(r.images.length).toBe(3);
   expectAnswered(sent);
 });

@@ -3,9 +3,13 @@ import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { recordingProxy, type RecordingProxy } from "./recording-proxy";
 
-/** `serve --demo` on a free port in a temp data dir, with the first-start key the banner prints. */
-export async function startDemoServer(): Promise<{ server: RunningServer; key: string; close(): Promise<void> }> {
+/**
+ * `serve --demo` on a free port in a temp data dir, with the first-start key the banner prints,
+ * and a recording proxy in front of it: clients are pointed at `proxy.url`.
+ */
+export async function startDemoServer(): Promise<{ server: RunningServer; key: string; proxy: RecordingProxy; close(): Promise<void> }> {
   const dir = tempDir("appliance-interop-");
   const banner: string[] = [];
   const server = await startServer(
@@ -13,10 +17,13 @@ export async function startDemoServer(): Promise<{ server: RunningServer; key: s
     { logger: memoryLogger(), banner: (l) => banner.push(l) },
   );
   const key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
+  const proxy = recordingProxy(server.url);
   return {
     server,
     key,
+    proxy,
     async close() {
+      proxy.stop();
       await server.stop();
       rmSync(dir, { recursive: true, force: true });
     },

@@ -5,30 +5,22 @@ import { tool as lcTool } from "@langchain/core/tools";
 import { ChatOpenAI } from "@langchain/openai";
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import { z } from "zod";
-import type { RunningServer } from "../../src/main";
 import { startDemoServer } from "./demo-server";
-import { expectAnswered, keepFixture, recordingProxy } from "./recording-proxy";
+import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // LangChain (@langchain/openai, @langchain/anthropic) and the OpenAI Agents SDK, pinned and
 // unmodified, against `serve --demo` over HTTP. A recording proxy in front of the server keeps
 // what they send: with APPLIANCE_RECORD_FIXTURES=1 one request of each shape is written to
 // test/fixtures/requests/ for test/api/client-fixtures.test.ts.
 
-let server: RunningServer;
 let key: string;
+let proxy: RecordingProxy;
 let close: () => Promise<void>;
-let proxy: ReturnType<typeof recordingProxy>;
 beforeAll(async () => {
   setTracingDisabled(true);
-  ({ server, key, close } = await startDemoServer());
-  proxy = recordingProxy(server.url);
+  ({ key, proxy, close } = await startDemoServer());
 }, 180_000);
-afterAll(async () => {
-  proxy?.stop();
-  await close?.();
-});
-
-const recording = <T>(fn: () => Promise<T>) => proxy.recording(fn);
+afterAll(() => close?.());
 
 const Weather = z.object({ city: z.string().max(20), celsius: z.number().int().min(-90).max(60) });
 // LangChain's Anthropic model (both methods) moves what Anthropic's structured output does not take
@@ -56,7 +48,7 @@ const kebab = { jsonSchema: "json-schema", functionCalling: "function-calling" }
 describe.each(["openai", "openai responses", "anthropic"] as const)("LangChain %s", (which) => {
   test.each(["jsonSchema", "functionCalling"] as const)("withStructuredOutput (%s) returns what the zod schema accepts", async (method) => {
     const schema = which === "anthropic" ? WeatherLoose : Weather;
-    const { result: out, sent } = await recording(() => chatModels()[which].withStructuredOutput(schema, { method }).invoke("Weather in Oslo?"));
+    const { result: out, sent } = await proxy.recording(() => chatModels()[which].withStructuredOutput(schema, { method }).invoke("Weather in Oslo?"));
     expect(schema.safeParse(out).success).toBe(true);
     expectAnswered(sent);
     keepFixture(`${wire[which]}-langchain-${kebab[method]}.json`, sent[0]!);
@@ -65,12 +57,12 @@ describe.each(["openai", "openai responses", "anthropic"] as const)("LangChain %
   test("a tool loop: a forced call, its result sent back, an answer", async () => {
     const t = lookup();
     const model = chatModels()[which];
-    const { result: first, sent: firstSent } = await recording(() => model.bindTools([t], { tool_choice: "lookup", parallel_tool_calls: false }).invoke([new HumanMessage("Where is order 5?")]));
+    const { result: first, sent: firstSent } = await proxy.recording(() => model.bindTools([t], { tool_choice: "lookup", parallel_tool_calls: false }).invoke([new HumanMessage("Where is order 5?")]));
     expectAnswered(firstSent);
     const call = (first as AIMessage).tool_calls?.[0];
     expect(call?.name).toBe("lookup");
     const result = await t.invoke(call!.args as { id: number });
-    const { result: answer, sent } = await recording(() =>
+    const { result: answer, sent } = await proxy.recording(() =>
       model.bindTools([t]).invoke([new HumanMessage("Where is order 5?"), first, new ToolMessage({ content: String(result), tool_call_id: call!.id! })]),
     );
     expect(answer).toBeInstanceOf(AIMessage);
@@ -91,7 +83,7 @@ test("an Agents SDK run with a tool and an outputType ends with an output its sc
     tools: [agentTool({ name: "lookup", description: "Find an order", parameters: z.object({ id: z.number().int().min(1) }), execute: async ({ id }) => (calls.push(id), `order ${id}: shipped`) })],
     outputType: Weather,
   });
-  const { result, sent } = await recording(() => runner.run(agent, "Where is order 5?", { maxTurns: 4 }));
+  const { result, sent } = await proxy.recording(() => runner.run(agent, "Where is order 5?", { maxTurns: 4 }));
   expect(calls.length).toBeGreaterThan(0);
   expect(Weather.safeParse(result.finalOutput).success).toBe(true);
   expectAnswered(sent);

@@ -19,13 +19,15 @@ const LEFT_OUT_HEADERS = new Set(["authorization", "x-api-key", "cookie", "host"
  * was answered with, streaming the answer through unchanged: what a real client sends is then
  * both asserted on and kept as a fixture.
  */
-export function recordingProxy(target: string): {
+export interface RecordingProxy {
   url: string;
   requests: Recorded[];
   /** Runs `fn` and gives the requests recorded meanwhile (one test at a time). */
   recording<T>(fn: () => Promise<T>): Promise<{ result: T; sent: Recorded[] }>;
   stop(): void;
-} {
+}
+
+export function recordingProxy(target: string): RecordingProxy {
   const requests: Recorded[] = [];
   const server = Bun.serve({
     port: 0,
