@@ -3,6 +3,7 @@ import type { Device } from "../engines/llama/runtime";
 import type { ModelKind } from "../engines/manifest";
 import { THREADPOOL_POLL } from "../engines/llama/threadpool";
 import { fail, ok, plural, warn, type Check, type Probes } from "./check";
+import { cudaLibsFixCommand } from "../build/cuda-libs";
 import { driverCudaMajor, has, providerHint, type CudaFacts, type GpuFacts } from "./gpu";
 import { vulkanUsable, type VulkanFacts } from "./vulkan";
 
@@ -72,7 +73,7 @@ function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decisi
   if (cuda < 13 && has(c, "libcudart.so.13", "libcublas.so.13")) {
     return unmet(wanted, `driver ${g.gpus[0]!.driver} runs CUDA ≤ ${cuda}.x, the CUDA build needs 13`, "update the NVIDIA driver to R580 or newer");
   }
-  return unmet(wanted, "libcudart.so.13 / libcublas.so.13 not found", "install the CUDA 13 runtime (libcudart, libcublas) or add its folder to LD_LIBRARY_PATH");
+  return unmet(wanted, "libcudart.so.13 / libcublas.so.13 not found", `${cudaLibsFixCommand()}, or install the CUDA 13 runtime (libcudart, libcublas) or add its folder to LD_LIBRARY_PATH`);
 }
 
 const WEBGPU_HINT =
@@ -103,11 +104,14 @@ export function onnxBackend(device: Device | "webgpu", g: GpuFacts, c: CudaFacts
     const n = noGpu(g);
     return unmet(wanted, n.why, n.hint);
   }
-  const lacking = (["libcudart.so.12", "libcublas.so.12", "libcudnn.so.9"] as const).filter((l) => !c.libs[l]);
-  if (lacking.length) {
-    return unmet(wanted, `the provider's CUDA 12 / cuDNN 9 libraries are missing (${lacking.join(", ")})`, "install the CUDA 12 runtime and cuDNN 9, or add their folder to LD_LIBRARY_PATH");
+  // The provider is a CUDA 13 build (install.sh --cuda) or a CUDA 12 one (copied by hand from
+  // NuGet); either way it needs its CUDA runtime and cuDNN 9.
+  const majors = ([13, 12] as const).filter((m) => has(c, `libcudart.so.${m}`, `libcublas.so.${m}`, "libcudnn.so.9"));
+  if (!majors.length) {
+    const lacking = (["libcudart.so.13", "libcublas.so.13", "libcudart.so.12", "libcublas.so.12", "libcudnn.so.9"] as const).filter((l) => !c.libs[l]);
+    return unmet(wanted, `the provider's CUDA runtime and cuDNN 9 are missing (${lacking.join(", ")})`, cudaLibsFixCommand());
   }
-  return { device: "cuda", reason: `${wanted}; provider files, CUDA 12 and cuDNN 9 found` };
+  return { device: "cuda", reason: `${wanted}; provider files, ${majors.map((m) => `CUDA ${m}`).join(", ")} and cuDNN 9 found` };
 }
 
 const describe = (d: Decision) => (d.unmet ? `${d.unmet.wanted === "WebGPU" ? "not loaded" : "cpu"} (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);

@@ -1,4 +1,6 @@
 import { join } from "node:path";
+import { cudaLibFolders, cudaLibsFixCommand } from "../build/cuda-libs";
+import { executableLibDir } from "../engines/llama/native/addon-path";
 import { CUDA_PROVIDER_FILES } from "../engines/onnx-device";
 import { formatBytes, ok, plural, warn, type Check, type Probes } from "./check";
 
@@ -135,7 +137,9 @@ export async function gatherCuda(probes: Pick<Probes, "run" | "env" | "readdir" 
   }
   const llamaCuda = probes.llamaCuda();
   const onnxDir = probes.onnxLibDir();
-  const dirs = [...(probes.env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), llamaCuda.primary, llamaCuda.fallback, onnxDir];
+  // …and the executable's lib/cuda, where `install.sh --cuda` puts them
+  const installed = cudaLibFolders(executableLibDir()).map((f) => f.dir);
+  const dirs = [...(probes.env.LD_LIBRARY_PATH ?? "").split(":").filter(Boolean), llamaCuda.primary, llamaCuda.fallback, onnxDir, ...installed];
   const folders = [...new Set(dirs.filter((d): d is string => !!d))].map((dir) => ({ dir, files: probes.readdir(dir) }));
   const onnxFiles = onnxDir ? probes.readdir(onnxDir) : [];
   return {
@@ -172,14 +176,14 @@ export function checkCudaRuntime(g: GpuFacts, c: CudaFacts): Check {
   return warn(
     name,
     detail,
-    "install the CUDA 13 runtime (libcudart.so.13, libcublas.so.13; e.g. the cuda-libraries-13-0 package) or add its folder to LD_LIBRARY_PATH",
+    `install the CUDA 13 runtime (libcudart.so.13, libcublas.so.13): ${cudaLibsFixCommand()}; or the cuda-libraries-13-0 package, or add its folder to LD_LIBRARY_PATH`,
   );
 }
 
 /** The hint for missing onnxruntime CUDA provider files: where they go, and from where. */
 export function providerHint(dir: string | null): string {
   const where = dir ?? "node_modules/onnxruntime-node/bin/napi-v6/linux/x64";
-  return `copy ${CUDA_PROVIDER_FILES.join(" and ")} from the NuGet package Microsoft.ML.OnnxRuntime.Gpu.Linux 1.30.0 into ${where} (README "GPU hosts")`;
+  return `${cudaLibsFixCommand()} installs ${CUDA_PROVIDER_FILES.join(" and ")} (onnxruntime 1.30.0's CUDA 13 provider, with cuDNN 9) into ${where} (README "GPU hosts")`;
 }
 
 function withHint(line: string): string {

@@ -2,7 +2,10 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { ApiError } from "../api/http/errors";
+import { cudaPreloadOrder } from "../build/cuda-libs";
 import type { Logger } from "../log";
+import { preloadCudaLibs } from "./cuda-preload";
+import { executableLibDir } from "./llama/native/addon-path";
 
 // The device for ONNX Runtime sessions, chosen explicitly (platform notes: transformers.js's
 // "auto"/"gpu" resolve to CUDA on Linux and fail without the provider, with no CPU fallback).
@@ -76,6 +79,11 @@ export function resolveOnnxDevice(
   }
   if (asked === "cuda" || facts.nvidia) {
     if (facts.cudaProvider) {
+      const failed = preloadInstalledCuda();
+      if (failed) {
+        logger.warn("onnx device: the CUDA libraries install.sh put in lib/cuda did not load; using CPU", { model: modelId, reason: failed });
+        return "cpu";
+      }
       logger.info("onnx device", { model: modelId, device: "cuda" });
       return "cuda";
     }
@@ -87,6 +95,22 @@ export function resolveOnnxDevice(
   }
   logger.info("onnx device", { model: modelId, device: "cpu", reason: "no NVIDIA device" });
   return "cpu";
+}
+
+let preloaded: string | null | undefined;
+
+/**
+ * The CUDA libraries `install.sh --cuda` put in the executable's lib/cuda, loaded into the
+ * process's global scope once before the first CUDA session: onnxruntime's provider has no RUNPATH
+ * (cuda-preload.ts). null when they loaded or none are installed there (the system's are used);
+ * else the loader's messages.
+ */
+function preloadInstalledCuda(): string | null {
+  if (preloaded === undefined) {
+    const failed = preloadCudaLibs(cudaPreloadOrder(executableLibDir()));
+    preloaded = failed.length ? failed.map((f) => `${f.path}: ${f.error}`).join("; ") : null;
+  }
+  return preloaded;
 }
 
 /**

@@ -203,10 +203,19 @@ describe("cuda runtime and the chat engine", () => {
 });
 
 describe("onnx engines", () => {
-  test("with the provider files and CUDA 12 + cuDNN 9 the ONNX models use CUDA", async () => {
+  test("with the provider files and a CUDA runtime + cuDNN 9 the ONNX models use CUDA (this host has CUDA 13 and 12)", async () => {
     const { g, c } = await facts(gpuHost());
     const cfg = config({ models: [embedModel] });
-    expect(checkOnnxEngines(cfg, served(cfg), g, c)).toMatchObject({ status: "ok", detail: "onnxruntime → cuda (NVIDIA device present; provider files, CUDA 12 and cuDNN 9 found): minilm" });
+    expect(checkOnnxEngines(cfg, served(cfg), g, c)).toMatchObject({ status: "ok", detail: "onnxruntime → cuda (NVIDIA device present; provider files, CUDA 13, CUDA 12 and cuDNN 9 found): minilm" });
+  });
+
+  test("the provider without cuDNN 9: a warning whose fix is install.sh --cuda", async () => {
+    const noCudnn = LDCONFIG_CUDA.split("\n").filter((l) => !l.includes("libcudnn")).join("\n");
+    const { g, c } = await facts(gpuHost({ run: runner({ "nvidia-smi": { code: 0, stdout: H100 }, ldconfig: { code: 0, stdout: noCudnn } }) }));
+    const cfg = config({ models: [embedModel] });
+    const check = checkOnnxEngines(cfg, served(cfg), g, c);
+    expect(check).toMatchObject({ status: "warn", detail: expect.stringContaining("the provider's CUDA runtime and cuDNN 9 are missing (libcudnn.so.9)") });
+    expect(check.hint).toStartWith("./install.sh --cuda");
   });
 
   test("missing provider files: a warning naming where they go; a model forcing cuda fails", async () => {
