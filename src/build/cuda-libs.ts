@@ -57,19 +57,6 @@ export function cudaLibsFixCommand(o: { offline?: boolean } = {}): string {
     : "./install.sh --cuda (in the appliance checkout; offline hosts: ./install.sh --cuda-libs DIR)";
 }
 
-/** Sonames the manifest provides that are missing from a destination (a destination folder that is not shipped is skipped). */
-export function missingCudaLibs(lib: string, manifest = CUDA_MANIFEST): { for: CudaDestination; dir: string; missing: string[] }[] {
-  const out: { for: CudaDestination; dir: string; missing: string[] }[] = [];
-  for (const d of Object.keys(CUDA_DESTINATIONS) as CudaDestination[]) {
-    const dir = join(lib, CUDA_DESTINATIONS[d]);
-    if (!existsSync(dir)) continue;
-    const wanted = manifest.archives.filter((a) => a.to.includes(d)).flatMap((a) => a.provides);
-    const missing = wanted.filter((so) => !existsSync(join(dir, so)));
-    if (missing.length) out.push({ for: d, dir, missing });
-  }
-  return out;
-}
-
 /**
  * The onnxruntime CUDA provider has no RUNPATH: its libraries must already be loaded when
  * onnxruntime dlopens it (a loaded soname is reused). Full paths, in dependency order.

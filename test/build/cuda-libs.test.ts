@@ -4,8 +4,8 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSy
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { cudaLibFolders, cudaLibsFixCommand, cudaPreloadOrder, installCudaLibs, missingCudaLibs } from "../../src/build/cuda-libs";
-import { CUDA_DESTINATIONS, CUDA_MANIFEST, type CudaManifest } from "../../src/build/cuda-libs-manifest";
+import { cudaLibFolders, cudaLibsFixCommand, cudaPreloadOrder, installCudaLibs } from "../../src/build/cuda-libs";
+import { CUDA_DESTINATIONS, CUDA_MANIFEST, type CudaDestination, type CudaManifest } from "../../src/build/cuda-libs-manifest";
 import { preloadCudaLibs } from "../../src/engines/cuda-preload";
 import { tempDir } from "../helpers/app";
 
@@ -113,6 +113,19 @@ beforeEach(() => {
 
 const lines: string[] = [];
 const install = (o: Partial<Parameters<typeof installCudaLibs>[0]> = {}) => installCudaLibs({ lib, cache, baseUrl, manifest: manifest(), log: (l) => lines.push(l), ...o });
+
+/** Sonames the manifest provides that are missing from a destination (a destination folder that is not shipped is skipped). */
+function missingCudaLibs(lib: string, manifest = CUDA_MANIFEST): { for: CudaDestination; dir: string; missing: string[] }[] {
+  const out: { for: CudaDestination; dir: string; missing: string[] }[] = [];
+  for (const d of Object.keys(CUDA_DESTINATIONS) as CudaDestination[]) {
+    const dir = join(lib, CUDA_DESTINATIONS[d]);
+    if (!existsSync(dir)) continue;
+    const wanted = manifest.archives.filter((a) => a.to.includes(d)).flatMap((a) => a.provides);
+    const missing = wanted.filter((so) => !existsSync(join(dir, so)));
+    if (missing.length) out.push({ for: d, dir, missing });
+  }
+  return out;
+}
 
 test("installs the chosen files into lib/cuda with their soname links, and links them beside libggml-cuda.so and libonnxruntime.so.1", async () => {
   const r = await install();
@@ -227,7 +240,7 @@ test("without node-llama-cpp's CUDA package in lib/, the onnx side is still inst
   expect(lines.join("\n")).toContain("node-llama-cpp is not shipped");
 });
 
-test("what doctor uses: the folders searched, what is missing where, and the command that fixes it", () => {
+test("what doctor uses: the folders searched and the command that fixes it; before an install every destination lacks its libraries", () => {
   expect(cudaLibFolders(lib).map((f) => f.dir)).toEqual([join(lib, "cuda"), join(lib, CUDA_DESTINATIONS.llama), join(lib, CUDA_DESTINATIONS.onnx)]);
   const missing = missingCudaLibs(lib);
   expect(missing.find((m) => m.for === "llama")!.missing).toEqual(expect.arrayContaining(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"]));
