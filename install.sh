@@ -19,6 +19,7 @@ BUN_VERSION="1.4.5"
 PREFIX="${HOME}/.local"
 VISION=1
 CUDA=auto
+CPU_ONLY=0
 SYSTEMD=0
 CUDA_LIBS_DIR=""
 
@@ -34,7 +35,8 @@ usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--cuda-l
                  onnxruntime's CUDA provider load (default: only when an NVIDIA GPU is present)
   --cuda-libs DIR  as --cuda, taking those archives from DIR instead of downloading them
                  (offline hosts; \`bun src/build/cuda-libs.ts --list\` names them)
-  --cpu-only     ship the CPU backends only
+  --cpu-only     ship the CPU backends only (no CUDA, no Vulkan; node-llama-cpp's Vulkan
+                 build, ~70 MB, is shipped otherwise: any vendor's GPU with a Vulkan driver)
   --systemd      write a systemd unit (user unit; system unit when run as root)
 USAGE
 }
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
     --prefix=*) PREFIX="${1#--prefix=}"; shift ;;
     --no-vision) VISION=0; shift ;;
     --cuda) CUDA=1; shift ;;
-    --cpu-only) CUDA=0; shift ;;
+    --cpu-only) CUDA=0; CPU_ONLY=1; shift ;;
     --cuda-libs) [ $# -ge 2 ] || { usage >&2; exit 2; }; CUDA_LIBS_DIR="$2"; CUDA=1; shift 2 ;;
     --cuda-libs=*) CUDA_LIBS_DIR="${1#--cuda-libs=}"; CUDA=1; shift ;;
     --systemd) SYSTEMD=1; shift ;;
@@ -102,8 +104,12 @@ BUILD_FLAGS=""
 if [ "$CUDA" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then CUDA=1; else CUDA=0; fi
 fi
-[ "$CUDA" = 1 ] || BUILD_FLAGS="--cpu-only"
-say "building the executable${BUILD_FLAGS:+ (CPU backends only)}"
+if [ "$CPU_ONLY" = 1 ]; then BUILD_FLAGS="--cpu-only"; elif [ "$CUDA" != 1 ]; then BUILD_FLAGS="--no-cuda"; fi
+case "$BUILD_FLAGS" in
+  --cpu-only) say "building the executable (CPU backends only)" ;;
+  --no-cuda) say "building the executable (CPU and Vulkan backends; --cuda adds CUDA)" ;;
+  *) say "building the executable (CPU, Vulkan and CUDA backends)" ;;
+esac
 (cd "$CHECKOUT" && "$BUN" src/build/executable.ts $BUILD_FLAGS) || die "the executable did not build (see above)"
 DEST="$PREFIX/lib/appliance/current"
 rm -rf "$DEST.new"
@@ -197,10 +203,10 @@ gpu_report() {
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libcudnn.so.9; do
     if printf '%s\n' "$libs" | grep -q "$lib"; then say "  present: $lib"; else say "  missing: $lib"; fi
   done
-  say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13; ONNX models need those, cuRAND, cuDNN 9 and the onnxruntime CUDA provider (./install.sh --cuda installs them all)"
+  say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13 (its CUDA 12 build: .so.12); ONNX models need those, cuRAND, cuDNN 9 and the onnxruntime CUDA provider (./install.sh --cuda installs them all)"
   local ort="$DEST/lib/onnxruntime-node/bin/napi-v6/linux/x64"
   if [ -e "$ort/libonnxruntime_providers_cuda.so" ]; then say "  present: onnxruntime CUDA provider"; else say "  missing: onnxruntime CUDA provider ($ort/libonnxruntime_providers_cuda.so)"; fi
-  [ "$CUDA" = 1 ] || say "  note: the executable was built with CPU backends only (--cuda to include CUDA)"
+  [ "$CUDA" = 1 ] || say "  note: the executable was built without CUDA (--cuda to include it)"
 }
 gpu_report
 

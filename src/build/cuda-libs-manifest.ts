@@ -8,6 +8,11 @@
 //   libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libcurand.so.10 and uses cuDNN 9 built for
 //   CUDA 13. It has no RUNPATH, so its libraries must be loaded before it (see cudaPreloadOrder in
 //   cuda-libs.ts) or be on LD_LIBRARY_PATH.
+// - Its -ext package's fallback libggml-cuda.so is a CUDA 12 build (NEEDs libcudart.so.12,
+//   libcublas.so.12; PTX 8.4 for sm_50…80): the executable assembles it into a build of its own
+//   (llama-cuda12/, src/build/executable.ts) for GPUs whose driver cannot compile the CUDA 13
+//   build's PTX (an H100 on driver 580.159: "PTX was compiled with an unsupported toolchain").
+//   CUDA 12.8's runtime and cuBLAS serve it (any driver since R570).
 // CUDA 13 needs an NVIDIA driver >= 580. The 13.1 set below is the one a public project documents
 // as working with onnxruntime 1.30.0's CUDA 13 provider (pimesh tools/fetch-gpu-stack.sh).
 //
@@ -19,6 +24,10 @@
 //   cuRAND 10.4.1.34  1: pimesh fetch-gpu-stack.sh
 //   NVRTC 13.1.80     1: pimesh fetch-gpu-stack.sh
 //   nvJitLink 13.1.80 1: pimesh fetch-gpu-stack.sh
+//   cudart 12.8.90    3+: a Gradle CUDA runtime task, a Dart CUDA toolkit installer, a JS
+//                        llama.cpp CUDA packaging script, a model card's dependency table
+//   cuBLAS 12.8.4.1   4: the same Gradle task, Dart installer and JS script, and a pinned
+//                        llama.cpp build script (forge8)
 //   cuDNN 9.26.0.51   2: pimesh fetch-gpu-stack.sh; a Rust downloads manifest pinned from NVIDIA's
 //                        cuDNN 9.26.0 redistrib json (with its size)
 //   onnxruntime 1.30.0 gpu_cuda13 tgz  5+: RapidRAW docs, a Dockerfile, a CMake script, a Go
@@ -30,6 +39,10 @@ export const CUDA_DESTINATIONS = {
   llama: "@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda",
   /** Beside libonnxruntime.so.1: where onnxruntime looks for its provider libraries. */
   onnx: "onnxruntime-node/bin/napi-v6/linux/x64",
+  /** Beside the CUDA 12 libggml-cuda.so the executable assembles (llama-cuda12/, links into -ext). */
+  llama12: "llama-cuda12/bins/linux-x64-cuda",
+  /** Beside that library's own file in the -ext package, where node-llama-cpp itself falls back to it. */
+  llamaFallback: "@node-llama-cpp/linux-x64-cuda-ext/bins/linux-x64-cuda/fallback",
 } as const;
 export type CudaDestination = keyof typeof CUDA_DESTINATIONS;
 
@@ -67,7 +80,7 @@ function nvidia(component: string, base: "cuda" | "cudnn", file: string): Pick<C
 }
 
 export const CUDA_MANIFEST: CudaManifest = {
-  id: "cuda13.1-cudnn9.26-ort1.30.0",
+  id: "cuda13.1-cuda12.8-cudnn9.26-ort1.30.0",
   archives: [
     {
       name: "CUDA runtime 13.1.80",
@@ -125,6 +138,24 @@ export const CUDA_MANIFEST: CudaManifest = {
       take: ["lib/libcudnn*.so.9*"],
       provides: ["libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9"],
       to: ["onnx"],
+    },
+    {
+      name: "CUDA runtime 12.8.90",
+      ...nvidia("cuda_cudart", "cuda", "cuda_cudart-linux-x86_64-12.8.90-archive.tar.xz"),
+      sha256: "8d566b5fe745c46842dc16945cf36686227536decd2302c372be86da37faca68",
+      source: "NVIDIA redistrib_12.8.1.json (copies: a Gradle CUDA runtime task, a Dart CUDA toolkit installer, a JS llama.cpp packaging script)",
+      take: ["lib/libcudart.so.12*"],
+      provides: ["libcudart.so.12"],
+      to: ["llama12", "llamaFallback"],
+    },
+    {
+      name: "cuBLAS 12.8.4.1",
+      ...nvidia("libcublas", "cuda", "libcublas-linux-x86_64-12.8.4.1-archive.tar.xz"),
+      sha256: "21718957c2cf000bacd69d36c95708a2319199e39e056f8b4f0f68e3b9f323bb",
+      source: "NVIDIA redistrib_12.8.1.json (copies: a Gradle CUDA runtime task, a Dart CUDA toolkit installer, a JS llama.cpp packaging script, a llama.cpp build script)",
+      take: ["lib/libcublas.so.12*", "lib/libcublasLt.so.12*"],
+      provides: ["libcublas.so.12", "libcublasLt.so.12"],
+      to: ["llama12", "llamaFallback"],
     },
     {
       name: "onnxruntime 1.30.0 CUDA 13 provider",

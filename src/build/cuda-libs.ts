@@ -215,7 +215,7 @@ function linkDestinations(lib: string, manifest: CudaManifest, files: Record<str
   for (const d of Object.keys(CUDA_DESTINATIONS) as CudaDestination[]) {
     const dir = join(lib, CUDA_DESTINATIONS[d]);
     if (!existsSync(dir)) {
-      if (d === "llama") log("the CUDA build of node-llama-cpp is not shipped in this lib/ (built with --cpu-only?): chat gets no CUDA libraries");
+      if (d === "llama") log("the CUDA build of node-llama-cpp is not shipped in this lib/ (built with --cpu-only or --no-cuda?): chat gets no CUDA libraries");
       continue;
     }
     for (const a of manifest.archives.filter((x) => x.to.includes(d))) {

@@ -1,3 +1,4 @@
+import type { CudaChoice } from "../engines/llama/cuda-probe";
 import type { CommandRunner } from "../rentals/inventory";
 
 // What `appliance doctor` reports: one line per check. Every check is a plain function of what was
@@ -34,6 +35,11 @@ export interface Probes {
   listen(host: string, port: number): Promise<string | null>;
   /** Folders holding libggml-cuda.so in node-llama-cpp's CUDA prebuilt packages (null: not installed). */
   llamaCuda(): { primary: string | null; fallback: string | null };
+  /**
+   * The chat runtime's CUDA decode test (llama/cuda-probe.ts: a child process decodes on each CUDA
+   * build in turn); run only where the prediction is CUDA.
+   */
+  cudaDecode(): Promise<CudaChoice>;
   /** Folder holding libggml-vulkan.so in node-llama-cpp's Vulkan prebuilt package (null: not installed). */
   llamaVulkan(): string | null;
   /** The folder holding libonnxruntime.so.1 (where its CUDA provider files must be). */

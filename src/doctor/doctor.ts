@@ -2,7 +2,7 @@ import type { LoadedConfig } from "../config";
 import { DEMO_GENERATORS } from "../demo";
 import { fail, ok, type Check, type Probes } from "./check";
 import { probeWebGpu } from "../engines/onnx-device";
-import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
+import { chatBackend, checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
@@ -44,10 +44,12 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       ...(config.demo ? demo() : []),
     ];
     const addon = probes.addon();
-    // onnxruntime's WebGPU adapter is probed only when a model asks for it (a one-node session).
+    // onnxruntime's WebGPU adapter is probed only when a model asks for it (a one-node session),
+    // and CUDA's decode test only runs where the files say CUDA (a child decodes on a tiny model).
     const webgpu = served.some((m) => m.device === "webgpu") ? await probeWebGpu() : undefined;
+    const decode = chatBackend(config.engines.device, gpus, cuda, vulkan).device === "cuda" ? await probes.cudaDecode() : undefined;
     checks.push(
-      checkChatEngine(config, served, gpus, cuda, vulkan),
+      checkChatEngine(config, served, gpus, cuda, vulkan, decode),
       checkOnnxEngines(config, served, gpus, cuda, webgpu),
       checkImageInput(addon, served),
       checkChatDecoding(addon, served),

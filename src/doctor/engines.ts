@@ -1,4 +1,5 @@
 import type { Config } from "../config";
+import type { CudaChoice } from "../engines/llama/cuda-probe";
 import type { Device } from "../engines/llama/runtime";
 import type { ModelKind } from "../engines/manifest";
 import { THREADPOOL_POLL } from "../engines/llama/threadpool";
@@ -42,13 +43,13 @@ const noGpu = (g: GpuFacts) => ({ why: `no usable GPU (${g.problem ?? "nvidia-sm
  * build loads; else (on "auto", or "vulkan" configured) Vulkan where its build would find a device;
  * else the CPU. Without Vulkan facts, Vulkan is not considered.
  */
-export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts, v?: VulkanFacts): Decision {
+export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts, v?: VulkanFacts, decode?: CudaChoice): Decision {
   if (device === "cpu") return cpu('engines.device = "cpu"');
   if (device === "vulkan") {
     const u = v ? vulkanUsable(v) : { ok: false as const, why: "not probed", hint: "run `appliance doctor`" };
     return u.ok ? { device: "vulkan", reason: `engines.device = "vulkan"; ${u.how}` } : { device: "cpu", reason: 'engines.device = "vulkan"', unmet: { wanted: "Vulkan", why: u.why, hint: u.hint } };
   }
-  const viaCuda = cudaBackend(device, g, c);
+  const viaCuda = cudaBackend(device, g, c, decode);
   if (viaCuda.device === "cuda" || device === "cuda" || !v) return viaCuda;
   // "auto" without a usable CUDA: Vulkan where a GPU is there for it.
   const u = vulkanUsable(v);
@@ -57,7 +58,27 @@ export function chatBackend(device: Device, g: GpuFacts, c: CudaFacts, v?: Vulka
   return viaCuda.unmet ? viaCuda : cpu(`${cudaPart}; Vulkan not usable: ${u.why}`);
 }
 
-function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decision {
+/**
+ * From the files: whether a CUDA build would load. Then, where the decode test ran (`decode`), what
+ * it found: the build that decoded, or why none did (a build that loads may still abort at its
+ * first kernel).
+ */
+function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts, decode?: CudaChoice): Decision {
+  const d = cudaFromFiles(device, g, c);
+  if (d.device !== "cuda" || !decode) return d;
+  const wanted = device === "cuda" ? 'engines.device = "cuda"' : "NVIDIA device present";
+  if (decode.build === null) {
+    return unmet(
+      wanted,
+      `no CUDA build decoded in a test (${decode.failed.join("; ")})`,
+      `update the NVIDIA driver (a CUDA build's kernels need a driver as new as the toolkit that built them); the executable also tries node-llama-cpp's CUDA 12 build, whose runtime ${cudaLibsFixCommand()} fetches; or set engines.device = "vulkan"`,
+    );
+  }
+  const before = decode.failed.length ? ` (${decode.failed.join("; ")})` : "";
+  return { device: "cuda", reason: `${wanted}; node-llama-cpp's CUDA ${decode.build} build decoded in a test${before}` };
+}
+
+function cudaFromFiles(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decision {
   if (device === "auto" && !g.nvidiaDevice) return cpu("no NVIDIA device");
   const wanted = device === "cuda" ? 'engines.device = "cuda"' : "NVIDIA device present";
   if (!c.llamaCuda.primary && !c.llamaCuda.fallback) {
@@ -116,9 +137,9 @@ export function onnxBackend(device: Device | "webgpu", g: GpuFacts, c: CudaFacts
 
 const describe = (d: Decision) => (d.unmet ? `${d.unmet.wanted === "WebGPU" ? "not loaded" : "cpu"} (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
 
-export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts): Check {
+export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts, decode?: CudaChoice): Check {
   const name = "chat engine";
-  const d = chatBackend(config.engines.device, g, c, v);
+  const d = chatBackend(config.engines.device, g, c, v, decode);
   const used = served.filter((m) => m.kind === "chat").length;
   const detail = `llama.cpp → ${describe(d)}; ${used ? plural(used, "chat model") : "no chat model configured"}`;
   if (!d.unmet) return ok(name, detail);

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { cudaLibFolders, cudaLibsFixCommand } from "../build/cuda-libs";
-import { executableLibDir } from "../engines/llama/native/addon-path";
+import { executableLibDir } from "../engines/installed";
 import { CUDA_PROVIDER_FILES } from "../engines/onnx-device";
 import { formatBytes, ok, plural, warn, type Check, type Probes } from "./check";
 

@@ -1,9 +1,10 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statfsSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
-import { dirname, join } from "node:path";
-import { builtAddon, nodeLlamaCppDir } from "../engines/llama/native/addon-path";
+import { join } from "node:path";
+import { chooseCudaBuild } from "../engines/llama/cuda-probe";
+import { builtAddon } from "../engines/llama/native/addon-path";
+import { installedPackageDir } from "../engines/installed";
 import { onnxRuntimeLibDir } from "../engines/onnx-device";
 import { spawnRunner } from "../rentals/inventory";
 import type { Probes } from "./check";
@@ -53,6 +54,7 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
     cores: () => availableParallelism(),
     listen: listenBriefly,
     llamaCuda,
+    cudaDecode: () => chooseCudaBuild(),
     llamaVulkan,
     onnxLibDir: onnxRuntimeLibDir,
     addon() {
@@ -97,31 +99,24 @@ export function listenBriefly(host: string, port: number): Promise<string | null
 }
 
 /**
- * node-llama-cpp's CUDA prebuilts, resolved the way it resolves them (from its own folder):
- * `@node-llama-cpp/<platform>-<arch>-cuda` (CUDA 13) and its `-ext` package's fallback (CUDA 12).
+ * node-llama-cpp's CUDA prebuilts where the engine loads them from (node_modules, or the
+ * executable's lib/): `@node-llama-cpp/<platform>-<arch>-cuda` (CUDA 13) and its `-ext` package's
+ * fallback (CUDA 12).
  */
 function llamaCuda(): { primary: string | null; fallback: string | null } {
   const name = `${process.platform}-${process.arch}-cuda`;
   const find = (pkg: string, sub: string[]): string | null => {
-    try {
-      const req = createRequire(join(nodeLlamaCppDir(), "package.json"));
-      const dir = join(dirname(req.resolve(`${pkg}/package.json`)), "bins", name, ...sub);
-      return existsSync(join(dir, "libggml-cuda.so")) ? dir : null;
-    } catch {
-      return null;
-    }
+    const root = installedPackageDir(pkg);
+    const dir = root && join(root, "bins", name, ...sub);
+    return dir && existsSync(join(dir, "libggml-cuda.so")) ? dir : null;
   };
   return { primary: find(`@node-llama-cpp/${name}`, []), fallback: find(`@node-llama-cpp/${name}-ext`, ["fallback"]) };
 }
 
-/** node-llama-cpp's Vulkan prebuilt (`@node-llama-cpp/<platform>-<arch>-vulkan`), resolved from its own folder. */
+/** node-llama-cpp's Vulkan prebuilt (`@node-llama-cpp/<platform>-<arch>-vulkan`), where the engine loads it from. */
 function llamaVulkan(): string | null {
   const name = `${process.platform}-${process.arch}-vulkan`;
-  try {
-    const req = createRequire(join(nodeLlamaCppDir(), "package.json"));
-    const dir = join(dirname(req.resolve(`@node-llama-cpp/${name}/package.json`)), "bins", name);
-    return existsSync(join(dir, "libggml-vulkan.so")) ? dir : null;
-  } catch {
-    return null;
-  }
+  const root = installedPackageDir(`@node-llama-cpp/${name}`);
+  const dir = root && join(root, "bins", name);
+  return dir && existsSync(join(dir, "libggml-vulkan.so")) ? dir : null;
 }

@@ -1,11 +1,10 @@
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { cudaPreloadOrder } from "../build/cuda-libs";
 import type { Logger } from "../log";
 import { preloadCudaLibs } from "./cuda-preload";
-import { executableLibDir } from "./llama/native/addon-path";
+import { executableLibDir, installedPackageDir } from "./installed";
 
 // The device for ONNX Runtime sessions, chosen explicitly (platform notes: transformers.js's
 // "auto"/"gpu" resolve to CUDA on Linux and fail without the provider, with no CPU fallback).
@@ -23,14 +22,12 @@ export const CUDA_PROVIDER_FILES = ["libonnxruntime_providers_shared.so", "libon
 
 /** The folder holding libonnxruntime.so.1 (where the CUDA provider files must be put). */
 export function onnxRuntimeLibDir(): string | null {
-  try {
-    const require = createRequire(import.meta.url);
-    const pkg = dirname(require.resolve("onnxruntime-node/package.json"));
-    for (const napi of ["napi-v6", "napi-v3"]) {
-      const dir = join(pkg, "bin", napi, "linux", process.arch);
-      if (existsSync(join(dir, "libonnxruntime.so.1"))) return dir;
-    }
-  } catch {}
+  const pkg = installedPackageDir("onnxruntime-node");
+  if (!pkg) return null;
+  for (const napi of ["napi-v6", "napi-v3"]) {
+    const dir = join(pkg, "bin", napi, "linux", process.arch);
+    if (existsSync(join(dir, "libonnxruntime.so.1"))) return dir;
+  }
   return null;
 }
 

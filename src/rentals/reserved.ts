@@ -45,12 +45,15 @@ export interface EngineUse {
  * model is on CUDA; for a model on Vulkan, the discovered GPUs named like its devices (Vulkan lists
  * names, not UUIDs, so every GPU of that name). A Vulkan device naming NVIDIA that matches no
  * discovered name reserves every discovered GPU, since which one it is cannot be told; any other
- * unmatched device (a GPU the inventory does not list, such as llvmpipe) reserves none.
+ * unmatched device (a GPU the inventory does not list, such as llvmpipe) reserves none. A model on
+ * WebGPU (onnxruntime's Dawn) reserves every discovered GPU: Dawn picks its adapter itself, is not
+ * bound by CUDA_VISIBLE_DEVICES, and does not say which GPU it took.
  */
 export function gpusInUse(engines: readonly EngineUse[], cudaGpus: ReadonlySet<string>, discovered: readonly DiscoveredGpu[]): Set<string> {
   const out = new Set<string>();
   const loaded = engines.filter((e) => e.loaded);
   if (loaded.some((e) => e.device === "cuda")) for (const u of cudaGpus) out.add(u);
+  if (loaded.some((e) => e.device === "webgpu")) for (const g of discovered) out.add(g.uuid.toLowerCase());
   const names = new Set(loaded.filter((e) => e.device === "vulkan").flatMap((e) => e.gpus ?? []));
   const norm = (s: string) => s.trim().toLowerCase();
   for (const name of names) {

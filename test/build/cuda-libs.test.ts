@@ -241,10 +241,12 @@ test("without node-llama-cpp's CUDA package in lib/, the onnx side is still inst
 });
 
 test("what doctor uses: the folders searched and the command that fixes it; before an install every destination lacks its libraries", () => {
-  expect(cudaLibFolders(lib).map((f) => f.dir)).toEqual([join(lib, "cuda"), join(lib, CUDA_DESTINATIONS.llama), join(lib, CUDA_DESTINATIONS.onnx)]);
+  expect(cudaLibFolders(lib).map((f) => f.dir)).toEqual([join(lib, "cuda"), ...["llama", "onnx", "llama12", "llamaFallback"].map((d) => join(lib, CUDA_DESTINATIONS[d as CudaDestination]))]);
   const missing = missingCudaLibs(lib);
   expect(missing.find((m) => m.for === "llama")!.missing).toEqual(expect.arrayContaining(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"]));
   expect(missing.find((m) => m.for === "onnx")!.missing).toEqual(expect.arrayContaining(["libonnxruntime_providers_cuda.so", "libcudnn.so.9", "libcurand.so.10"]));
+  // the CUDA 12 build's runtime, beside the library the executable assembles and beside its original
+  for (const d of ["llama12", "llamaFallback"]) expect(missing.find((m) => m.for === d)!.missing).toEqual(["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12"]);
   expect(cudaLibsFixCommand()).toContain("./install.sh --cuda");
   expect(cudaLibsFixCommand({ offline: true })).toContain("--cuda-libs DIR");
 });

@@ -1,31 +1,43 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { cpSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { cpSync, mkdirSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
 import sharp from "sharp";
 import { buildExecutable } from "../../src/build/executable";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
 
-// The shipped thing: `bun run build` (CPU backends), copied into a temporary prefix, started with
-// the demo models in a clean environment (no Bun, no node_modules, working directory outside the
-// checkout), and used over HTTP with the official clients, plus the keys CLI from the executable.
+// The shipped thing: `bun run build` (CPU and Vulkan backends), copied into a temporary prefix,
+// started with the demo models in a clean environment (no Bun, working directory outside the
+// checkout) and used over HTTP with the official clients, plus the keys CLI and doctor from the
+// executable. The build checkout's node_modules is hidden from every run of the executable (an
+// empty folder mounted over it in a mount namespace of its own): the bundler bakes absolute build
+// paths into what it resolves at build time, and a host running the executable has no checkout.
 
 const prefix = tempDir("appliance-exe-");
 const exe = join(prefix, "appliance", "appliance");
 const env = { HOME: prefix, PATH: "/usr/bin:/bin", TMPDIR: process.env.TMPDIR ?? "/tmp", XDG_CONFIG_HOME: join(prefix, "no-config") };
 const data = join(prefix, "data");
+const NODE_MODULES = resolve(import.meta.dir, "..", "..", "node_modules");
+const empty = join(prefix, "empty");
 let child: ReturnType<typeof Bun.spawn>;
 let url = "";
 let key = "";
 
+/** `args` run with the checkout's node_modules hidden (unshare: a user and mount namespace). */
+const hidden = (args: string[]) => ["unshare", "-rm", "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", empty, NODE_MODULES, ...args];
+const run = (args: string[]) => Bun.spawnSync(hidden([exe, ...args]), { cwd: prefix, env });
+
 beforeAll(async () => {
+  mkdirSync(empty);
+  const probe = Bun.spawnSync(hidden(["ls", "-A", NODE_MODULES]), { env });
+  if (probe.exitCode !== 0 || probe.stdout.toString() !== "") throw new Error(`cannot hide node_modules with unshare (needs user namespaces): ${probe.stderr}`);
   const out = join(prefix, "build");
-  await buildExecutable({ out, cpuOnly: true, log: () => {} });
+  await buildExecutable({ out, cuda: false, log: () => {} });
   cpSync(out, join(prefix, "appliance"), { recursive: true });
   rmSync(out, { recursive: true, force: true });
-  child = Bun.spawn([exe, "serve", "--demo", "--port", "0", "-d", data], { cwd: prefix, env, stdout: "ignore", stderr: "pipe" });
+  child = Bun.spawn(hidden([exe, "serve", "--demo", "--port", "0", "-d", data]), { cwd: prefix, env, stdout: "ignore", stderr: "pipe" });
   const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
   if (!started.key) throw new Error(`the first start printed no admin key: ${started.banner}`);
   ({ url, key } = { url: started.url, key: started.key });
@@ -40,25 +52,29 @@ afterAll(async () => {
 const openai = () => new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0 });
 
 test("--version and the keys CLI run from the executable; a key it creates works on the running server", async () => {
-  const v = Bun.spawnSync([exe, "--version"], { cwd: prefix, env });
+  const v = run(["--version"]);
   expect(v.stdout.toString().trim()).toMatch(/^\d+\.\d+\.\d+$/);
-  const created = Bun.spawnSync([exe, "-d", data, "keys", "create", "--account", "admin", "--premium", "--name", "smoke", "--json"], { cwd: prefix, env });
+  const created = run(["-d", data, "keys", "create", "--account", "admin", "--premium", "--name", "smoke", "--json"]);
   expect(created.stderr.toString()).toBe("");
   expect(created.exitCode).toBe(0);
   const made = JSON.parse(created.stdout.toString()).key as string;
   expect(made).toMatch(/^sk-apl-/);
-  const list = Bun.spawnSync([exe, "-d", data, "keys", "list", "--account", "admin", "--json"], { cwd: prefix, env });
+  const list = run(["-d", data, "keys", "list", "--account", "admin", "--json"]);
   expect(list.stdout.toString()).toContain("smoke");
   expect((await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${made}` } })).status).toBe(200);
 });
 
-test("models list and doctor run from the executable", () => {
-  const list = Bun.spawnSync([exe, "-d", data, "models", "list"], { cwd: prefix, env });
+test("models list and doctor run from the executable, finding the backends in its lib/", () => {
+  const list = run(["-d", data, "models", "list"]);
   expect(list.exitCode).toBe(0);
   expect(list.stdout.toString()).toContain("gemma-3-27b-it"); // the catalogue is embedded
-  const doctor = Bun.spawnSync([exe, "-d", data, "doctor", "--json", "--port", "0"], { cwd: prefix, env });
+  const doctor = run(["-d", data, "doctor", "--json", "--port", "0"]);
   const report = JSON.parse(doctor.stdout.toString());
-  expect(report.checks.find((c: any) => c.name === "image input").status).toBe("ok"); // lib/appliance-llama.node found beside it
+  const line = (name: string) => report.checks.find((c: any) => c.name === name);
+  expect(line("image input").status).toBe("ok"); // lib/appliance-llama.node found beside it
+  // node-llama-cpp's Vulkan build is shipped in lib/ (it was "not installed": doctor looked in node_modules)
+  expect(line("vulkan").detail).toContain("node-llama-cpp Vulkan build: installed");
+  expect(line("chat engine").detail).not.toContain("not installed");
   expect(doctor.exitCode).toBe(0);
 });
 

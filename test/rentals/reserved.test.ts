@@ -1,6 +1,6 @@
-import { expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { buildInventory, type DiscoveredGpu } from "../../src/rentals/inventory";
-import { inferenceGpus, reservedNodes } from "../../src/rentals/reserved";
+import { gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "../../src/rentals/reserved";
 
 // Which nodes inference keeps for itself: the GPUs this process's CUDA engines may use
 // (CUDA_VISIBLE_DEVICES, by UUID, UUID prefix or index; unset = all), while a model runs on CUDA.
@@ -32,4 +32,25 @@ test("nodes holding an inference GPU are reserved only while a model computes on
   expect(reservedNodes(nodes, visible, false)).toEqual(new Set());
   expect(reservedNodes(nodes, visible, true)).toEqual(new Set([nodeOf(A)]));
   expect(reservedNodes(nodes, inferenceGpus(gpus, undefined), true)).toEqual(new Set([nodeOf(A), nodeOf(B)]));
+});
+
+describe("gpusInUse: the GPUs loaded models compute on, per backend", () => {
+  const H = "GPU-11111111-2222-3333-4444-555555555555";
+  const mixed: DiscoveredGpu[] = [...gpus, { uuid: H, name: "NVIDIA H100 80GB HBM3", vram_mb: 81559, compute_cap: 9, index: 2 }];
+  const cudaVisible = new Set([A.toLowerCase()]);
+  const all = mixed.map((g) => g.uuid.toLowerCase());
+  const cases: { name: string; engines: EngineUse[]; want: string[] }[] = [
+    { name: "nothing loaded: nothing in use", engines: [], want: [] },
+    { name: "a model on CUDA that is not loaded: nothing", engines: [{ loaded: false, device: "cuda" }], want: [] },
+    { name: "a model on the CPU: nothing", engines: [{ loaded: true, device: "cpu" }], want: [] },
+    { name: "a model on CUDA: the CUDA-visible GPUs", engines: [{ loaded: true, device: "cuda" }], want: [A.toLowerCase()] },
+    { name: "Vulkan: the discovered GPUs of its device's name (every one of that name)", engines: [{ loaded: true, device: "vulkan", gpus: ["NVIDIA L4"] }], want: [A.toLowerCase(), B.toLowerCase()] },
+    { name: "Vulkan names are compared without case or spaces around", engines: [{ loaded: true, device: "vulkan", gpus: [" nvidia h100 80gb hbm3 "] }], want: [H.toLowerCase()] },
+    { name: "Vulkan naming an NVIDIA device the inventory does not list: every GPU (which one cannot be told)", engines: [{ loaded: true, device: "vulkan", gpus: ["NVIDIA GeForce RTX 4090"] }], want: all },
+    { name: "Vulkan on llvmpipe (not a GPU the inventory lists): nothing", engines: [{ loaded: true, device: "vulkan", gpus: ["llvmpipe (LLVM 19.1.7, 256 bits)"] }], want: [] },
+    { name: "ONNX on WebGPU: every GPU (Dawn picks its adapter and does not say which)", engines: [{ loaded: true, device: "webgpu" }], want: all },
+    { name: "ONNX on WebGPU, not loaded: nothing", engines: [{ loaded: false, device: "webgpu" }], want: [] },
+    { name: "CUDA and Vulkan together: both sets", engines: [{ loaded: true, device: "cuda" }, { loaded: true, device: "vulkan", gpus: ["NVIDIA H100 80GB HBM3"] }], want: [A.toLowerCase(), H.toLowerCase()] },
+  ];
+  for (const c of cases) test(c.name, () => expect([...gpusInUse(c.engines, cudaVisible, mixed)].sort()).toEqual([...c.want].sort()));
 });

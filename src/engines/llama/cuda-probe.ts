@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getLlama } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
+import { COMPILED, CUDA12_BINS, CUDA_BUILD_ENV, executableLibDir } from "../installed";
 
 // node-llama-cpp's CUDA build can load and list the GPU, then abort the whole process at its
 // first kernel: measured on an H100 with driver 580.159 ("CUDA error: the provided PTX was compiled
@@ -15,12 +16,44 @@ export const CUDA_PROBE_ARGS = ["internal", "cuda-probe"];
 
 /** The command that runs this program again with `args` (the executable, or bun with the CLI). */
 export function selfCommand(args: string[]): string[] {
-  return process.env.APPLIANCE_COMPILED === "1" ? [process.execPath, ...args] : [process.execPath, join(import.meta.dir, "..", "..", "..", "cli", "main.ts"), ...args];
+  return COMPILED ? [process.execPath, ...args] : [process.execPath, join(import.meta.dir, "..", "..", "..", "cli", "main.ts"), ...args];
+}
+
+/**
+ * node-llama-cpp's CUDA builds, in the order they are tried: its CUDA 13 build (SASS for sm_86, 89,
+ * 120, 121; PTX for 75, 80, 90, which the driver compiles only when it is as new as the toolkit
+ * that made it), then, from the executable, the CUDA 12 build its -ext package carries (PTX 8.4
+ * for sm_50…80, compiled by any driver since R550; src/build/executable.ts assembles it).
+ */
+export type CudaBuild = "13" | "12";
+
+export function cudaBuilds(): CudaBuild[] {
+  return COMPILED && existsSync(join(executableLibDir(), CUDA12_BINS)) ? ["13", "12"] : ["13"];
+}
+
+/** Makes node-llama-cpp's CUDA package offer `build` to the next getLlama in this process (and its children). */
+export function selectCudaBuild(build: CudaBuild): void {
+  if (build === "12") process.env[CUDA_BUILD_ENV] = "12";
+  else delete process.env[CUDA_BUILD_ENV];
+}
+
+export type CudaChoice = { build: CudaBuild; failed: string[] } | { build: null; failed: string[] };
+
+/** The first CUDA build a child decodes on; `failed` says why each one before it was not used. */
+export async function chooseCudaBuild(builds = cudaBuilds(), probe: (b: CudaBuild) => Promise<string | null> = probeCudaDecode): Promise<CudaChoice> {
+  const failed: string[] = [];
+  for (const build of builds) {
+    const why = await probe(build);
+    if (why === null) return { build, failed };
+    failed.push(`CUDA ${build} build: ${why}`);
+  }
+  return { build: null, failed };
 }
 
 /** null when CUDA decodes; else the reason (the child's CUDA error line, or how it ended). */
-export async function probeCudaDecode(timeoutMs = 120_000, cmd = selfCommand(CUDA_PROBE_ARGS)): Promise<string | null> {
-  const child = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env: process.env });
+export async function probeCudaDecode(build: CudaBuild = "13", timeoutMs = 120_000, cmd = selfCommand(CUDA_PROBE_ARGS)): Promise<string | null> {
+  const env: Record<string, string | undefined> = { ...process.env, [CUDA_BUILD_ENV]: build === "12" ? "12" : undefined };
+  const child = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env });
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;

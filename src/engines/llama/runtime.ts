@@ -1,12 +1,13 @@
 import { existsSync, readdirSync } from "node:fs";
 import { getLlama, type Llama } from "node-llama-cpp";
 import type { Logger } from "../../log";
-import { probeCudaDecode } from "./cuda-probe";
+import { chooseCudaBuild, selectCudaBuild } from "./cuda-probe";
 import type { ComputeDevice } from "../types";
 
 // One llama.cpp runtime per process. The device is chosen explicitly, with one log line saying
 // which, on which GPUs, and why:
-// - "cuda": node-llama-cpp's CUDA build, else the CPU (warned).
+// - "cuda": node-llama-cpp's CUDA 13 build, or its CUDA 12 one, whichever decodes first in a child
+//   process (cuda-probe.ts); else the CPU (warned).
 // - "vulkan": its Vulkan build where it loads and lists a device, else the CPU (warned).
 // - "auto": CUDA on an NVIDIA host where that build loads; else Vulkan where a Vulkan driver is
 //   installed and that build lists a device (any vendor's GPU: what only a driver needs); else the CPU.
@@ -60,11 +61,14 @@ async function createRuntime({ device, threads, logger }: { device: Device; thre
     const why = device === "cuda" ? 'engines.device = "cuda"' : "auto: NVIDIA device present";
     try {
       // Loading is not enough: a build whose kernels the driver cannot run aborts the process at
-      // its first decode (cuda-probe.ts). A child decodes first; this process loads CUDA after.
-      const failed = await probeCudaDecode();
-      if (failed) throw new Error(failed);
+      // its first decode (cuda-probe.ts). A child decodes on each CUDA build in turn; this process
+      // loads the first that worked.
+      const choice = await chooseCudaBuild();
+      if (choice.build === null) throw new Error(choice.failed.join("; "));
+      selectCudaBuild(choice.build);
       const llama = await getLlama({ ...base, gpu: "cuda" });
-      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA build loaded and decoded in a test`);
+      const before = choice.failed.length ? ` (${choice.failed.join("; ")})` : "";
+      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA ${choice.build} build loaded and decoded in a test${before}`);
     } catch (e) {
       skipped.push(`cuda: ${(e as Error).message}`);
       if (device === "cuda") logger.warn("chat engine: CUDA requested but not usable; falling back to CPU", { reason: (e as Error).message });

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { dlopenAll, RTLD_GLOBAL, RTLD_NOLOAD, RTLD_NOW } from "../../dlopen";
+import { COMPILED, executableLibDir, installedPackageDir } from "../../installed";
 
 // Where the appliance's llama.cpp addon (this folder: image input through llama.cpp's tools/mtmd,
 // the CPU threadpool, token sampling) is built and found. The folder name carries the llama.cpp release
@@ -14,7 +15,9 @@ export const NATIVE_DIR = import.meta.dir;
 export const ADDON_FILE = "appliance-llama.node";
 
 export function nodeLlamaCppDir(): string {
-  return dirname(require.resolve("node-llama-cpp/package.json"));
+  const dir = installedPackageDir("node-llama-cpp");
+  if (!dir) throw new Error("node-llama-cpp is not installed");
+  return dir;
 }
 
 /** The llama.cpp release tag node-llama-cpp was built from (llama/llama.cpp.info.json). */
@@ -26,7 +29,8 @@ export function llamaTag(): string {
 /** node-llama-cpp's prebuilt CPU binaries for this platform: the shared libllama/libggml the addon links against. */
 export function prebuiltLibDir(): string {
   const name = `${process.platform}-${process.arch}`;
-  const pkg = dirname(require.resolve(`@node-llama-cpp/${name}/package.json`));
+  const pkg = installedPackageDir(`@node-llama-cpp/${name}`);
+  if (!pkg) throw new Error(`node-llama-cpp's prebuilt @node-llama-cpp/${name} is not installed`);
   return join(pkg, "bins", name);
 }
 
@@ -40,14 +44,6 @@ function sourceHash(): string {
 export function addonBuildDir(): string {
   if (process.env.APPLIANCE_MTMD_DIR) return resolve(process.env.APPLIANCE_MTMD_DIR);
   return join(nodeLlamaCppDir(), "..", ".appliance", "mtmd", `${llamaTag()}-${sourceHash()}`);
-}
-
-/** Set by the executable's build (src/build/executable.ts): its native libraries are in lib/ beside it. */
-const COMPILED = process.env.APPLIANCE_COMPILED === "1";
-
-/** The executable's lib/ folder (APPLIANCE_LIB_DIR overrides). */
-export function executableLibDir(): string {
-  return process.env.APPLIANCE_LIB_DIR ?? join(dirname(process.execPath), "lib");
 }
 
 /** The built addon, or null when it has not been built (install.sh builds it unless --no-vision). */
@@ -83,7 +79,7 @@ function makeLlamaLibsGlobal(): void {
     if (failed.length) throw new Error(`llama addon: could not share node-llama-cpp's libraries: ${failed.map((f) => f.error).join("; ")}`);
     return;
   }
-  const dir = COMPILED ? join(executableLibDir(), "@node-llama-cpp", `${process.platform}-${process.arch}`, "bins", `${process.platform}-${process.arch}`) : prebuiltLibDir();
+  const dir = prebuiltLibDir();
   const tag = llamaTag();
   const failed = dlopenAll(["libggml-base.so", `libggml.${tag}.so`, `libllama.${tag}.so`].map((f) => join(dir, f)), RTLD_NOW | RTLD_GLOBAL);
   if (failed.length) throw new Error(`llama addon: could not load node-llama-cpp's CPU libraries: ${failed.map((f) => f.error).join("; ")}`);
