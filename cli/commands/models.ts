@@ -13,7 +13,8 @@ import {
 } from "../../models/catalogue";
 import { loadConfig, type Config } from "../../src/config";
 import { ModelManifest } from "../../src/engines/manifest";
-import { pullModel, PullError, type PullProgress } from "../../src/models/pull";
+import { HF_DEFAULT_CONTEXT, HfHub, isHfRef, parseHfRef, resolveHfGguf, trainedContext } from "../../src/models/hf";
+import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
 
@@ -76,7 +77,7 @@ function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntrySt
     bytes: totalBytes(e),
     status: complete === files.length ? "present" : started ? "partial" : "missing",
     where: started ? dir : null,
-    verified: files.every((f) => f.sha256 !== null),
+    verified: unverifiedFiles(e).length === 0,
   };
 }
 
@@ -193,6 +194,28 @@ export function progressPrinter(out: { write(s: string): unknown; isTTY?: boolea
   };
 }
 
+/**
+ * `models pull hf:…`: the GGUF (and a vision repo's projector) at the commit the revision names now,
+ * checked against the hub's records; served with the model's trained context up to HF_DEFAULT_CONTEXT.
+ */
+async function pullHf(
+  ref: string,
+  modelsDir: string,
+  o: { allowUnverified?: boolean; verify?: boolean; json?: boolean; signal: AbortSignal; onProgress: (p: PullProgress) => void },
+  finish: () => void,
+): Promise<void> {
+  const hub = new HfHub();
+  const parsed = parseHfRef(ref);
+  const { entry, commit } = await resolveHfGguf(parsed, hub, { maxContext: HF_DEFAULT_CONTEXT });
+  process.stderr.write(`pulling ${ref} (commit ${commit}, ${formatBytes(totalBytes(entry))}) into ${join(modelsDir, modelFolder(entry))}\n`);
+  const result = await pullModel(entry, { modelsDir, allowUnverified: o.allowUnverified, verify: o.verify, signal: o.signal, onProgress: o.onProgress, fetch: hub.fetch });
+  finish();
+  const trained = await trainedContext(join(modelsDir, modelFolder(entry), entry.files.model!.path)).catch(() => null);
+  if (trained !== null) entry.max_context = Math.min(trained, HF_DEFAULT_CONTEXT);
+  const manifest = manifestFor(entry);
+  emit(o.json, { ...result, commit, models_dir: modelsDir, manifest }, () => configSnippet(manifest, modelsDir));
+}
+
 export function modelsCommand(): Command {
   const cmd = new Command("models").description("the models catalogue: list it, pull a model's files with checksums");
   const shared = (sub: Command) =>
@@ -214,7 +237,10 @@ export function modelsCommand(): Command {
     });
 
   shared(cmd.command("pull <id>"))
-    .description("download a model's files into <models dir>/<id>/ (resumable, size and SHA-256 checked) and print its [[models]] block")
+    .description(
+      "download a model's files into <models dir>/<id>/ (resumable, size and SHA-256 checked) and print its [[models]] block; " +
+        "<id> is a catalogue id or hf:OWNER/REPO[@REVISION]:QUANT | hf:OWNER/REPO[@REVISION]/FILE.gguf (HF_ENDPOINT, HF_TOKEN honoured)",
+    )
     .option("--allow-unverified", "also take files the catalogue records no checksum for")
     .option("--verify", "re-hash files already present instead of trusting their size")
     .option("--json", "print the result as JSON instead of the config block")
@@ -225,6 +251,7 @@ export function modelsCommand(): Command {
       const progress = progressPrinter(process.stderr);
       try {
         const { modelsDir, entries } = setup(c);
+        if (isHfRef(id)) return await pullHf(id, modelsDir, { ...opts, signal: controller.signal, onProgress: progress.onProgress }, () => progress.finish());
         const entry = entries.find((e) => e.id === id);
         if (!entry) throw new UsageError(`no model "${id}" in the catalogue (known: ${entries.map((e) => e.id).join(", ")})`);
         if (entry.source === "generated") throw new UsageError(`"${id}" is generated, not downloaded: \`appliance serve --demo\` writes it into <data_dir>/demo-models`);

@@ -30,6 +30,12 @@ export const CatalogueFile = T.Object(
     path: T.String({ minLength: 1, description: "where the file goes, relative to the model's folder" }),
     bytes: T.Union([T.Integer({ minimum: 0 }), T.Null()], { description: "exact size; null = not recorded" }),
     sha256: T.Union([Sha256, T.Null()], { description: "null = not recorded: pull refuses without --allow-unverified" }),
+    git_sha1: T.Optional(
+      T.String({
+        pattern: "^[0-9a-f]{40}$",
+        description: "the git blob SHA-1 (sha1 of `blob <bytes>\\0` + the bytes): what a Hugging Face repository records for a file not kept in LFS",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

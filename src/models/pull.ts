@@ -65,11 +65,27 @@ export class ChecksumError extends PullError {
   override name = "ChecksumError";
 }
 
-/** Files of the entry whose SHA-256 the catalogue does not record. */
+/** Files of the entry with no checksum recorded (neither a SHA-256 nor a git blob SHA-1 with its size). */
 export function unverifiedFiles(entry: DownloadEntry): string[] {
   return Object.values(entry.files)
-    .filter((f) => f.sha256 === null)
+    .filter((f) => checksumOf(f) === null)
     .map((f) => f.path);
+}
+
+/**
+ * What a file is checked against: its SHA-256, else its git blob SHA-1 (Hugging Face's record of a
+ * file kept outside LFS: sha1 over `blob <size>\0` and the bytes, so the size must be known).
+ */
+function checksumOf(f: CatalogueFile): { algo: "sha256" | "git-sha1"; want: string } | null {
+  if (f.sha256 !== null) return { algo: "sha256", want: f.sha256 };
+  if (f.git_sha1 !== undefined && f.bytes !== null) return { algo: "git-sha1", want: f.git_sha1 };
+  return null;
+}
+
+/** A fresh hash for the file's checksum (a git blob hash starts with its header). */
+function newHash(f: CatalogueFile): Hash {
+  if (checksumOf(f)?.algo !== "git-sha1") return createHash("sha256");
+  return createHash("sha1").update(`blob ${f.bytes}\0`);
 }
 
 export async function pullModel(entry: DownloadEntry, opts: PullOptions): Promise<PullResult> {
@@ -125,13 +141,14 @@ async function isPresent(ctx: FileContext, report: Report): Promise<boolean> {
   const { file, target, opts } = ctx;
   if (!existsSync(target) || !statSync(target).isFile()) return false;
   if (file.bytes !== null && size(target) !== file.bytes) return false;
-  if (!opts.verify || file.sha256 === null) return true;
-  const hash = createHash("sha256");
+  const sum = checksumOf(file);
+  if (!opts.verify || sum === null) return true;
+  const hash = newHash(file);
   await hashFile(target, hash, (n) => report("hash", n, file.bytes ?? size(target)), opts.signal);
-  return hash.digest("hex") === file.sha256;
+  return hash.digest("hex") === sum.want;
 }
 
-async function download(ctx: FileContext, report: Report): Promise<{ bytes: number; sha256: string }> {
+async function download(ctx: FileContext, report: Report): Promise<{ bytes: number; sha256: string | null }> {
   const { file, opts } = ctx;
   const part = `${ctx.target}.part`;
   const doFetch = opts.fetch ?? ((url: string, init: RequestInit) => fetch(url, init));
@@ -144,7 +161,7 @@ async function download(ctx: FileContext, report: Report): Promise<{ bytes: numb
     await rm(part, { force: true });
     have = 0;
   }
-  let hash = createHash("sha256");
+  let hash = newHash(file);
   report("start", have, file.bytes);
   if (have > 0) await hashFile(part, hash, (n) => report("hash", n, file.bytes), opts.signal);
   await ensureSpace(ctx.dir, file.bytes === null ? 0 : file.bytes - have);
@@ -152,7 +169,7 @@ async function download(ctx: FileContext, report: Report): Promise<{ bytes: numb
   const restart = async () => {
     await truncate(part, 0).catch(() => undefined);
     have = 0;
-    hash = createHash("sha256");
+    hash = newHash(file);
   };
 
   let failures = 0;
@@ -235,11 +252,12 @@ async function download(ctx: FileContext, report: Report): Promise<{ bytes: numb
     await rm(part, { force: true });
     throw new ChecksumError(`${file.path}: size mismatch: expected ${file.bytes} bytes, got ${have}; the download was deleted`);
   }
-  if (file.sha256 !== null && actual !== file.sha256) {
+  const sum = checksumOf(file);
+  if (sum !== null && actual !== sum.want) {
     await rm(part, { force: true });
-    throw new ChecksumError(`${file.path}: checksum mismatch: expected sha256 ${file.sha256}, got ${actual}; the download was deleted`);
+    throw new ChecksumError(`${file.path}: checksum mismatch: expected ${sum.algo === "sha256" ? "sha256" : "git blob sha1"} ${sum.want}, got ${actual}; the download was deleted`);
   }
-  return { bytes: have, sha256: actual };
+  return { bytes: have, sha256: sum?.algo === "git-sha1" ? null : actual };
 }
 
 class RetryableError extends Error {}

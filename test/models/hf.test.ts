@@ -1,0 +1,286 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { ensureChatModel } from "../../models/cache";
+import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, type HubFile } from "../../src/models/hf";
+import { ChecksumError, PullError, pullModel } from "../../src/models/pull";
+import { tempDir } from "../helpers/app";
+import { CLI } from "../helpers/cli";
+
+// Pulls by name from a local server that speaks the Hugging Face hub's API: the revision endpoint
+// (a branch resolved to its commit), the paged recursive tree with `lfs.oid` (SHA-256) for LFS files
+// and `oid` (git blob SHA-1) for small ones, and `resolve/` answering with a redirect to a storage
+// server on another origin that honours Range. A gated repository answers 401 without the token.
+
+const root = tempDir("appliance-hf-");
+const COMMIT = "1111111111111111111111111111111111111111";
+const OLD = "2222222222222222222222222222222222222222";
+const TOKEN = "hf_test_token";
+
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+const gitSha1 = (b: Uint8Array) => createHash("sha1").update(`blob ${b.length}\0`).update(b).digest("hex");
+
+interface RepoFile {
+  bytes: Uint8Array;
+  lfs: boolean;
+}
+/** repo → commit → path → file */
+const repos = new Map<string, Map<string, Map<string, RepoFile>>>();
+const branches = new Map<string, string>(); // "repo@rev" → commit
+/** What storage serves instead of a blob's bytes (by SHA-256): the corruption tests. */
+const tampered = new Map<string, Uint8Array>();
+/** Blobs (by SHA-256) whose next download is cut after this many bytes. */
+const cutOnce = new Map<string, number>();
+const storageSeen: { path: string; range: string | null; auth: string | null }[] = [];
+const hubSeen: { path: string; auth: string | null }[] = [];
+
+let gguf: Uint8Array;
+let storage: ReturnType<typeof Bun.serve>;
+let hub: ReturnType<typeof Bun.serve>;
+let endpoint = "";
+
+function addRepo(repo: string, commit: string, files: Record<string, RepoFile>, branch = "main") {
+  const commits = repos.get(repo) ?? new Map();
+  commits.set(commit, new Map(Object.entries(files)));
+  repos.set(repo, commits);
+  branches.set(`${repo}@${branch}`, commit);
+  branches.set(`${repo}@${commit}`, commit);
+}
+const blob = (text: string, size = 0) => new TextEncoder().encode(text + "x".repeat(size));
+
+beforeAll(async () => {
+  gguf = new Uint8Array(readFileSync(await ensureChatModel("small-chat")));
+  const blobs = new Map<string, Uint8Array>();
+  storage = Bun.serve({
+    port: 0,
+    fetch(req) {
+      const url = new URL(req.url);
+      const range = req.headers.get("range");
+      storageSeen.push({ path: url.pathname, range, auth: req.headers.get("authorization") });
+      const key = url.pathname.slice("/blob/".length);
+      const bytes = tampered.get(key) ?? blobs.get(key);
+      if (!bytes) return new Response("no such blob", { status: 404 });
+      const from = Number(/^bytes=(\d+)-$/.exec(range ?? "")?.[1] ?? 0);
+      const cut = cutOnce.get(key);
+      if (cut !== undefined) {
+        cutOnce.delete(key);
+        // promise the whole file, send `cut` bytes, end the connection
+        const stream = new ReadableStream({
+          start(c) {
+            c.enqueue(bytes.subarray(from, cut));
+            setTimeout(() => c.close(), 30);
+          },
+        });
+        return new Response(stream, { status: from ? 206 : 200, headers: { "content-length": String(bytes.length - from), ...(from ? { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } : {}) } });
+      }
+      if (from) return new Response(new Blob([Buffer.from(bytes.subarray(from))]), { status: 206, headers: { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } });
+      return new Response(new Blob([Buffer.from(bytes)]));
+    },
+  });
+  hub = Bun.serve({
+    port: 0,
+    fetch(req) {
+      const url = new URL(req.url);
+      const auth = req.headers.get("authorization");
+      hubSeen.push({ path: url.pathname, auth });
+      const m = /^\/(?:api\/models\/)?([^/]+\/[^/]+)\/(revision|tree|resolve)\/([^/]+)(?:\/(.*))?$/.exec(url.pathname);
+      if (!m) return new Response("not found", { status: 404 });
+      const [, repo, what, rev, rest] = m as unknown as [string, string, string, string, string | undefined];
+      if (repo.endsWith("/gated") && auth !== `Bearer ${TOKEN}`) return Response.json({ error: "Access to model acme/gated is restricted." }, { status: 401 });
+      const commit = branches.get(`${repo}@${decodeURIComponent(rev)}`);
+      const files = commit ? repos.get(repo)?.get(commit) : undefined;
+      if (!commit || !files) return Response.json({ error: "Revision Not Found" }, { status: 404 });
+      if (what === "revision") return Response.json({ id: repo, sha: commit });
+      if (what === "tree") {
+        // two entries per page, each page naming the next in a Link header, plus a directory entry
+        const all = [{ type: "directory", path: "sub", oid: "0".repeat(40), size: 0 }, ...[...files].map(([path, f]) => ({
+          type: "file",
+          path,
+          size: f.lfs ? 134 : f.bytes.length,
+          oid: f.lfs ? gitSha1(blob(`pointer ${path}`)) : gitSha1(f.bytes),
+          ...(f.lfs ? { lfs: { oid: sha256(f.bytes), size: f.bytes.length, pointerSize: 134 } } : {}),
+        }))];
+        const page = Number(url.searchParams.get("cursor") ?? 0);
+        const next = page + 2 < all.length ? `<${url.origin}${url.pathname}?recursive=true&cursor=${page + 2}>; rel="next"` : null;
+        return Response.json(all.slice(page, page + 2), { headers: next ? { link: next } : {} });
+      }
+      const f = files.get(decodeURIComponent(rest ?? ""));
+      if (!f) return new Response("Entry not found", { status: 404 });
+      const key = sha256(f.bytes);
+      blobs.set(key, f.bytes);
+      return new Response(null, { status: 302, headers: { location: `http://localhost:${storage.port}/blob/${key}` } });
+    },
+  });
+  endpoint = `http://127.0.0.1:${hub.port}`;
+  const readme = blob("# tiny\n");
+  addRepo("acme/Tiny-GGUF", COMMIT, {
+    "README.md": { bytes: readme, lfs: false },
+    "Tiny-Q4_K_M.gguf": { bytes: gguf, lfs: true },
+    "Tiny-Q8_0.gguf": { bytes: blob("q8", 5000), lfs: true },
+    "mmproj-Tiny-F16.gguf": { bytes: blob("projector f16", 3000), lfs: true },
+    "mmproj-Tiny-Q8_0.gguf": { bytes: blob("projector q8", 2000), lfs: true },
+    "split/Tiny-Q2_K-00002-of-00002.gguf": { bytes: blob("part two", 1000), lfs: true },
+    "split/Tiny-Q2_K-00001-of-00002.gguf": { bytes: blob("part one", 1000), lfs: true },
+  });
+  addRepo("acme/Tiny-GGUF", OLD, { "Tiny-Q4_K_M.gguf": { bytes: blob("old q4", 4000), lfs: true } }, "v1");
+  addRepo("acme/gated", COMMIT, { "Gated-Q4_K_M.gguf": { bytes: gguf, lfs: true } });
+  addRepo("acme/config-only", COMMIT, { "config.json": { bytes: blob('{"a":1}'), lfs: false }, "model-Q4_0.gguf": { bytes: blob("q4", 100), lfs: true } });
+});
+
+afterAll(() => {
+  storage?.stop(true);
+  hub?.stop(true);
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe("references and choices", () => {
+  test("hf: references parse into repository, revision, path or quantisation", () => {
+    expect(parseHfRef("hf:ggml-org/Qwen3-1.7B-GGUF:Q4_K_M")).toEqual({ repo: "ggml-org/Qwen3-1.7B-GGUF", revision: "main", quant: "Q4_K_M" });
+    expect(parseHfRef("hf:org/repo@v1.0/dir/file.gguf")).toEqual({ repo: "org/repo", revision: "v1.0", path: "dir/file.gguf" });
+    expect(parseHfRef(`hf:org/repo@${COMMIT}`)).toEqual({ repo: "org/repo", revision: COMMIT });
+    for (const bad of ["hf:org", "hf:/repo", "hf:org/repo/../x", "hf:org/repo:", "hf:org/repo/a//b", "org/repo:Q4"]) expect(() => parseHfRef(bad)).toThrow(PullError);
+  });
+
+  test("the quantisation a GGUF's name carries", () => {
+    const cases: [string, string | null][] = [
+      ["Qwen3-1.7B-Q4_K_M.gguf", "Q4_K_M"],
+      ["gemma-3-27b-it-q4_0.gguf", "Q4_0"],
+      ["model.IQ4_XS.gguf", "IQ4_XS"],
+      ["x-BF16.gguf", "BF16"],
+      ["big-Q2_K-00001-of-00003.gguf", "Q2_K"],
+      ["mmproj-model-f16.gguf", "F16"],
+      ["model.gguf", null],
+    ];
+    for (const [name, q] of cases) expect([name, quantOf(name)]).toEqual([name, q]);
+  });
+
+  const f = (path: string): HubFile => ({ path, size: 1, oid: "a".repeat(40) });
+  const files = ["a-Q4_K_M.gguf", "a-Q8_0.gguf", "mmproj-a-F16.gguf", "mmproj-a-BF16.gguf", "s/a-Q2_K-00002-of-00002.gguf", "s/a-Q2_K-00001-of-00002.gguf", "README.md"].map(f);
+  test("by quantisation: the matching GGUF and the best projector (same quantisation, else F16, else BF16)", () => {
+    const c = chooseGguf(files, { repo: "o/a", quant: "q8_0" });
+    expect([c.parts.map((p) => p.path), c.quant, c.mmproj?.path]).toEqual([["a-Q8_0.gguf"], "Q8_0", "mmproj-a-F16.gguf"]);
+  });
+  test("a split GGUF comes whole, its parts in order; a missing part is refused", () => {
+    expect(chooseGguf(files, { repo: "o/a", quant: "Q2_K" }).parts.map((p) => p.path)).toEqual(["s/a-Q2_K-00001-of-00002.gguf", "s/a-Q2_K-00002-of-00002.gguf"]);
+    expect(() => chooseGguf(files.slice(0, 5), { repo: "o/a", quant: "Q2_K" })).toThrow("split in 2 parts but the repository has 1");
+  });
+  test("an unknown quantisation names the ones there are; several GGUFs and no quantisation asks for one", () => {
+    expect(() => chooseGguf(files, { repo: "o/a", quant: "Q5_K_M" })).toThrow("no GGUF with quantisation Q5_K_M (it has: Q2_K, Q4_K_M, Q8_0)");
+    expect(() => chooseGguf(files, { repo: "o/a" })).toThrow("3 GGUFs in it; choose one with :QUANT");
+    expect(chooseGguf([f("only.gguf")], { repo: "o/a" }).parts[0]!.path).toBe("only.gguf");
+  });
+  test("model ids: the repository's name without its GGUF suffix, and the quantisation", () => {
+    expect(hfModelId(parseHfRef("hf:ggml-org/Qwen3-1.7B-GGUF:Q4_K_M"), "Q4_K_M")).toBe("qwen3-1.7b-q4_k_m");
+    expect(hfModelId(parseHfRef("hf:o/r/weights/My Model.gguf"), null, "weights/My Model.gguf")).toBe("my-model");
+  });
+  test("Link headers: the rel=next target, resolved against the page", () => {
+    expect(nextLink('<https://hub/api/models/o/r/tree/x?cursor=abc>; rel="next"', "https://hub/a")).toBe("https://hub/api/models/o/r/tree/x?cursor=abc");
+    expect(nextLink('</p2>; rel="prev", </p3>; rel="next"', "https://hub/api")).toBe("https://hub/p3");
+    expect(nextLink(null, "https://hub")).toBeNull();
+  });
+});
+
+describe("pulls against the local hub", () => {
+  const hubOf = (token?: string) => new HfHub({ endpoint, token });
+  let n = 0;
+  const modelsDir = () => join(root, `models-${++n}`);
+
+  test("by quantisation: the branch resolved to its commit, every file checked, the projector along; the token never reaches storage", async () => {
+    const h = hubOf(TOKEN);
+    const { entry, commit } = await resolveHfGguf(parseHfRef("hf:acme/Tiny-GGUF:Q4_K_M"), h, { maxContext: 4096 });
+    expect(commit).toBe(COMMIT);
+    expect(entry.files.model).toEqual({ url: `${endpoint}/acme/Tiny-GGUF/resolve/${COMMIT}/Tiny-Q4_K_M.gguf`, path: "Tiny-Q4_K_M.gguf", bytes: gguf.length, sha256: sha256(gguf) });
+    expect(entry.files.mmproj!.path).toBe("mmproj-Tiny-F16.gguf");
+    expect(entry.vision).toBe(true);
+    storageSeen.length = 0;
+    const dir = modelsDir();
+    const r = await pullModel(entry, { modelsDir: dir, fetch: h.fetch });
+    expect(r.files.map((x) => x.status)).toEqual(["downloaded", "downloaded"]);
+    expect(readFileSync(join(dir, entry.id, "Tiny-Q4_K_M.gguf"))).toEqual(Buffer.from(gguf));
+    expect(storageSeen.length).toBe(2);
+    expect(storageSeen.every((s) => s.auth === null)).toBe(true);
+    expect(hubSeen.filter((s) => s.path.includes("/resolve/")).every((s) => s.auth === `Bearer ${TOKEN}`)).toBe(true);
+  });
+
+  test("by revision: a tag names an older commit, and its files", async () => {
+    const { entry, commit } = await resolveHfGguf(parseHfRef("hf:acme/Tiny-GGUF@v1:Q4_K_M"), hubOf(), { maxContext: 4096 });
+    expect(commit).toBe(OLD);
+    expect(entry.revision).toBe(OLD);
+    expect(entry.files.model!.url).toContain(`/resolve/${OLD}/`);
+    expect(entry.files.model!.bytes).toBe(4006);
+    expect(entry.files.mmproj).toBeUndefined();
+    const missing = await resolveHfGguf(parseHfRef("hf:acme/Tiny-GGUF@nope:Q4_K_M"), hubOf(), { maxContext: 4096 }).catch((e) => e);
+    expect((missing as Error).message).toBe("hf:acme/Tiny-GGUF@nope: not found on " + endpoint + " (HTTP 404)");
+  });
+
+  test("a corrupted LFS file is refused by SHA-256, a corrupted small file by its git blob SHA-1; nothing lands", async () => {
+    const h = hubOf();
+    const { entry } = await resolveHfGguf(parseHfRef("hf:acme/Tiny-GGUF:Q8_0"), h, { maxContext: 4096 });
+    const q8 = entry.files.model!;
+    const bad = blob("q8", 5000);
+    bad[10] = 0x41;
+    tampered.set(q8.sha256!, bad);
+    const dir = modelsDir();
+    const e1 = await pullModel(entry, { modelsDir: dir, fetch: h.fetch }).catch((e) => e);
+    tampered.clear();
+    expect(e1).toBeInstanceOf(ChecksumError);
+    expect((e1 as Error).message).toContain("expected sha256");
+    expect(existsSync(join(dir, entry.id, q8.path))).toBe(false);
+
+    // a small file: checked by the hub's git blob SHA-1
+    const readme = blob("# tiny\n");
+    const file = { url: h.fileUrl("acme/Tiny-GGUF", COMMIT, "README.md"), path: "README.md", bytes: readme.length, sha256: null, git_sha1: gitSha1(readme) };
+    const small = { ...entry, id: "readme", files: { readme: file } };
+    const ok = await pullModel(small, { modelsDir: dir, fetch: h.fetch });
+    expect(ok.files[0]!.status).toBe("downloaded");
+    const wrong = { ...small, id: "readme-wrong", files: { readme: { ...file, git_sha1: gitSha1(blob("# tinY\n")) } } };
+    const e2 = await pullModel(wrong, { modelsDir: dir, fetch: h.fetch }).catch((e) => e);
+    expect(e2).toBeInstanceOf(ChecksumError);
+    expect((e2 as Error).message).toContain("expected git blob sha1");
+    expect(existsSync(join(dir, "readme-wrong", "README.md"))).toBe(false);
+  });
+
+  test("a download cut mid-file resumes with a Range request through the redirect", async () => {
+    const h = hubOf();
+    const { entry } = await resolveHfGguf(parseHfRef("hf:acme/Tiny-GGUF:Q4_K_M"), h, { maxContext: 4096 });
+    const cut = Math.floor(gguf.length / 3);
+    cutOnce.set(entry.files.model!.sha256!, cut);
+    storageSeen.length = 0;
+    const dir = modelsDir();
+    const r = await pullModel({ ...entry, files: { model: entry.files.model! } }, { modelsDir: dir, fetch: h.fetch, retryDelayMs: 10 });
+    expect(r.files[0]!.status).toBe("downloaded");
+    expect(storageSeen.map((s) => s.range)).toEqual([null, `bytes=${cut}-`]);
+    expect(sha256(readFileSync(join(dir, entry.id, "Tiny-Q4_K_M.gguf")))).toBe(sha256(gguf));
+  });
+
+  test("a gated repository without a token says what to do; with the token it pulls", async () => {
+    const e = await resolveHfGguf(parseHfRef("hf:acme/gated:Q4_K_M"), hubOf(), { maxContext: 4096 }).catch((x) => x);
+    expect(e).toBeInstanceOf(PullError);
+    expect((e as Error).message).toBe(`acme/gated: the repository is gated or private (HTTP 401): accept its conditions at ${endpoint}/acme/gated, create an access token (${endpoint}/settings/tokens) and set HF_TOKEN to it`);
+    const wrong = await resolveHfGguf(parseHfRef("hf:acme/gated:Q4_K_M"), hubOf("hf_other"), { maxContext: 4096 }).catch((x) => x);
+    expect((wrong as Error).message).toStartWith("acme/gated: HF_TOKEN's account may not read it (HTTP 401)");
+    const { entry } = await resolveHfGguf(parseHfRef("hf:acme/gated:Q4_K_M"), hubOf(TOKEN), { maxContext: 4096 });
+    const r = await pullModel(entry, { modelsDir: modelsDir(), fetch: hubOf(TOKEN).fetch });
+    expect(r.files[0]!.status).toBe("downloaded");
+  });
+
+  test("`appliance models pull hf:…` with HF_ENDPOINT and HF_TOKEN: files in place, the [[models]] block with the GGUF's trained context", async () => {
+    const dir = join(root, "cli");
+    const child = Bun.spawn([process.execPath, CLI, "models", "pull", "hf:acme/gated:Q4_K_M", "--json", "--models-dir", join(dir, "models")], {
+      env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "no-config"), APPLIANCE_DATA_DIR: dir, HF_ENDPOINT: endpoint, HF_TOKEN: TOKEN },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    expect(stderr).toContain(`commit ${COMMIT}`);
+    expect(code).toBe(0);
+    const out = JSON.parse(stdout);
+    expect(out.commit).toBe(COMMIT);
+    expect(out.manifest).toMatchObject({ id: "gated-q4_k_m", kind: "chat", files: { model: "gated-q4_k_m/Gated-Q4_K_M.gguf" } });
+    // the small-chat preset's trained context (read from the file), under the 16k default window
+    const { trainedContext } = await import("../../src/models/hf");
+    expect(out.manifest.max_context).toBe(Math.min((await trainedContext(await ensureChatModel("small-chat")))!, 16384));
+    expect(existsSync(join(dir, "models", "gated-q4_k_m", "Gated-Q4_K_M.gguf"))).toBe(true);
+  });
+});
