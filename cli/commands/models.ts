@@ -13,7 +13,7 @@ import {
 } from "../../models/catalogue";
 import { loadConfig, type Config } from "../../src/config";
 import { ModelManifest } from "../../src/engines/manifest";
-import { HF_DEFAULT_CONTEXT, HfHub, isHfRef, parseHfRef, resolveHfGguf, trainedContext } from "../../src/models/hf";
+import { HF_DEFAULT_CONTEXT, HfHub, isHfRef, parseHfRef, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
 import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
@@ -53,6 +53,14 @@ export interface EntryStatus {
 
 function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntryStatus {
   const base = { id: e.id, name: e.name, kind: e.kind, configured: config.models.some((m) => m.id === e.id) };
+  if (e.source === "hf") {
+    // sizes and hashes come from the hub at pull time: present = every file in place
+    const dir = join(modelsDir, modelFolder(e));
+    const paths = Object.values(e.hf.files);
+    const complete = paths.filter((p) => existsSync(join(dir, p))).length;
+    const started = complete > 0 || paths.some((p) => existsSync(join(dir, `${p}.part`)));
+    return { ...base, source: "download", bytes: null, status: complete === paths.length ? "present" : started ? "partial" : "missing", where: started ? dir : null, verified: true };
+  }
   if (!isDownload(e)) {
     const demoDir = join(config.server.data_dir, "demo-models");
     return {
@@ -256,7 +264,8 @@ export function modelsCommand(): Command {
         if (!entry) throw new UsageError(`no model "${id}" in the catalogue (known: ${entries.map((e) => e.id).join(", ")})`);
         if (entry.source === "generated") throw new UsageError(`"${id}" is generated, not downloaded: \`appliance serve --demo\` writes it into <data_dir>/demo-models`);
         if (entry.source === "manual") throw new UsageError(`"${id}" has no verifiable download: ${entry.instructions}`);
-        const download = entry as DownloadEntry;
+        const hub = new HfHub();
+        const download = entry.source === "hf" ? await resolveHubEntry(entry, hub) : (entry as DownloadEntry);
         process.stderr.write(`pulling ${id} (${formatBytes(totalBytes(download))}) into ${join(modelsDir, modelFolder(download))}\n`);
         const result = await pullModel(download, {
           modelsDir,
@@ -264,6 +273,7 @@ export function modelsCommand(): Command {
           verify: opts.verify,
           signal: controller.signal,
           onProgress: progress.onProgress,
+          ...(entry.source === "hf" ? { fetch: hub.fetch } : {}),
         });
         progress.finish();
         const manifest = manifestFor(download);

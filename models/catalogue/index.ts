@@ -79,7 +79,30 @@ export const ManualEntry = T.Object(
 );
 export type ManualEntry = Static<typeof ManualEntry>;
 
-export type CatalogueEntry = DownloadEntry | GeneratedEntry | ManualEntry;
+/**
+ * A model on a Hugging Face hub named by repository and commit instead of hashes: `pull` asks the
+ * hub for that commit's records (each file's size and LFS SHA-256 or git blob SHA-1) and checks
+ * every file against them (src/models/hf.ts). Files keep their path inside the repository.
+ */
+export const HubEntry = T.Object(
+  {
+    ...common,
+    source: T.Literal("hf"),
+    hf: T.Object(
+      {
+        repo: T.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$" }),
+        revision: T.String({ pattern: "^[0-9a-f]{40}$", description: "a commit: what the hub records for it cannot change" }),
+        files: T.Record(T.String(), T.String({ minLength: 1 }), { minProperties: 1, description: "role → path in the repository (also its path in the model's folder)" }),
+      },
+      { additionalProperties: false },
+    ),
+    manifest: T.Optional(ManifestExtras),
+  },
+  { additionalProperties: false },
+);
+export type HubEntry = Static<typeof HubEntry>;
+
+export type CatalogueEntry = DownloadEntry | GeneratedEntry | ManualEntry | HubEntry;
 
 export class CatalogueError extends Error {
   override name = "CatalogueError";
@@ -146,11 +169,12 @@ export function parseEntry(text: string, source = "catalogue entry"): CatalogueE
     throw new CatalogueError(`${source}: ${(e as Error).message}`);
   }
   const kind = (raw as { source?: unknown } | null)?.source;
-  const schema = kind === "generated" ? GeneratedEntry : kind === "manual" ? ManualEntry : DownloadEntry;
+  const schema = kind === "generated" ? GeneratedEntry : kind === "manual" ? ManualEntry : kind === "hf" ? HubEntry : DownloadEntry;
   const problems = describeErrors(schema, raw);
   if (problems.length) throw new CatalogueError(`${source}: invalid catalogue entry\n  ${problems.join("\n  ")}`);
   const entry = raw as CatalogueEntry;
   if (isDownload(entry)) checkPaths(entry, source);
+  if (entry.source === "hf") checkHubPaths(entry, source);
   if (entry.vision && entry.kind !== "chat") throw new CatalogueError(`${source}: vision: only a chat model takes images`);
   return entry;
 }
@@ -166,6 +190,15 @@ function checkPaths(e: DownloadEntry, source: string): void {
   for (const [role, p] of Object.entries(e.manifest?.files ?? {}))
     if (p !== "." && !isSafeRelative(p)) throw new CatalogueError(`${source}: manifest.files.${role}: "${p}" must stay inside the model's folder`);
   if (e.vision && !manifestFiles(e).mmproj) throw new CatalogueError(`${source}: a vision model needs an mmproj file`);
+}
+
+function checkHubPaths(e: HubEntry, source: string): void {
+  for (const [role, p] of Object.entries(e.hf.files)) {
+    if (!/^[A-Za-z0-9_]+$/.test(role)) throw new CatalogueError(`${source}: hf.files: role "${role}" must be letters, digits and _`);
+    if (!isSafeRelative(p)) throw new CatalogueError(`${source}: hf.files.${role}: "${p}" must stay inside the model's folder`);
+  }
+  for (const [role, p] of Object.entries(e.manifest?.files ?? {}))
+    if (p !== "." && !isSafeRelative(p)) throw new CatalogueError(`${source}: manifest.files.${role}: "${p}" must stay inside the model's folder`);
 }
 
 function isSafeRelative(p: string): boolean {

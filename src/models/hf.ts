@@ -1,4 +1,4 @@
-import type { CatalogueFile, DownloadEntry } from "../../models/catalogue";
+import type { CatalogueFile, DownloadEntry, HubEntry } from "../../models/catalogue";
 import { PullError } from "./pull";
 
 // Pulls from a Hugging Face hub by name, as `ollama pull hf.co/org/repo:Q4_K_M` and
@@ -277,4 +277,17 @@ export async function trainedContext(path: string): Promise<number | null> {
   const arch = info.metadata.general?.architecture;
   const n = arch ? (info.metadata as Record<string, Record<string, unknown> | undefined>)[arch]?.context_length : undefined;
   return typeof n === "number" && Number.isInteger(n) && n > 0 ? n : null;
+}
+
+/** A catalogue entry that names its repository and commit: the download, checked against the hub's records for that commit. */
+export async function resolveHubEntry(e: HubEntry, hub: HfHub): Promise<DownloadEntry> {
+  const listed = new Map((await hub.tree(e.hf.repo, e.hf.revision)).map((f) => [f.path, f]));
+  const files: Record<string, CatalogueFile> = {};
+  for (const [role, path] of Object.entries(e.hf.files)) {
+    const f = listed.get(path);
+    if (!f) throw new PullError(`${e.id}: hf:${e.hf.repo}@${e.hf.revision} has no file ${path}`);
+    files[role] = hubFile(hub, e.hf.repo, e.hf.revision, f);
+  }
+  const { hf: _hf, source: _source, ...rest } = e;
+  return { ...rest, source: "download", revision: e.hf.revision, repository: e.repository ?? `${hub.endpoint}/${e.hf.repo}`, files };
 }

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
-import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, type HubFile } from "../../src/models/hf";
+import { parseEntry, type HubEntry } from "../../models/catalogue";
+import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, type HubFile } from "../../src/models/hf";
 import { ChecksumError, PullError, pullModel } from "../../src/models/pull";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
@@ -282,5 +283,52 @@ describe("pulls against the local hub", () => {
     const { trainedContext } = await import("../../src/models/hf");
     expect(out.manifest.max_context).toBe(Math.min((await trainedContext(await ensureChatModel("small-chat")))!, 16384));
     expect(existsSync(join(dir, "models", "gated-q4_k_m", "Gated-Q4_K_M.gguf"))).toBe(true);
+  });
+});
+
+describe("catalogue entries that name a repository and commit", () => {
+  const entryText = (files: Record<string, string>) =>
+    JSON.stringify({ id: "tiny-hub", name: "Tiny from the hub", kind: "chat", description: "test", max_context: 2048, source: "hf", hf: { repo: "acme/Tiny-GGUF", revision: COMMIT, files } });
+
+  test("the entry is validated; a pull checks every file against the hub's records for that commit", async () => {
+    expect(() => parseEntry(entryText({ model: "../x.gguf" }))).toThrow('must stay inside the model\'s folder');
+    expect(() => parseEntry(entryText({ model: "a.gguf" }).replace(COMMIT, "main"))).toThrow("hf.revision: Expected string to match");
+    const e = parseEntry(entryText({ model: "Tiny-Q4_K_M.gguf", readme: "README.md" })) as HubEntry;
+    const h = new HfHub({ endpoint });
+    const d = await resolveHubEntry(e, h);
+    expect(d.revision).toBe(COMMIT);
+    expect(d.files.model).toMatchObject({ path: "Tiny-Q4_K_M.gguf", bytes: gguf.length, sha256: sha256(gguf) });
+    expect(d.files.readme).toMatchObject({ path: "README.md", sha256: null, git_sha1: gitSha1(blob("# tiny\n")) });
+    const dir = join(root, "hub-entry");
+    // a README that is not the recorded one is refused by its git blob SHA-1
+    tampered.set(sha256(blob("# tiny\n")), blob("# tinY\n"));
+    const bad = await pullModel(d, { modelsDir: dir, fetch: h.fetch }).catch((x) => x);
+    tampered.clear();
+    expect(bad).toBeInstanceOf(ChecksumError);
+    expect(existsSync(join(dir, "tiny-hub", "README.md"))).toBe(false);
+    const ok = await pullModel(d, { modelsDir: dir, fetch: h.fetch });
+    expect(ok.files.map((f) => f.status)).toEqual(["present", "downloaded"]); // the model came in on the first try
+    const missing = await resolveHubEntry(parseEntry(entryText({ model: "nope.gguf" })) as HubEntry, h).catch((x) => x);
+    expect((missing as Error).message).toBe(`tiny-hub: hf:acme/Tiny-GGUF@${COMMIT} has no file nope.gguf`);
+  });
+
+  test("`models pull` and `models list` take such an entry from a catalogue folder", async () => {
+    const dir = join(root, "cli-hub");
+    mkdirSync(join(dir, "catalogue"), { recursive: true });
+    writeFileSync(join(dir, "catalogue", "tiny-hub.json"), entryText({ model: "Tiny-Q4_K_M.gguf" }));
+    const run = async (args: string[]) => {
+      const child = Bun.spawn([process.execPath, CLI, "models", ...args, "--catalogue", join(dir, "catalogue"), "--models-dir", join(dir, "models")], {
+        env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "no-config"), APPLIANCE_DATA_DIR: dir, HF_ENDPOINT: endpoint },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+      return { stdout, stderr, code };
+    };
+    expect(JSON.parse((await run(["list", "--json"])).stdout)[0]).toMatchObject({ id: "tiny-hub", status: "missing", verified: true });
+    const pulled = await run(["pull", "tiny-hub", "--json"]);
+    expect(pulled.code).toBe(0);
+    expect(JSON.parse(pulled.stdout).manifest).toMatchObject({ id: "tiny-hub", files: { model: "tiny-hub/Tiny-Q4_K_M.gguf" } });
+    expect(JSON.parse((await run(["list", "--json"])).stdout)[0]).toMatchObject({ id: "tiny-hub", status: "present" });
   });
 });
