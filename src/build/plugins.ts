@@ -1,5 +1,5 @@
 import type { BunPlugin } from "bun";
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 import { CUDA12_BINS, CUDA_BUILD_ENV } from "../engines/installed";
 
@@ -17,7 +17,10 @@ export const LIB_EXPR = `(process.env.APPLIANCE_LIB_DIR || process.execPath.slic
 const HOST = `${process.platform}-${process.arch}`;
 
 export function nativeLibPlugin(nodeModules: string): BunPlugin {
-  const rel = (path: string) => relative(nodeModules, path);
+  // Bun hands the plugins real paths: a node_modules reached through a symlink (a shared or cached
+  // folder) must be compared as its real path too, or files land at `lib/../../<elsewhere>`.
+  const real = realpathSync(nodeModules);
+  const rel = (path: string) => relative(real, path);
   return {
     name: "appliance-native-lib",
     setup(build) {
