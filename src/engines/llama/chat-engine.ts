@@ -164,12 +164,7 @@ export class LlamaChatEngine implements ChatEngine {
     const o = this.opts;
     const started = performance.now();
     const { llama, device: backend, gpus } = await o.runtime();
-    // Image input with layers on Vulkan corrupts the heap in about half the requests (measured on
-    // Mesa's llvmpipe, whether the projector is on the device or the CPU; text is fine, and so are
-    // images with the layers on the CPU): a vision model keeps its layers on the CPU there.
-    const visionOnVulkan = backend === "vulkan" && o.projectorPath !== undefined && o.gpuLayers !== 0;
-    if (visionOnVulkan) o.logger.warn("chat model: image input is not stable with layers on Vulkan yet; this vision model runs on the CPU", { model: o.modelId });
-    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: visionOnVulkan ? 0 : o.gpuLayers });
+    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
     let threadpool: Threadpool | null = null;
     try {
       let created: LlamaContext | undefined;
@@ -231,7 +226,19 @@ export class LlamaChatEngine implements ChatEngine {
       const projector = o.projectorPath
         ? await Projector.load(model, context, o.projectorPath, { useGpu: device !== "cpu", threads: o.threads }, slots[0]!.sequence)
         : null;
-      if (projector) o.logger.info("chat model projector loaded", { model: o.modelId, device, placeholder: projector.placeholderText });
+      if (projector) {
+        // where clip actually put the vision tower (it falls back to the CPU if the GPU backend does not start)
+        const on = projector.device ?? "unknown";
+        o.logger.info("chat model projector loaded", {
+          model: o.modelId,
+          device: on,
+          backend: projector.backend,
+          ...(on !== "cpu" && device !== "cpu" ? { gpus } : {}),
+          placeholder: projector.placeholderText,
+        });
+        if (device !== "cpu" && on === "cpu")
+          o.logger.warn("chat model: the projector runs on the CPU although the layers are on the GPU: images encode slowly", { model: o.modelId, device });
+      }
       return {
         model,
         context,

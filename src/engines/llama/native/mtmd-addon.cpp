@@ -1,6 +1,6 @@
 // The addon's binding over llama.cpp's multimodal library (mtmd), for image input:
 //   loadProjector(model, path, options)  -> Promise<Projector>   (mtmd_init_from_file)
-//   Projector.info()                     -> { vision, audio, mrope, nEmbd, marker }
+//   Projector.info()                     -> { vision, audio, mrope, nEmbd, marker, backend }
 //   Projector.tokenize(rgb, w, h, id)    -> Promise<Span>  (the image's chunks: e.g. <start_of_image>, image, <end_of_image>)
 //   Projector.encode(span)               -> Promise<void>  (runs the vision tower; embeddings kept in the span)
 //   Projector.decode(context, span, nPast, seqId, nBatch) -> Promise<number>  (decodes the span into a sequence; new n_past)
@@ -23,9 +23,12 @@
 namespace {
 
 // llama.cpp's multimodal log: errors only, also kept (the tail) to put into the error a call rejects with.
+// A thread loading a projector also keeps its other lines (capture), to learn which backend clip chose.
 std::mutex log_mutex;
 std::string last_errors;
+thread_local std::string * capture = nullptr;
 void quiet_log(ggml_log_level level, const char * text, void *) {
+    if (capture) *capture += text;
     if (level != GGML_LOG_LEVEL_ERROR) return;
     fputs(text, stderr);
     std::lock_guard<std::mutex> lock(log_mutex);
@@ -76,6 +79,8 @@ Napi::FunctionReference Span::ctor;
 struct ProjectorData {
     mtmd_context * mctx = nullptr;
     const llama_model * model = nullptr;
+    // The ggml backend clip computes on ("Vulkan0", "CUDA0", "CPU"), as clip logged it at load; empty if it did not say.
+    std::string backend;
     ~ProjectorData() {
         if (mctx) mtmd_free(mctx);
     }
@@ -127,7 +132,17 @@ class LoadWorker : public PromiseWorker {
         : PromiseWorker(env), model(model), path(std::move(path)), params(params) {}
     void Execute() override {
         take_errors();
+        std::string lines;
+        capture = &lines;
         mctx = mtmd_init_from_file(path.c_str(), model, params);
+        capture = nullptr;
+        // clip_ctx: "CLIP using <backend> backend" (mtmd has no getter for it)
+        const std::string key = "CLIP using ";
+        size_t at = lines.find(key);
+        if (at != std::string::npos) {
+            size_t end = lines.find(" backend", at + key.size());
+            if (end != std::string::npos) backend = lines.substr(at + key.size(), end - at - key.size());
+        }
         if (!mctx) {
             std::string why = take_errors();
             SetError("llama.cpp could not load the projector " + path + (why.empty() ? std::string() : ": " + why));
@@ -139,6 +154,7 @@ class LoadWorker : public PromiseWorker {
         p->data = std::make_shared<ProjectorData>();
         p->data->mctx = mctx;
         p->data->model = model;
+        p->data->backend = backend;
         deferred.Resolve(obj);
     }
   private:
@@ -146,6 +162,7 @@ class LoadWorker : public PromiseWorker {
     std::string path;
     mtmd_context_params params;
     mtmd_context * mctx = nullptr;
+    std::string backend;
 };
 
 Napi::Value LoadProjector(const Napi::CallbackInfo & info) {
@@ -183,6 +200,7 @@ Napi::Value Projector::Info(const Napi::CallbackInfo & info) {
     o.Set("mrope", mtmd_decode_use_mrope(data->mctx));
     o.Set("nEmbd", llama_model_n_embd_inp(data->model));
     o.Set("marker", mtmd_get_marker(data->mctx));
+    o.Set("backend", data->backend);
     return o;
 }
 

@@ -15,7 +15,8 @@ interface NativeSpan {
   readonly nPos: number;
 }
 interface NativeProjector {
-  info(): { vision: boolean; audio: boolean; mrope: boolean; nEmbd: number; marker: string };
+  /** `backend`: the ggml backend clip computes on ("Vulkan0", "CUDA0", "CPU"), "" if clip did not say. */
+  info(): { vision: boolean; audio: boolean; mrope: boolean; nEmbd: number; marker: string; backend: string };
   tokenize(rgb: Uint8Array, width: number, height: number, id: string): Promise<NativeSpan>;
   encode(span: NativeSpan): Promise<void>;
   decode(context: unknown, span: NativeSpan, nPast: number, seqId: number, nBatch: number): Promise<number>;
@@ -68,7 +69,17 @@ export class Projector {
     readonly placeholderText: string,
     readonly placeholder: Token,
     private readonly batchSize: number,
+    /** The ggml backend the vision tower runs on, as clip named it ("Vulkan0", "CUDA0", "CPU"; "" unknown). */
+    readonly backend: string,
   ) {}
+
+  /** The device the vision tower runs on, from its backend's name; null when clip did not say. */
+  get device(): "cpu" | "cuda" | "vulkan" | null {
+    if (/^vulkan/i.test(this.backend)) return "vulkan";
+    if (/^cuda/i.test(this.backend)) return "cuda";
+    if (/^cpu/i.test(this.backend)) return "cpu";
+    return null;
+  }
 
   /** `probe`: one of the context's sequences, to check the internals this module relies on. */
   static async load(model: LlamaModel, context: LlamaContext, path: string, o: { useGpu: boolean; threads: number }, probe: LlamaContextSequence): Promise<Projector> {
@@ -85,7 +96,7 @@ export class Projector {
       if (seq[k] === undefined) fail(`this node-llama-cpp lacks the sequence internal "${k}" image input relies on`);
     const placeholderText = PLACEHOLDERS.find((p) => model.tokenize(p, true).length === 1);
     if (!placeholderText) fail("the model's vocabulary has no single-token placeholder for image positions");
-    return new Projector(native, placeholderText!, model.tokenize(placeholderText!, true)[0]!, context.batchSize);
+    return new Projector(native, placeholderText!, model.tokenize(placeholderText!, true)[0]!, context.batchSize, info.backend ?? "");
   }
 
   dispose() {
