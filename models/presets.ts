@@ -56,19 +56,7 @@ export const CHAT_PRESETS = {
    */
   "long-chat": { ...TINY, name: "appliance-qwen3-long-chat", contextLength: 65536 },
   /** Same size class with a larger trained context. */
-  "small-chat": {
-    name: "appliance-qwen3-small-chat",
-    contextLength: 16384,
-    embedding: 64,
-    blocks: 2,
-    heads: 4,
-    kvHeads: 2,
-    headDim: 16,
-    feedForward: 128,
-    vocabSize: VOCAB_SIZE,
-    matrixType: "q8_0",
-    seed: 2,
-  },
+  "small-chat": { ...TINY, name: "appliance-qwen3-small-chat", contextLength: 16384, matrixType: "q8_0", seed: 2 },
   /** About 65M parameters, Q8_0: for throughput benchmarks on small machines. */
   "bench-64m": {
     name: "appliance-qwen3-bench-64m",

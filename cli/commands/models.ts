@@ -51,15 +51,22 @@ export interface EntryStatus {
   configured: boolean;
 }
 
+/** Whether a model's files are in its folder: all (with their recorded size, when there is one), some or a .part, or none. */
+function folderStatus(dir: string, files: { path: string; bytes: number | null }[]): Pick<EntryStatus, "status" | "where"> {
+  const complete = files.filter((f) => {
+    const p = join(dir, f.path);
+    return existsSync(p) && (f.bytes === null || statSync(p).size === f.bytes);
+  }).length;
+  const started = complete > 0 || files.some((f) => existsSync(join(dir, `${f.path}.part`)));
+  return { status: complete === files.length ? "present" : started ? "partial" : "missing", where: started ? dir : null };
+}
+
 function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntryStatus {
   const base = { id: e.id, name: e.name, kind: e.kind, configured: config.models.some((m) => m.id === e.id) };
   if (e.source === "hf") {
-    // sizes and hashes come from the hub at pull time: present = every file in place
-    const dir = join(modelsDir, modelFolder(e));
-    const paths = Object.values(e.hf.files);
-    const complete = paths.filter((p) => existsSync(join(dir, p))).length;
-    const started = complete > 0 || paths.some((p) => existsSync(join(dir, `${p}.part`)));
-    return { ...base, source: "download", bytes: null, status: complete === paths.length ? "present" : started ? "partial" : "missing", where: started ? dir : null, verified: true };
+    // sizes and hashes come from the hub at pull time
+    const files = Object.values(e.hf.files).map((path) => ({ path, bytes: null }));
+    return { ...base, source: "download", bytes: null, ...folderStatus(join(modelsDir, modelFolder(e)), files), verified: true };
   }
   if (!isDownload(e)) {
     const demoDir = join(config.server.data_dir, "demo-models");
@@ -72,19 +79,11 @@ function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntrySt
       verified: true,
     };
   }
-  const dir = join(modelsDir, modelFolder(e));
-  const files = Object.values(e.files);
-  const complete = files.filter((f) => {
-    const p = join(dir, f.path);
-    return existsSync(p) && (f.bytes === null || statSync(p).size === f.bytes);
-  }).length;
-  const started = complete > 0 || files.some((f) => existsSync(join(dir, `${f.path}.part`)));
   return {
     ...base,
     source: "download",
     bytes: totalBytes(e),
-    status: complete === files.length ? "present" : started ? "partial" : "missing",
-    where: started ? dir : null,
+    ...folderStatus(join(modelsDir, modelFolder(e)), Object.values(e.files)),
     verified: unverifiedFiles(e).length === 0,
   };
 }

@@ -2,97 +2,20 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
-import { ConfigError, validateConfig, type Config } from "../../src/config";
+import { ConfigError } from "../../src/config";
 import type { Probes } from "../../src/doctor/check";
 import { runDoctor } from "../../src/doctor/doctor";
 import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "../../src/doctor/engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "../../src/doctor/files";
-import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus, parseGpuQuery, parseLdconfig, type CudaFacts, type GpuFacts } from "../../src/doctor/gpu";
+import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus, parseGpuQuery, parseLdconfig } from "../../src/doctor/gpu";
 import { systemProbes } from "../../src/doctor/probes";
-import { checkVulkan, gatherVulkan, vulkanUsable, type VulkanFacts } from "../../src/doctor/vulkan";
 import { tempDir } from "../helpers/app";
+import { chatModel, configIn, embedModel, facts, fakeProbes, GiB, gpuHost, H100, LDCONFIG_CUDA, LDCONFIG_PLAIN, LLAMA_CUDA, MiB, MISMATCH, ONNX_DIR, runner, served } from "./fakes";
 
-const GiB = 1024 ** 3;
-const MiB = 1024 ** 2;
 const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const config = configIn(dir);
 
-type Reply = { code: number; stdout: string; stderr?: string } | "ENOENT";
-
-/** A command runner answering by executable name; anything not listed is not installed. */
-function runner(replies: Record<string, Reply>): Probes["run"] {
-  return async (cmd) => {
-    const r = replies[cmd[0]!];
-    if (r === undefined || r === "ENOENT") throw Object.assign(new Error(`spawn ${cmd[0]} ENOENT`), { code: "ENOENT" });
-    return { code: r.code, stdout: r.stdout, stderr: r.stderr ?? "" };
-  };
-}
-
-/** A CPU-only machine with everything else in order; tests change what they look at. */
-function fakeProbes(over: Partial<Probes> = {}): Probes {
-  return {
-    run: runner({}),
-    env: {},
-    nvidiaDevice: () => false,
-    readdir: () => [],
-    kind: (p) => (p === "/" ? "dir" : "missing"),
-    size: () => 0,
-    writable: () => true,
-    statfs: () => ({ free: 100 * GiB, total: 200 * GiB }),
-    readText: () => null,
-    cores: () => 4,
-    listen: async () => null,
-    llamaCuda: () => ({ primary: null, fallback: null }),
-    cudaDecode: async () => {
-      throw new Error("the CUDA decode test ran where the files do not say CUDA");
-    },
-    llamaVulkan: () => null,
-    onnxLibDir: () => null,
-    addon: () => ({ path: "/opt/appliance/lib/appliance-llama.node" }),
-    ...over,
-  };
-}
-
-const H100 = "0, NVIDIA H100 80GB HBM3, 81559, 580.65.06\n1, NVIDIA H100 80GB HBM3, 81559, 580.65.06\n";
-const MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n";
-const LDCONFIG_CUDA = [
-  "1234 libs found in cache `/etc/ld.so.cache'",
-  "\tlibcudnn.so.9 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.9",
-  "\tlibcublas.so.13 (libc6,x86-64) => /usr/local/cuda-13.0/lib64/libcublas.so.13",
-  "\tlibcudart.so.13 (libc6,x86-64) => /usr/local/cuda-13.0/lib64/libcudart.so.13",
-  "\tlibcublas.so.12 (libc6,x86-64) => /usr/local/cuda-12.8/lib64/libcublas.so.12",
-  "\tlibcudart.so.12 (libc6,x86-64) => /usr/local/cuda-12.8/lib64/libcudart.so.12",
-  "\tlibc.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libc.so.6",
-].join("\n");
-const LDCONFIG_PLAIN = "2 libs found in cache `/etc/ld.so.cache'\n\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1\n\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\n";
-const LLAMA_CUDA = { primary: "/nm/@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda", fallback: null };
-const ONNX_DIR = "/nm/onnxruntime-node/bin/napi-v6/linux/x64";
-
-/** A GPU host: two H100s on driver 580, CUDA 13 and 12 and cuDNN 9 installed, both CUDA builds present. */
-const gpuHost = (over: Partial<Probes> = {}) =>
-  fakeProbes({
-    run: runner({ "nvidia-smi": { code: 0, stdout: H100 }, ldconfig: { code: 0, stdout: LDCONFIG_CUDA } }),
-    nvidiaDevice: () => true,
-    llamaCuda: () => LLAMA_CUDA,
-    cudaDecode: async () => ({ build: "13", failed: [] }),
-    onnxLibDir: () => ONNX_DIR,
-    readdir: (d) => (d === ONNX_DIR ? ["libonnxruntime.so.1", "libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"] : []),
-    ...over,
-  });
-
-async function facts(p: Probes): Promise<{ g: GpuFacts; c: CudaFacts }> {
-  return { g: await gatherGpus(p), c: await gatherCuda(p) };
-}
-
-const chatModel = { id: "qwen", name: "Qwen", kind: "chat", files: { model: "qwen.gguf" }, max_context: 4096 };
-const embedModel = { id: "minilm", name: "MiniLM", kind: "embedding", files: { model: "minilm" }, max_context: 256 };
-const config = (raw: Record<string, unknown> = {}): Config => {
-  const c = validateConfig(raw);
-  c.models_dir = join(dir, "models");
-  c.server.data_dir = join(dir, "data");
-  return c;
-};
-const served = (c: Config): Served[] => c.models.map((m) => ({ id: m.id, kind: m.kind, device: m.device, vision: m.vision }));
 
 describe("gpus", () => {
   const cases: { name: string; probes: Partial<Probes>; status: string; detail: RegExp }[] = [
@@ -405,101 +328,5 @@ describe("runDoctor", () => {
     const report = await runDoctor(loaded(), fakeProbes({ listen: async () => "EADDRINUSE" }));
     expect(report.ok).toBe(false);
     expect(report.checks.filter((c) => c.status === "fail").map((c) => c.name)).toEqual(["port"]);
-  });
-});
-
-describe("the CUDA decode test and Vulkan in the chat engine's prediction", () => {
-  const PTX = "a CUDA decode test failed (killed by SIGABRT): CUDA error: the provided PTX was compiled with an unsupported toolchain.";
-  const LDCONFIG_VK = `${LDCONFIG_CUDA}\n\tlibvulkan.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libvulkan.so.1`;
-  /** The H100 host of the measurements: CUDA's files in order, NVIDIA's Vulkan driver installed. */
-  const h100 = (decode: Probes["cudaDecode"]) =>
-    gpuHost({
-      run: runner({ "nvidia-smi": { code: 0, stdout: H100 }, ldconfig: { code: 0, stdout: LDCONFIG_VK } }),
-      cudaDecode: decode,
-      llamaVulkan: () => "/nm/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan",
-      readdir: (d) => (d === "/usr/share/vulkan/icd.d" ? ["nvidia_icd.json"] : d === ONNX_DIR ? ["libonnxruntime.so.1"] : []),
-    });
-  const chatLine = async (p: Probes, raw: Record<string, unknown> = { models: [chatModel] }) =>
-    (await runDoctor(() => ({ config: config(raw), file: null }), p)).checks.find((c) => c.name === "chat engine")!;
-
-  test("where the CUDA build aborts at its first kernel, doctor predicts Vulkan and says why (the H100 on driver 580.159)", async () => {
-    let ran = 0;
-    const line = await chatLine(h100(async () => (ran++, { build: null, failed: [`CUDA 13 build: ${PTX}`] })));
-    expect(ran).toBe(1);
-    expect(line.status).toBe("ok");
-    expect(line.detail).toStartWith("llama.cpp → vulkan (CUDA not usable (no CUDA build decoded in a test (CUDA 13 build: a CUDA decode test failed (killed by SIGABRT): CUDA error: the provided PTX");
-    expect(line.detail).toContain("Vulkan driver nvidia_icd.json and a GPU device node");
-  });
-
-  test("engines.device = cuda with no CUDA build decoding fails, naming the driver update and the Vulkan choice", async () => {
-    const line = await chatLine(h100(async () => ({ build: null, failed: [`CUDA 13 build: ${PTX}`, "CUDA 12 build: a CUDA decode test failed (exit 1): cuda-probe: no libcudart.so.12"] })), { models: [chatModel], engines: { device: "cuda" } });
-    expect(line.status).toBe("fail");
-    expect(line.detail).toContain("CUDA 12 build: a CUDA decode test failed (exit 1): cuda-probe: no libcudart.so.12");
-    expect(line.hint).toContain("update the NVIDIA driver");
-    expect(line.hint).toContain('engines.device = "vulkan"');
-  });
-
-  test("where the CUDA 12 build decodes after the CUDA 13 one failed, doctor says CUDA 12 and why", async () => {
-    const line = await chatLine(h100(async () => ({ build: "12", failed: [`CUDA 13 build: ${PTX}`] })));
-    expect(line.status).toBe("ok");
-    expect(line.detail).toStartWith(`llama.cpp → cuda (NVIDIA device present; node-llama-cpp's CUDA 12 build decoded in a test (CUDA 13 build: ${PTX}))`);
-  });
-
-  test("where CUDA decodes, doctor says so", async () => {
-    expect((await chatLine(h100(async () => ({ build: "13", failed: [] })))).detail).toStartWith("llama.cpp → cuda (NVIDIA device present; node-llama-cpp's CUDA 13 build decoded in a test)");
-  });
-
-  test("the decode test is not run where the files already rule CUDA out, nor for engines.device = cpu or vulkan", async () => {
-    const never: Probes["cudaDecode"] = async () => {
-      throw new Error("ran");
-    };
-    const noRuntime = gpuHost({ run: runner({ "nvidia-smi": { code: 0, stdout: H100 }, ldconfig: { code: 0, stdout: LDCONFIG_PLAIN } }), cudaDecode: never });
-    expect((await chatLine(noRuntime)).detail).toContain("libcudart.so.13 / libcublas.so.13 not found");
-    expect((await chatLine(h100(never), { models: [chatModel], engines: { device: "cpu" } })).detail).toStartWith('llama.cpp → cpu (engines.device = "cpu")');
-    expect((await chatLine(h100(never), { models: [chatModel], engines: { device: "vulkan" } })).detail).toStartWith('llama.cpp → vulkan (engines.device = "vulkan"');
-  });
-});
-
-describe("vulkan: what the chat engine's Vulkan build would find", () => {
-  const base: VulkanFacts = { loader: "/lib/x86_64-linux-gnu/libvulkan.so.1", drivers: [], gpuNode: true, llamaVulkan: "/nm/vk", cpuAdmitted: false };
-  const nvidia = { file: "/usr/share/vulkan/icd.d/nvidia_icd.json", cpu: false };
-  const lvp = { file: "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", cpu: true };
-  const cases: { name: string; facts: Partial<VulkanFacts>; usable: boolean; status: "ok" | "warn"; text: RegExp }[] = [
-    { name: "a GPU's driver and device node: usable", facts: { drivers: [nvidia, lvp] }, usable: true, status: "ok", text: /usable by the chat engine through Vulkan driver nvidia_icd\.json and a GPU device node/ },
-    { name: "two GPU drivers are both named", facts: { drivers: [nvidia, { file: "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json", cpu: false }] }, usable: true, status: "ok", text: /Vulkan drivers nvidia_icd\.json, radeon_icd\.x86_64\.json/ },
-    { name: "only llvmpipe, not admitted, with a GPU node: not usable, says which driver to install", facts: { drivers: [lvp] }, usable: false, status: "warn", text: /no Vulkan driver for a GPU is installed/ },
-    { name: "only llvmpipe, admitted by GGML_VK_VISIBLE_DEVICES: usable (the tests' setting)", facts: { drivers: [lvp], gpuNode: false, cpuAdmitted: true }, usable: true, status: "ok", text: /Mesa's llvmpipe \(a CPU-type device, admitted by GGML_VK_VISIBLE_DEVICES\)/ },
-    { name: "no GPU device node: not needed, not a warning", facts: { drivers: [lvp], gpuNode: false }, usable: false, status: "ok", text: /^not needed \(no GPU\)/ },
-    { name: "no loader, with a GPU: a warning naming libvulkan1", facts: { loader: null, drivers: [nvidia] }, usable: false, status: "warn", text: /the Vulkan loader \(libvulkan\.so\.1\) is not installed/ },
-    { name: "node-llama-cpp's Vulkan build not shipped (--no-vulkan): a warning", facts: { llamaVulkan: null, drivers: [nvidia] }, usable: false, status: "warn", text: /node-llama-cpp's Vulkan prebuilt is not installed/ },
-  ];
-  for (const c of cases) {
-    test(c.name, () => {
-      const v = { ...base, ...c.facts };
-      expect(vulkanUsable(v).ok).toBe(c.usable);
-      const line = checkVulkan(v);
-      expect(line.status).toBe(c.status);
-      expect(line.detail).toMatch(c.text);
-    });
-  }
-
-  test("gathering: the loader from ldconfig, drivers from the ICD folders, llvmpipe marked as the CPU's, a render node as a GPU", async () => {
-    const v = await gatherVulkan({
-      run: runner({ ldconfig: { code: 0, stdout: "\tlibvulkan.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libvulkan.so.1" } }),
-      env: {},
-      readdir: (d) => (d === "/usr/share/vulkan/icd.d" ? ["lvp_icd.x86_64.json", "radeon_icd.x86_64.json", "README"] : d === "/dev/dri" ? ["card0", "renderD128"] : []),
-      nvidiaDevice: () => false,
-      llamaVulkan: () => "/nm/vk",
-    });
-    expect(v).toEqual({
-      loader: "/lib/x86_64-linux-gnu/libvulkan.so.1",
-      drivers: [
-        { file: "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", cpu: true },
-        { file: "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json", cpu: false },
-      ],
-      gpuNode: true,
-      llamaVulkan: "/nm/vk",
-      cpuAdmitted: false,
-    });
   });
 });
