@@ -19,17 +19,24 @@ export function cachedDiffusionFolderName(label: string, spec: DiffusionModelSpe
 /** The folder of `preset` under `dir` (the shared cache by default), generated first if missing. */
 export function ensureDiffusionModel(preset: DiffusionPresetName, dir = defaultModelCacheDir()): string {
   const spec = DIFFUSION_PRESETS[preset];
-  const target = join(resolve(dir), cachedDiffusionFolderName(preset, spec));
-  if (existsSync(join(target, "model_index.json"))) return target;
-  mkdirSync(resolve(dir), { recursive: true });
+  return ensureGeneratedFolder(join(resolve(dir), cachedDiffusionFolderName(preset, spec)), "model_index.json", (temp) => writeDiffusionModel(temp, spec));
+}
+
+/**
+ * `target`, written by `write` into a temp folder and renamed into place unless `marker` (a file
+ * inside it) is already there; another process publishing the same set first wins.
+ */
+export function ensureGeneratedFolder(target: string, marker: string, write: (temp: string) => void): string {
+  if (existsSync(join(target, marker))) return target;
+  mkdirSync(join(target, ".."), { recursive: true });
   const temp = `${target}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   try {
-    writeDiffusionModel(temp, spec);
+    write(temp);
     renameSync(temp, target);
   } catch (error) {
     rmSync(temp, { recursive: true, force: true });
     // Another process published the same (byte-identical) set first: use it.
-    if (!existsSync(join(target, "model_index.json"))) throw error;
+    if (!existsSync(join(target, marker))) throw error;
   }
   return target;
 }

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
@@ -8,112 +7,31 @@ import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfG
 import { ChecksumError, PullError, pullModel } from "../../src/models/pull";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
+import { gitSha1, LocalHub, sha256 } from "../helpers/hub";
 
-// Pulls by name from a local server that speaks the Hugging Face hub's API: the revision endpoint
-// (a branch resolved to its commit), the paged recursive tree with `lfs.oid` (SHA-256) for LFS files
-// and `oid` (git blob SHA-1) for small ones, and `resolve/` answering with a redirect to a storage
-// server on another origin that honours Range. A gated repository answers 401 without the token.
+// Pulls by name from a local server that speaks the Hugging Face hub's API (test/helpers/hub.ts):
+// the revision endpoint, the paged tree with `lfs.oid` and `oid`, `resolve/` redirecting to storage
+// on another origin that honours Range, and a gated repository that answers 401 without the token.
 
 const root = tempDir("appliance-hf-");
 const COMMIT = "1111111111111111111111111111111111111111";
 const OLD = "2222222222222222222222222222222222222222";
-const TOKEN = "hf_test_token";
-
-const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-const gitSha1 = (b: Uint8Array) => createHash("sha1").update(`blob ${b.length}\0`).update(b).digest("hex");
-
-interface RepoFile {
-  bytes: Uint8Array;
-  lfs: boolean;
-}
-/** repo → commit → path → file */
-const repos = new Map<string, Map<string, Map<string, RepoFile>>>();
-const branches = new Map<string, string>(); // "repo@rev" → commit
-/** What storage serves instead of a blob's bytes (by SHA-256): the corruption tests. */
-const tampered = new Map<string, Uint8Array>();
-/** Blobs (by SHA-256) whose next download is cut after this many bytes. */
-const cutOnce = new Map<string, number>();
-const storageSeen: { path: string; range: string | null; auth: string | null }[] = [];
-const hubSeen: { path: string; auth: string | null }[] = [];
 
 let gguf: Uint8Array;
-let storage: ReturnType<typeof Bun.serve>;
-let hub: ReturnType<typeof Bun.serve>;
+let hubServer: LocalHub;
 let endpoint = "";
-
-function addRepo(repo: string, commit: string, files: Record<string, RepoFile>, branch = "main") {
-  const commits = repos.get(repo) ?? new Map();
-  commits.set(commit, new Map(Object.entries(files)));
-  repos.set(repo, commits);
-  branches.set(`${repo}@${branch}`, commit);
-  branches.set(`${repo}@${commit}`, commit);
-}
+let TOKEN = "";
+let tampered: LocalHub["tampered"];
+let cutOnce: LocalHub["cutOnce"];
+let storageSeen: LocalHub["storageSeen"];
+let hubSeen: LocalHub["hubSeen"];
 const blob = (text: string, size = 0) => new TextEncoder().encode(text + "x".repeat(size));
 
 beforeAll(async () => {
   gguf = new Uint8Array(readFileSync(await ensureChatModel("small-chat")));
-  const blobs = new Map<string, Uint8Array>();
-  storage = Bun.serve({
-    port: 0,
-    fetch(req) {
-      const url = new URL(req.url);
-      const range = req.headers.get("range");
-      storageSeen.push({ path: url.pathname, range, auth: req.headers.get("authorization") });
-      const key = url.pathname.slice("/blob/".length);
-      const bytes = tampered.get(key) ?? blobs.get(key);
-      if (!bytes) return new Response("no such blob", { status: 404 });
-      const from = Number(/^bytes=(\d+)-$/.exec(range ?? "")?.[1] ?? 0);
-      const cut = cutOnce.get(key);
-      if (cut !== undefined) {
-        cutOnce.delete(key);
-        // promise the whole file, send `cut` bytes, end the connection
-        const stream = new ReadableStream({
-          start(c) {
-            c.enqueue(bytes.subarray(from, cut));
-            setTimeout(() => c.close(), 30);
-          },
-        });
-        return new Response(stream, { status: from ? 206 : 200, headers: { "content-length": String(bytes.length - from), ...(from ? { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } : {}) } });
-      }
-      if (from) return new Response(new Blob([Buffer.from(bytes.subarray(from))]), { status: 206, headers: { "content-range": `bytes ${from}-${bytes.length - 1}/${bytes.length}` } });
-      return new Response(new Blob([Buffer.from(bytes)]));
-    },
-  });
-  hub = Bun.serve({
-    port: 0,
-    fetch(req) {
-      const url = new URL(req.url);
-      const auth = req.headers.get("authorization");
-      hubSeen.push({ path: url.pathname, auth });
-      const m = /^\/(?:api\/models\/)?([^/]+\/[^/]+)\/(revision|tree|resolve)\/([^/]+)(?:\/(.*))?$/.exec(url.pathname);
-      if (!m) return new Response("not found", { status: 404 });
-      const [, repo, what, rev, rest] = m as unknown as [string, string, string, string, string | undefined];
-      if (repo.endsWith("/gated") && auth !== `Bearer ${TOKEN}`) return Response.json({ error: "Access to model acme/gated is restricted." }, { status: 401 });
-      const commit = branches.get(`${repo}@${decodeURIComponent(rev)}`);
-      const files = commit ? repos.get(repo)?.get(commit) : undefined;
-      if (!commit || !files) return Response.json({ error: "Revision Not Found" }, { status: 404 });
-      if (what === "revision") return Response.json({ id: repo, sha: commit });
-      if (what === "tree") {
-        // two entries per page, each page naming the next in a Link header, plus a directory entry
-        const all = [{ type: "directory", path: "sub", oid: "0".repeat(40), size: 0 }, ...[...files].map(([path, f]) => ({
-          type: "file",
-          path,
-          size: f.lfs ? 134 : f.bytes.length,
-          oid: f.lfs ? gitSha1(blob(`pointer ${path}`)) : gitSha1(f.bytes),
-          ...(f.lfs ? { lfs: { oid: sha256(f.bytes), size: f.bytes.length, pointerSize: 134 } } : {}),
-        }))];
-        const page = Number(url.searchParams.get("cursor") ?? 0);
-        const next = page + 2 < all.length ? `<${url.origin}${url.pathname}?recursive=true&cursor=${page + 2}>; rel="next"` : null;
-        return Response.json(all.slice(page, page + 2), { headers: next ? { link: next } : {} });
-      }
-      const f = files.get(decodeURIComponent(rest ?? ""));
-      if (!f) return new Response("Entry not found", { status: 404 });
-      const key = sha256(f.bytes);
-      blobs.set(key, f.bytes);
-      return new Response(null, { status: 302, headers: { location: `http://localhost:${storage.port}/blob/${key}` } });
-    },
-  });
-  endpoint = `http://127.0.0.1:${hub.port}`;
+  hubServer = new LocalHub();
+  ({ endpoint, token: TOKEN, tampered, cutOnce, storageSeen, hubSeen } = hubServer);
+  const addRepo = hubServer.addRepo.bind(hubServer);
   const readme = blob("# tiny\n");
   addRepo("acme/Tiny-GGUF", COMMIT, {
     "README.md": { bytes: readme, lfs: false },
@@ -130,8 +48,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
-  storage?.stop(true);
-  hub?.stop(true);
+  hubServer?.stop();
   rmSync(root, { recursive: true, force: true });
 });
 

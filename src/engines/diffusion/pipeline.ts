@@ -1,19 +1,18 @@
 import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import * as ort from "onnxruntime-node";
 import type { ImageRequest } from "../types";
-import { readModelFolder, type ModelFolder } from "./model-folder";
+import { readLayout, type PipelineLayout, type PromptEncoding } from "./layout";
 import { gaussianNoise } from "./noise";
 import { encodePng, toRgb } from "./png";
-import { createScheduler, type Schedule, type ScheduleOptions } from "./scheduler";
-import { PromptEncoder, type PromptEmbedding } from "./text-encoder";
+import type { PromptEmbedding } from "./text-encoder";
 import { inputMeta, toFloat32, toTensor, type InputMeta } from "./tensors";
 import type { OnnxBackend } from "../onnx-device";
 
-// Text-to-image on a diffusers-style ONNX export, in TypeScript: prompt → text encoder
-// (transformers.js) → seeded noise latents [1, C, H/8, W/8] → `steps` denoiser runs, each followed
-// by the scheduler's Euler step → latents / scaling_factor + shift_factor → VAE decoder → PNG.
-// No classifier-free guidance: one denoiser run per step, as turbo/distilled models are sampled.
-// Everything after the seed is deterministic, so the same request gives the same bytes.
+// Text-to-image on an ONNX export (a diffusers-style folder or the Z-Image-Turbo bundle: layout.ts),
+// in TypeScript: prompt → text encoder → seeded noise latents [1, C, H/8, W/8] → `steps` denoiser
+// runs, each followed by the scheduler's Euler step → latents / scaling_factor + shift_factor → VAE
+// decoder → PNG. No classifier-free guidance: one denoiser run per step, as turbo/distilled models
+// are sampled. Everything after the seed is deterministic, so the same request gives the same bytes.
 
 export interface PipelineOptions {
   device: OnnxBackend;
@@ -24,6 +23,7 @@ export interface PipelineOptions {
 }
 
 export interface PipelineInfo {
+  layout: PipelineLayout["layout"];
   denoiser: "unet" | "transformer";
   scheduler: string;
   latentChannels: number;
@@ -46,63 +46,67 @@ interface Denoiser {
   meta: Record<string, InputMeta>;
 }
 
-const DENOISER_IO = {
-  unet: { sample: "sample", output: "out_sample" },
-  transformer: { sample: "hidden_states", output: "out_hidden_states" },
-} as const;
-
 export class DiffusionPipeline {
   private last: { prompt: string; embedding: PromptEmbedding } | null = null;
 
   private constructor(
-    private readonly folder: ModelFolder,
-    private readonly schedule: (o: ScheduleOptions) => Schedule,
-    private readonly encoder: PromptEncoder,
+    private readonly layout: PipelineLayout,
+    private readonly encoder: PromptEncoding,
     private readonly denoiser: Denoiser,
     private readonly vae: { session: ort.InferenceSession; meta: InputMeta },
     readonly info: PipelineInfo,
   ) {}
 
   static async load(dir: string, opts: PipelineOptions): Promise<DiffusionPipeline> {
-    const folder = readModelFolder(dir);
-    const schedule = createScheduler(folder.scheduler.className, folder.scheduler.config);
+    const layout = readLayout(dir);
     try {
-      return await DiffusionPipeline.open(folder, schedule, opts.device, opts.threads);
+      return await DiffusionPipeline.open(layout, opts.device, opts.threads);
     } catch (e) {
       if (opts.device !== "cuda") throw e; // WebGPU is only ever asked for by name: no fallback
       opts.onFallback?.((e as Error).message);
-      return DiffusionPipeline.open(folder, schedule, "cpu", opts.threads);
+      return DiffusionPipeline.open(layout, "cpu", opts.threads);
     }
   }
 
-  private static async open(folder: ModelFolder, schedule: (o: ScheduleOptions) => Schedule, device: OnnxBackend, threads: number) {
+  private static async open(layout: PipelineLayout, device: OnnxBackend, threads: number) {
     const options: ort.InferenceSession.SessionOptions = {
       executionProviders: [device],
       intraOpNumThreads: threads,
       interOpNumThreads: 1,
       graphOptimizationLevel: "all",
     };
-    const encoder = await PromptEncoder.load(folder.tokenizerDir, folder.textEncoderDir, { device, threads });
-    const io = DENOISER_IO[folder.denoiser.kind];
-    const session = await ort.InferenceSession.create(folder.denoiser.path, options);
-    const known = [io.sample, "timestep", "encoder_hidden_states", "pooled_projections"];
-    const unknown = session.inputNames.filter((n) => !known.includes(n));
-    if (unknown.length) throw new Error(`${folder.denoiser.kind}/model.onnx wants inputs this pipeline does not provide: ${unknown.join(", ")}`);
-    const meta: Record<string, InputMeta> = {};
-    for (const n of session.inputNames) meta[n] = inputMeta(session, n);
-    if (!meta[io.sample] || !meta.timestep || !meta.encoder_hidden_states)
-      throw new Error(`${folder.denoiser.kind}/model.onnx must take ${io.sample}, timestep and encoder_hidden_states (it takes ${session.inputNames.join(", ")})`);
-    const output = session.outputNames.includes(io.output) ? io.output : session.outputNames[0]!;
-    const vae = await ort.InferenceSession.create(folder.vaeDecoderPath, options);
-    const info: PipelineInfo = {
-      denoiser: folder.denoiser.kind,
-      scheduler: folder.scheduler.className,
-      latentChannels: folder.vae.latentChannels,
-      scaleFactor: folder.vae.scaleFactor,
-      maxPromptTokens: encoder.maxTokens,
-      device,
-    };
-    return new DiffusionPipeline(folder, schedule, encoder, { session, sample: io.sample, output, meta }, { session: vae, meta: inputMeta(vae, "latent_sample") }, info);
+    const encoder = await layout.openEncoder({ device, threads });
+    const opened: { release(): Promise<void> }[] = [];
+    try {
+      const io = layout.denoiser;
+      const graph = io.path.slice(io.path.lastIndexOf("/", io.path.lastIndexOf("/") - 1) + 1);
+      const session = await ort.InferenceSession.create(io.path, options);
+      opened.push(session);
+      const known = [io.sample, "timestep", "encoder_hidden_states", "pooled_projections"];
+      const unknown = session.inputNames.filter((n) => !known.includes(n));
+      if (unknown.length) throw new Error(`${graph} wants inputs this pipeline does not provide: ${unknown.join(", ")}`);
+      const meta: Record<string, InputMeta> = {};
+      for (const n of session.inputNames) meta[n] = inputMeta(session, n);
+      if (!meta[io.sample] || !meta.timestep || !meta.encoder_hidden_states)
+        throw new Error(`${graph} must take ${io.sample}, timestep and encoder_hidden_states (it takes ${session.inputNames.join(", ")})`);
+      if (meta[io.sample]!.rank !== 4 && meta[io.sample]!.rank !== 5) throw new Error(`${graph}: ${io.sample} must be [b, C, h, w] or [b, C, 1, h, w]`);
+      const output = io.outputs.find((n) => session.outputNames.includes(n)) ?? session.outputNames[0]!;
+      const vae = await ort.InferenceSession.create(layout.vaeDecoderPath, options);
+      opened.push(vae);
+      const info: PipelineInfo = {
+        layout: layout.layout,
+        denoiser: io.kind,
+        scheduler: layout.scheduler,
+        latentChannels: layout.vae.latentChannels,
+        scaleFactor: layout.vae.scaleFactor,
+        maxPromptTokens: encoder.maxTokens,
+        device,
+      };
+      return new DiffusionPipeline(layout, encoder, { session, sample: io.sample, output, meta }, { session: vae, meta: inputMeta(vae, "latent_sample") }, info);
+    } catch (e) {
+      await Promise.allSettled([encoder.dispose(), ...opened.map((s) => s.release())]);
+      throw e;
+    }
   }
 
   /** One PNG for `req`; `shouldStop` is polled before every step and throws GenerationStopped. */
@@ -114,7 +118,7 @@ export class DiffusionPipeline {
       if (shouldStop()) throw new GenerationStopped();
     };
     const embedding = await this.embed(req.prompt);
-    const schedule = this.schedule({ steps: req.steps, imageSeqLen: Math.ceil(h / 2) * Math.ceil(w / 2) });
+    const schedule = this.layout.schedule({ steps: req.steps, imageSeqLen: Math.ceil(h / 2) * Math.ceil(w / 2) });
     const latents = gaussianNoise(req.seed, C * h * w);
     if (schedule.initNoiseSigma !== 1) for (let j = 0; j < latents.length; j++) latents[j]! *= schedule.initNoiseSigma;
 
@@ -126,19 +130,23 @@ export class DiffusionPipeline {
       if (!embedding.pooled) throw new Error("the denoiser wants pooled_projections but the text encoder has no pooled output");
       text.pooled_projections = toTensor(d.meta.pooled_projections, embedding.pooled.data, embedding.pooled.dims);
     }
+    const sampleDims = d.meta[d.sample]!.rank === 5 ? [1, C, 1, h, w] : [1, C, h, w];
     for (let i = 0; i < schedule.timesteps.length; i++) {
       stop();
+      if (schedule.sigmas[i + 1] === schedule.sigmas[i]) continue; // a step that moves nothing (Z-Image's last)
       const scale = schedule.inputScale(i);
       const input = scale === 1 ? latents : latents.map((v) => v * scale);
       const out = await d.session.run({
         ...text,
-        [d.sample]: toTensor(d.meta[d.sample]!, input, [1, C, h, w]),
+        [d.sample]: toTensor(d.meta[d.sample]!, input, sampleDims),
         timestep: toTensor(d.meta.timestep!, new Float32Array([schedule.timesteps[i]!]), d.meta.timestep!.rank === 0 ? [] : [1]),
       });
-      schedule.step(i, toFloat32(out[d.output]!), latents);
+      const prediction = toFloat32(out[d.output]!);
+      if (prediction.length !== latents.length) throw new Error(`the denoiser's ${d.output} has ${prediction.length} values for ${latents.length} latents`);
+      schedule.step(i, prediction, latents);
     }
     stop();
-    const { scalingFactor, shiftFactor } = this.folder.vae;
+    const { scalingFactor, shiftFactor } = this.layout.vae;
     const z = latents.map((v) => v / scalingFactor + shiftFactor);
     const decoded = await this.vae.session.run({ latent_sample: toTensor(this.vae.meta, z, [1, C, h, w]) });
     const image = decoded.sample ?? Object.values(decoded)[0]!;
