@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import {
   catalogue,
   CatalogueError,
+  hubFiles,
   isDownload,
   manifestFor,
   modelFolder,
@@ -64,9 +65,10 @@ function folderStatus(dir: string, files: { path: string; bytes: number | null }
 function statusOf(e: CatalogueEntry, modelsDir: string, config: Config): EntryStatus {
   const base = { id: e.id, name: e.name, kind: e.kind, configured: config.models.some((m) => m.id === e.id) };
   if (e.source === "hf") {
-    // sizes and hashes come from the hub at pull time
-    const files = Object.values(e.hf.files).map((path) => ({ path, bytes: null }));
-    return { ...base, source: "download", bytes: null, ...folderStatus(join(modelsDir, modelFolder(e)), files), verified: true };
+    // hashes (and sizes the entry does not pin) come from the hub at pull time
+    const files = hubFiles(e);
+    const bytes = files.every((f) => f.bytes !== null) ? files.reduce((a, f) => a + f.bytes!, 0) : null;
+    return { ...base, source: "download", bytes, ...folderStatus(join(modelsDir, modelFolder(e)), files), verified: true };
   }
   if (!isDownload(e)) {
     const demoDir = join(config.server.data_dir, "demo-models");

@@ -92,7 +92,17 @@ export const HubEntry = T.Object(
       {
         repo: T.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$" }),
         revision: T.String({ pattern: "^[0-9a-f]{40}$", description: "a commit: what the hub records for it cannot change" }),
-        files: T.Record(T.String(), T.String({ minLength: 1 }), { minProperties: 1, description: "role → path in the repository (also its path in the model's folder)" }),
+        files: T.Record(
+          T.String(),
+          T.Union([
+            T.String({ minLength: 1 }),
+            T.Object(
+              { path: T.String({ minLength: 1 }), bytes: T.Integer({ minimum: 0, description: "the size the hub records at that commit: pinned so the entry says what a pull costs" }) },
+              { additionalProperties: false },
+            ),
+          ]),
+          { minProperties: 1, description: "role → path in the repository (also its path in the model's folder), or {path, bytes}" },
+        ),
       },
       { additionalProperties: false },
     ),
@@ -192,8 +202,13 @@ function checkPaths(e: DownloadEntry, source: string): void {
   if (e.vision && !manifestFiles(e).mmproj) throw new CatalogueError(`${source}: a vision model needs an mmproj file`);
 }
 
+/** A hub entry's files with the size it pins for each (null where it names the path only). */
+export function hubFiles(e: HubEntry): { role: string; path: string; bytes: number | null }[] {
+  return Object.entries(e.hf.files).map(([role, f]) => (typeof f === "string" ? { role, path: f, bytes: null } : { role, ...f }));
+}
+
 function checkHubPaths(e: HubEntry, source: string): void {
-  for (const [role, p] of Object.entries(e.hf.files)) {
+  for (const { role, path: p } of hubFiles(e)) {
     if (!/^[A-Za-z0-9_]+$/.test(role)) throw new CatalogueError(`${source}: hf.files: role "${role}" must be letters, digits and _`);
     if (!isSafeRelative(p)) throw new CatalogueError(`${source}: hf.files.${role}: "${p}" must stay inside the model's folder`);
   }

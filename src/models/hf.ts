@@ -283,10 +283,13 @@ export async function trainedContext(path: string): Promise<number | null> {
 export async function resolveHubEntry(e: HubEntry, hub: HfHub): Promise<DownloadEntry> {
   const listed = new Map((await hub.tree(e.hf.repo, e.hf.revision)).map((f) => [f.path, f]));
   const files: Record<string, CatalogueFile> = {};
-  for (const [role, path] of Object.entries(e.hf.files)) {
+  for (const [role, named] of Object.entries(e.hf.files)) {
+    const { path, bytes } = typeof named === "string" ? { path: named, bytes: null } : named;
     const f = listed.get(path);
     if (!f) throw new PullError(`${e.id}: hf:${e.hf.repo}@${e.hf.revision} has no file ${path}`);
     files[role] = hubFile(hub, e.hf.repo, e.hf.revision, f);
+    if (bytes !== null && files[role]!.bytes !== bytes)
+      throw new PullError(`${e.id}: the hub records ${path} at ${e.hf.revision} as ${files[role]!.bytes} bytes, the catalogue as ${bytes}: refusing (not the files the catalogue names)`);
   }
   const { hf: _hf, source: _source, ...rest } = e;
   return { ...rest, source: "download", revision: e.hf.revision, repository: e.repository ?? `${hub.endpoint}/${e.hf.repo}`, files };

@@ -180,7 +180,11 @@ test("models pull names the known ids for an unknown one and explains entries it
   expect(demo.code).toBe(1);
   expect(demo.stderr).toContain("appliance serve --demo");
 
-  const manual = await models(["pull", "z-image-turbo"]);
+  writeFileSync(
+    join(catalogueDir, "by-hand.json"),
+    JSON.stringify({ id: "by-hand", name: "By hand", kind: "image", description: "no verifiable download", max_context: 77, source: "manual", instructions: "export it yourself" }),
+  );
+  const manual = await models(["pull", "by-hand", "--catalogue", catalogueDir]);
   expect(manual.code).toBe(1);
-  expect(manual.stderr).toContain("has no verifiable download");
+  expect(manual.stderr).toContain('"by-hand" has no verifiable download: export it yourself');
 });
