@@ -118,7 +118,7 @@ test("models list shows every built-in entry with its kind, size and where it is
     const line = lines.find((l) => l.startsWith(e.id + " "));
     expect(line).toBeDefined();
     expect(line).toContain(e.kind);
-    expect(line).toContain(isDownload(e) ? "missing" : e.source === "generated" ? "generated (serve --demo)" : "not pullable");
+    expect(line).toContain(isDownload(e) || e.source === "hf" ? "missing" : e.source === "generated" ? "generated (serve --demo)" : "not pullable");
   }
   expect(lines.find((l) => l.startsWith("gemma-3-27b-it "))).toContain("17.4 GB");
 
