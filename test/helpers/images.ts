@@ -1,6 +1,7 @@
 import OpenAI from "openai";
 import sharp from "sharp";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
+import { ensureZImageModel } from "../../models/diffusion/z-image";
 import type { Clock } from "../../src/clock";
 import { diffusionFactory } from "../../src/engines/diffusion/factory";
 import { BASE, testApp, type TestApp } from "./app";
@@ -9,6 +10,7 @@ import { BASE, testApp, type TestApp } from "./app";
 // threads, ONNX Runtime, transformers.js, sharp):
 //   "turbo" flow-matching set (FlowMatchEulerDiscreteScheduler, transformer/)
 //   "sd"    SD-style set (EulerDiscreteScheduler, epsilon, unet/)
+//   "z-image" the tiny bundle in webnn/Z-Image-Turbo's layout (MatMulNBits q4f16, Qwen3 encoder)
 //   "chat"  a chat manifest (never loaded), to ask the images endpoint for a model of another kind.
 
 export interface ImagesTestOptions {
@@ -31,6 +33,7 @@ export function imagesTestApp(o: ImagesTestOptions = {}): ImagesTestApp {
       models: [
         { id: "turbo", name: "Tiny turbo", kind: "image", files: { model: turbo }, max_context: 77, slots: o.slots ?? 1, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "sd", name: "Tiny SD", kind: "image", files: { model: sd }, max_context: 77, slots: 1, load: "first_use" },
+        { id: "z-image", name: "Tiny Z-Image", kind: "image", files: { model: ensureZImageModel("z-image-tiny") }, max_context: 512, slots: 1, load: "first_use" },
         { id: "chat", name: "Chat", kind: "chat", files: { model: "chat.gguf" }, max_context: 4096, load: "first_use" },
       ],
     },

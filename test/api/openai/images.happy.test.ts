@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type OpenAI from "openai";
+import { ensureZImageModel } from "../../../models/diffusion/z-image";
+import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
 import { imagesTestApp, imageStats, pngInfo, type ImagesTestApp } from "../../helpers/images";
 
 // /v1/images/generations through the official openai client, on the tiny generated sets.
@@ -66,6 +68,21 @@ test("the SD-style set (unet, EulerDiscreteScheduler) makes images as well", asy
   expect(await pngInfo(b64(r))).toMatchObject({ format: "png", width: 256, height: 256 });
   const flow = await generate({ ...small, seed: 1 });
   expect(b64(r)).not.toBe(b64(flow));
+});
+
+test("the Z-Image bundle layout is served through the same endpoint: n images with seeds seed+i, each the bare pipeline's bytes", async () => {
+  const r = await generate({ ...small, model: "z-image", n: 2, seed: 21, steps: 9 });
+  expect(r.data!.map((d) => d.seed)).toEqual([21, 22]);
+  expect(await pngInfo(b64(r))).toEqual({ format: "png", width: 256, height: 256, channels: 3 });
+  const bare = await DiffusionPipeline.load(ensureZImageModel("z-image-tiny"), { device: "cpu", threads: 1 });
+  try {
+    for (const i of [0, 1]) {
+      const png = await bare.generate({ prompt: small.prompt, width: 256, height: 256, seed: 21 + i, steps: 9 });
+      expect(b64(r, i)).toBe(Buffer.from(png).toString("base64"));
+    }
+  } finally {
+    await bare.dispose();
+  }
 });
 
 test("each request is billed once: a usage row with its images and 3000 micro-dollars per image", async () => {
