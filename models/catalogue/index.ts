@@ -14,6 +14,7 @@ import c_gemma_3_27b_it from "./gemma-3-27b-it.json" with { type: "text" };
 import c_multilingual_e5_small from "./multilingual-e5-small.json" with { type: "text" };
 import c_nli_deberta_v3_base from "./nli-deberta-v3-base.json" with { type: "text" };
 import c_qwen3_1_7b from "./qwen3-1.7b.json" with { type: "text" };
+import c_sd_turbo from "./sd-turbo.json" with { type: "text" };
 import c_z_image_turbo from "./z-image-turbo.json" with { type: "text" };
 
 // The models catalogue: one JSON file per model the appliance knows how to get. A "download" entry
@@ -136,6 +137,7 @@ export const EMBEDDED_CATALOGUE: Record<string, string> = {
   "multilingual-e5-small.json": c_multilingual_e5_small as unknown as string,
   "nli-deberta-v3-base.json": c_nli_deberta_v3_base as unknown as string,
   "qwen3-1.7b.json": c_qwen3_1_7b as unknown as string,
+  "sd-turbo.json": c_sd_turbo as unknown as string,
   "z-image-turbo.json": c_z_image_turbo as unknown as string,
 };
 

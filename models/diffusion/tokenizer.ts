@@ -1,7 +1,10 @@
-// A CLIP-style byte-level BPE tokenizer (the tokenizer of Stable Diffusion's text encoder) in the
-// Hugging Face `tokenizer.json` format: lower-cased, words split by CLIP's pattern, bytes spelled in
-// GPT-2's byte alphabet, the last symbol of a word marked with "</w>", merges trained deterministically
-// on a small prompt corpus, <|startoftext|> … <|endoftext|> around every text, padded with <|endoftext|>.
+// A CLIP-style byte-level BPE tokenizer (the tokenizer of Stable Diffusion's text encoder): lower-cased,
+// words split by CLIP's pattern, bytes spelled in GPT-2's byte alphabet, the last symbol of a word
+// marked with "</w>", merges trained deterministically on a small prompt corpus, <|startoftext|> …
+// <|endoftext|> around every text. Written either as Hugging Face's `tokenizer.json` (padded with
+// <|endoftext|>) or as the files transformers' slow CLIPTokenizer saves (vocab.json, merges.txt,
+// tokenizer_config.json, special_tokens_map.json), which is all that diffusers/Olive ONNX exports
+// such as onnxruntime/sd-turbo ship: there SD 2.x's tokenizer pads with "!" (id 0).
 
 import { bytesToUnicode } from "../gguf/bpe";
 
@@ -89,8 +92,14 @@ function trainMerges(corpus: string, maxMerges: number): string[] {
   return merges;
 }
 
-export function buildClipVocab(maxMerges: number): ClipVocab {
-  const base = bytesToUnicode();
+/**
+ * The vocabulary: the 256 byte symbols, the same with "</w>", the merged symbols, then the two
+ * special tokens. `order` "clip" lists the byte symbols as CLIP's encoder.json does (printable
+ * bytes first, so "!" is id 0, the id SD 2.x pads with); "byte" by byte value.
+ */
+export function buildClipVocab(maxMerges: number, order: "byte" | "clip" = "byte"): ClipVocab {
+  const byByte = bytesToUnicode();
+  const base = order === "byte" ? byByte : [...byByte].sort((a, b) => a.codePointAt(0)! - b.codePointAt(0)!);
   const tokens = [...base, ...base.map((c) => c + EOW)];
   const merges = trainMerges(PROMPT_CORPUS, maxMerges);
   const seen = new Set(tokens);
@@ -107,14 +116,18 @@ export function buildClipVocab(maxMerges: number): ClipVocab {
   return { vocab, merges, bos, eos };
 }
 
-/** The three tokenizer files of a diffusers `tokenizer/` folder. */
-export function clipTokenizerFiles(v: ClipVocab, maxLength: number): ClipTokenizerFiles {
-  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: true, special: true });
+/**
+ * The three tokenizer files of a diffusers `tokenizer/` folder. `pad` "!" pads as SD 2.x does: "!"
+ * becomes a special added token (transformers adds it from added_tokens_decoder), padding id 0.
+ */
+export function clipTokenizerFiles(v: ClipVocab, maxLength: number, pad: typeof EOS | "!" = EOS): ClipTokenizerFiles {
+  const special = (id: number, content: string, normalized = true) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized, special: true });
+  if (pad === "!" && v.vocab["!"] !== 0) throw new Error('padding with "!" needs the CLIP byte order ("!" is id 0)');
   const tokenizer = {
     version: "1.0",
     truncation: null,
     padding: null,
-    added_tokens: [special(v.bos, BOS), special(v.eos, EOS)],
+    added_tokens: [...(pad === "!" ? [special(0, "!", false)] : []), special(v.bos, BOS), special(v.eos, EOS)],
     normalizer: {
       type: "Sequence",
       normalizers: [{ type: "NFC" }, { type: "Replace", pattern: { Regex: "\\s+" }, content: " " }, { type: "Lowercase" }],
@@ -145,17 +158,81 @@ export function clipTokenizerFiles(v: ClipVocab, maxLength: number): ClipTokeniz
     model_max_length: maxLength,
     bos_token: BOS,
     eos_token: EOS,
-    pad_token: EOS,
+    pad_token: pad,
     unk_token: EOS,
     do_lower_case: true,
     add_prefix_space: false,
     errors: "replace",
     clean_up_tokenization_spaces: true,
   };
-  const map = { bos_token: BOS, eos_token: EOS, pad_token: EOS, unk_token: EOS };
+  const map = { bos_token: BOS, eos_token: EOS, pad_token: pad, unk_token: EOS };
   return {
     "tokenizer.json": JSON.stringify(tokenizer),
     "tokenizer_config.json": JSON.stringify(config, null, 2),
     "special_tokens_map.json": JSON.stringify(map, null, 2),
   };
+}
+
+export interface ClipSlowTokenizerFiles {
+  "vocab.json": string;
+  "merges.txt": string;
+  "tokenizer_config.json": string;
+  "special_tokens_map.json": string;
+}
+
+/**
+ * The tokenizer/ folder of onnxruntime/sd-turbo (Olive's export of SD-Turbo, an SD 2.1 distillate):
+ * what transformers' CLIPTokenizer.save_pretrained writes, byte for byte in form (at that revision
+ * tokenizer_config.json is 855 bytes and special_tokens_map.json 574, which these give with the real
+ * ids): vocab.json and the two configs as json.dumps(indent=2, sort_keys=True), merges.txt with its
+ * "#version: 0.2" header; padded with "!" (id 0). No tokenizer.json.
+ */
+export function clipSlowTokenizerFiles(v: ClipVocab, maxLength: number): ClipSlowTokenizerFiles {
+  if (v.vocab["!"] !== 0) throw new Error('the SD 2.x tokenizer pads with "!", id 0: build the vocabulary in CLIP byte order');
+  const token = (content: string, normalized: boolean) => ({ content, lstrip: false, normalized, rstrip: false, single_word: false });
+  const config = {
+    add_prefix_space: false,
+    added_tokens_decoder: {
+      "0": { ...token("!", false), special: true },
+      [v.bos]: { ...token(BOS, true), special: true },
+      [v.eos]: { ...token(EOS, true), special: true },
+    },
+    bos_token: BOS,
+    clean_up_tokenization_spaces: true,
+    do_lower_case: true,
+    eos_token: EOS,
+    errors: "replace",
+    model_max_length: maxLength,
+    pad_token: "!",
+    tokenizer_class: "CLIPTokenizer",
+    unk_token: EOS,
+  };
+  const map = { bos_token: token(BOS, true), eos_token: token(EOS, true), pad_token: token("!", false), unk_token: token(EOS, true) };
+  return {
+    "vocab.json": pythonJson(v.vocab),
+    "merges.txt": ["#version: 0.2", ...v.merges].join("\n") + "\n",
+    "tokenizer_config.json": pythonJson(config),
+    "special_tokens_map.json": pythonJson(map),
+  };
+}
+
+/**
+ * Python's json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n" for plain data
+ * (strings, integers, booleans, null, lists, objects): keys sorted by code point, which a JS object
+ * cannot keep ("0" and other integer-like keys would come first).
+ */
+export function pythonJson(value: unknown): string {
+  const byCodePoint = (a: string, b: string) => {
+    const [x, y] = [[...a], [...b]];
+    for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
+    return x.length - y.length;
+  };
+  const write = (v: unknown, indent: string): string => {
+    if (v === null || typeof v !== "object") return JSON.stringify(v);
+    const inner = indent + "  ";
+    if (Array.isArray(v)) return v.length ? `[\n${v.map((x) => inner + write(x, inner)).join(",\n")}\n${indent}]` : "[]";
+    const keys = Object.keys(v).sort(byCodePoint);
+    return keys.length ? `{\n${keys.map((k) => `${inner}${JSON.stringify(k)}: ${write((v as Record<string, unknown>)[k], inner)}`).join(",\n")}\n${indent}}` : "{}";
+  };
+  return write(value, "") + "\n";
 }
