@@ -72,7 +72,7 @@ test("the SD-style set (unet, EulerDiscreteScheduler) makes images as well", asy
 
 test("the Z-Image bundle layout is served through the same endpoint: n images with seeds seed+i, each the bare pipeline's bytes", async () => {
   const r = await generate({ ...small, model: "z-image", n: 2, seed: 21, steps: 9 });
-  expect(r.data!.map((d) => d.seed)).toEqual([21, 22]);
+  expect(r.data!.map((d) => (d as { seed?: number }).seed)).toEqual([21, 22]);
   expect(await pngInfo(b64(r))).toEqual({ format: "png", width: 256, height: 256, channels: 3 });
   const bare = await DiffusionPipeline.load(ensureZImageModel("z-image-tiny"), { device: "cpu", threads: 1 });
   try {
