@@ -3,16 +3,31 @@ import type { AppDeps } from "./services";
 
 // Config reload without a restart (SIGHUP): limits and prices — the [limits] and [prices] tables
 // and each served model's `price` — are applied in place, so every service reading them sees the
-// new values on its next request. Anything else that changed needs a restart and is reported.
+// new values on its next request. The served models follow the config too (registry.apply): a new
+// model is listed at once and loads per its `load`; a removed one answers 404 to new requests at
+// once and is unloaded once the requests running on it have finished; a model whose manifest
+// changed beyond price, name and load gets a new engine the same way. The demo models (--demo) are
+// not in the file and stay. Anything else that changed needs a restart and is reported.
 
 export interface ReloadResult {
   applied: string[];
   needsRestart: string[];
+  /** Model ids listed from now on, taken out of the list, and given a new engine. */
+  models: { added: string[]; removed: string[]; replaced: string[] };
 }
 
-export function applyReload(deps: Pick<AppDeps, "config" | "accounts">, next: Config): ReloadResult {
+export function applyReload(deps: Pick<AppDeps, "config" | "accounts" | "registry"> & Partial<Pick<AppDeps, "metrics">>, next: Config): ReloadResult {
   const current = deps.config;
-  const applied: string[] = [];
+  const nextIds = new Set(next.models.map((m) => m.id));
+  const demo = current.models.filter((m) => current.demo && m.id.startsWith("demo-") && !nextIds.has(m.id));
+  // First, as it alone can refuse (a new model's file missing): then a refused reload changes nothing.
+  const changes = deps.registry.apply([...next.models, ...demo], { baseDir: next.models_dir, retired: next.retired_models });
+  current.models.splice(0, current.models.length, ...deps.registry.manifests());
+  current.retired_models = next.retired_models;
+  current.models_dir = next.models_dir;
+  for (const id of changes.added) if (deps.registry.resolve(id).kind === "chat") deps.metrics?.chatModel(id);
+
+  const applied: string[] = changes.updated.map((f) => `models.${f}`);
   const needsRestart: string[] = [];
   for (const table of ["limits", "prices"] as const) {
     for (const [k, v] of Object.entries(next[table])) {
@@ -20,23 +35,8 @@ export function applyReload(deps: Pick<AppDeps, "config" | "accounts">, next: Co
     }
     Object.assign(current[table], next[table]);
   }
-  const nextModels = new Map(next.models.map((m) => [m.id, m]));
-  for (const m of current.models) { // the registry serves these very manifest objects
-    const n = nextModels.get(m.id);
-    if (!n) continue;
-    if (JSON.stringify(m.price ?? null) !== JSON.stringify(n.price ?? null)) {
-      applied.push(`models.${m.id}.price`);
-      if (n.price) m.price = n.price;
-      else delete m.price;
-    }
-  }
-  const served = new Set(current.models.map((m) => m.id));
-  const added = next.models.filter((m) => !served.has(m.id)).map((m) => m.id);
-  if (added.length) needsRestart.push(`new models: ${added.join(", ")}`);
-  const removed = [...served].filter((id) => !nextModels.has(id) && !(current.demo && id.startsWith("demo-")));
-  if (removed.length) needsRestart.push(`removed models: ${removed.join(", ")}`);
   for (const table of ["server", "engines", "rentals", "image_input"] as const)
     if (JSON.stringify(current[table]) !== JSON.stringify(next[table])) needsRestart.push(`[${table}]`);
   deps.accounts.dropCache(); // cached principals carry rpm/in-flight defaults from [limits]
-  return { applied, needsRestart };
+  return { applied, needsRestart, models: { added: changes.added, removed: changes.removed, replaced: changes.replaced } };
 }

@@ -70,6 +70,8 @@ export function createServices(
   const registry = createRegistry(config.models, config.retired_models, {
     baseDir: config.models_dir,
     created: clock.now(),
+    now: () => clock.now(),
+    logger,
     engines: opts.engines ?? {
       chat: llamaChatFactory(config, logger),
       ...transformersFactories(config, logger),

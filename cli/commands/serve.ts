@@ -31,11 +31,12 @@ export function serveCommand(): Command {
         };
         process.on("SIGINT", () => void shutdown("SIGINT"));
         process.on("SIGTERM", () => void shutdown("SIGTERM"));
-        // SIGHUP: reload limits and prices from the same sources; a bad config keeps the old one.
+        // SIGHUP: reload limits, prices and the served models from the same sources; a bad config
+        // (or a new model whose files are missing) keeps the old one.
         process.on("SIGHUP", () => {
           try {
             const result = applyReload(running.deps, loadConfig(sources).config);
-            logger.info("config reloaded", { applied: result.applied });
+            logger.info("config reloaded", { applied: result.applied, ...result.models });
             if (result.needsRestart.length) logger.warn("config changes that need a restart were not applied", { changes: result.needsRestart });
           } catch (e) {
             logger.error("config reload failed; the running config is kept", { error: (e as Error).message });

@@ -3,8 +3,8 @@ import type { ChatRequest } from "../api/openai/chat-schema";
 import { ApiError } from "../api/http/errors";
 import type { ActualUsage, Meter, Ticket } from "../billing/meter";
 import type { Clock } from "../clock";
-import type { Registry } from "../engines/registry";
-import type { ChatLease } from "../engines/types";
+import type { EngineUse, Registry } from "../engines/registry";
+import type { ChatEngine, ChatLease } from "../engines/types";
 import { newId } from "../ids";
 import type { Logger } from "../log";
 import type { ChatTimer, Metrics } from "../metrics/metrics";
@@ -70,10 +70,21 @@ export function createChatService(deps: {
 
   async function start(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatRun> {
     const job = toChatJob(req);
-    const manifest = registry.resolve(job.model, "chat");
+    // Held until the generation ends (streams included): a reload that removes or replaces the
+    // model unloads this engine only after that.
+    const use = registry.use(job.model, "chat");
+    try {
+      return await startOn(use, principal, job, opts);
+    } catch (e) {
+      use.release();
+      throw e;
+    }
+  }
+
+  async function startOn(use: EngineUse<ChatEngine>, principal: Principal, job: ChatJob, opts: ChatCallOptions): Promise<ChatRun> {
+    const { manifest, engine } = use;
     const timer = metrics.chatRun(manifest.id, { batch: opts.batch });
     await takeImages(job, manifest.id, manifest.vision, imageInput);
-    const engine = registry.chatEngine(manifest.id);
     const prepared = await engine.prepare(job);
     const ticket = meter.reserve(principal, {
       requestId: opts.requestId,
@@ -104,7 +115,7 @@ export function createChatService(deps: {
       promptTokens: prepared.promptTokens,
       cachedTokens: lease.cachedTokens,
       stopSequence: () => end.stopSequence,
-      chunks: begin(lease, ticket, ids, opts, end, timer),
+      chunks: begin(lease, ticket, ids, opts, end, timer, use.release),
       async settle(also) {
         if (!opts.settleLater || !end.usage) throw new Error("settle: nothing left to settle on this run");
         await ticket.settle(end.usage, also);
@@ -125,6 +136,7 @@ export function createChatService(deps: {
     opts: ChatCallOptions,
     end: RunEnd,
     timer: ChatTimer,
+    releaseEngine: () => void,
   ): AsyncGenerator<ChatCompletionChunk, void, void> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(opts.signal?.reason);
@@ -155,6 +167,7 @@ export function createChatService(deps: {
       } finally {
         done = true;
         lease.release();
+        releaseEngine();
         opts.signal?.removeEventListener("abort", onAbort);
       }
     })();
@@ -172,9 +185,13 @@ export function createChatService(deps: {
     /** Prompt tokens of a request with the model's real template and tokenizer (count_tokens). */
     async countTokens(req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
-      const manifest = registry.resolve(job.model, "chat");
-      await takeImages(job, manifest.id, manifest.vision, imageInput);
-      return registry.chatEngine(manifest.id).countTokens(job);
+      const use = registry.use(job.model, "chat");
+      try {
+        await takeImages(job, use.manifest.id, use.manifest.vision, imageInput);
+        return await use.engine.countTokens(job);
+      } finally {
+        use.release();
+      }
     },
     /**
      * The non-streamed answer: the same chunks, folded. `record` (batch lines) is committed with

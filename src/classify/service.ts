@@ -1,7 +1,8 @@
 import type { Principal } from "../accounts/types";
 import type { ClassifyRequest } from "../api/openai/classify";
 import { ApiError } from "../api/http/errors";
-import type { ClassifyItem } from "../engines/types";
+import type { ModelManifest } from "../engines/manifest";
+import type { ClassifierEngine, ClassifyItem } from "../engines/types";
 import type { CapabilityDeps } from "../services";
 
 // THE classification service (spec §2.7, §4, §8): premise/hypothesis pairs through the model's
@@ -34,9 +35,17 @@ export function createClassifyService(deps: CapabilityDeps) {
   const { registry, meter } = deps;
 
   async function classify(principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {
-    const manifest = registry.resolve(req.model, "classifier");
+    // Held until the answer is built: a reload that removes the model unloads it only then.
+    const use = registry.use(req.model, "classifier");
+    try {
+      return await classifyWith(use.manifest, use.engine, principal, req, opts);
+    } finally {
+      use.release();
+    }
+  }
+
+  async function classifyWith(manifest: ModelManifest, engine: ClassifierEngine, principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {
     const { items, field } = toItems(req);
-    const engine = registry.engine(manifest.id, "classifier");
     await engine.load();
     const limit = Math.min(MAX_CLASSIFY_TOKENS, engine.maxTokens);
     const tokens = await engine.tokenize(items);

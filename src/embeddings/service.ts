@@ -1,7 +1,8 @@
 import type { Principal } from "../accounts/types";
 import type { EmbeddingsRequest } from "../api/openai/embeddings";
 import { ApiError } from "../api/http/errors";
-import type { EmbeddingInput } from "../engines/types";
+import type { ModelManifest } from "../engines/manifest";
+import type { EmbeddingEngine, EmbeddingInput } from "../engines/types";
 import type { CapabilityDeps } from "../services";
 
 // THE embeddings service (spec §2.9): the HTTP route and batch lines end here. It checks the
@@ -35,9 +36,23 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
   const { registry, meter } = deps;
 
   async function create(principal: Principal, req: EmbeddingsRequest, opts: EmbeddingsCallOptions): Promise<EmbeddingsResponse> {
-    const manifest = registry.resolve(req.model, "embedding");
-    const inputs = toInputs(req.input);
-    const engine = registry.engine(manifest.id, "embedding");
+    // Held until the answer is built: a reload that removes the model unloads it only then.
+    const use = registry.use(req.model, "embedding");
+    try {
+      return await embedWith(use.manifest, use.engine, principal, req, toInputs(req.input), opts);
+    } finally {
+      use.release();
+    }
+  }
+
+  async function embedWith(
+    manifest: ModelManifest,
+    engine: EmbeddingEngine,
+    principal: Principal,
+    req: EmbeddingsRequest,
+    inputs: { value: EmbeddingInput; param: string }[],
+    opts: EmbeddingsCallOptions,
+  ): Promise<EmbeddingsResponse> {
     await engine.load();
     if (req.dimensions !== undefined && req.dimensions !== engine.dimensions)
       throw new ApiError(

@@ -2,6 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
+import type { Logger } from "../log";
 import type { ModelKind, ModelManifest, RetiredModel } from "./manifest";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
@@ -9,6 +10,12 @@ import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelE
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
 // is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories
 // (one per kind), created on first use and loaded at start or on first use per the manifest.
+//
+// The served set changes on a config reload (SIGHUP, src/reload.ts): `apply` lists new models at
+// once, and takes removed ones out of the list so that new requests get the 404 at once. A request
+// holds its model's engine (`use`) from the moment it resolves the id until it has finished,
+// streams included; an engine that left the set — its model removed, or replaced because its
+// manifest changed — is unloaded only when the last request holding it lets go.
 
 export interface ModelEntry {
   id: string;
@@ -38,73 +45,184 @@ interface EngineOf {
   image: ImageEngine;
 }
 
+/** A request's hold on a model's engine: release it (idempotent) once the request has finished. */
+export interface EngineUse<E> {
+  manifest: ModelManifest;
+  engine: E;
+  release(): void;
+}
+
+/** What `apply` changed. Price, name and load are changed in place; anything else gets a new engine. */
+export interface ModelChanges {
+  added: string[];
+  removed: string[];
+  replaced: string[];
+  /** Fields changed in place, as "<id>.<field>". */
+  updated: string[];
+}
+
+/** One served model: its manifest and (once used) its engine, and the requests holding that engine. */
+interface Served {
+  manifest: ModelManifest;
+  baseDir: string;
+  created: number;
+  engine?: ModelEngine;
+  holds: number;
+  retired: boolean;
+  /** A load the registry started in the background (a model added by a reload with load = "start"). */
+  loading?: Promise<void>;
+  /** The unload of an engine that left the served set, once started (never twice). */
+  disposing?: Promise<void>;
+}
+
+/** Manifest fields that can change without a new engine: they are read per request, not by the engine. */
+const IN_PLACE = ["price", "name", "load"] as const;
+
 export type Registry = ReturnType<typeof createRegistry>;
 
 export function createRegistry(
   models: ModelManifest[],
   retired: RetiredModel[],
-  opts: { baseDir: string; created?: number; engines?: EngineFactories },
+  opts: { baseDir: string; created?: number; now?: () => number; engines?: EngineFactories; logger?: Logger },
 ) {
-  const byId = new Map(models.map((m) => [m.id, m]));
-  const retiredById = new Map(retired.map((r) => [r.id, r]));
-  const engines = new Map<string, ModelEngine>();
-  const created = Math.floor((opts.created ?? Date.now()) / 1000);
-  const entries: ModelEntry[] = models.map((m) => ({
-    id: m.id,
-    object: "model",
-    created,
-    owned_by: "appliance",
-    name: m.name,
-    kind: m.kind,
-    max_context: m.max_context,
-    ...(m.vision ? { supports_vision: true as const } : {}),
-  }));
+  const now = () => Math.floor((opts.now ?? Date.now)() / 1000);
+  const startedAt = opts.created !== undefined ? Math.floor(opts.created / 1000) : now();
+  let served = new Map<string, Served>(models.map((m) => [m.id, { manifest: m, baseDir: opts.baseDir, created: startedAt, holds: 0, retired: false }]));
+  let retiredById = new Map(retired.map((r) => [r.id, r]));
+  /** Engines that left the served set and still run requests; unloaded when their last hold goes. */
+  const retiring = new Map<Served, () => void>();
+  const disposed = new Set<Promise<void>>();
+  let entries: readonly ModelEntry[] = [];
 
-  const file = (m: ModelManifest, role: string): string => {
+  const toEntry = (s: Served): ModelEntry => ({
+    id: s.manifest.id,
+    object: "model",
+    created: s.created,
+    owned_by: "appliance",
+    name: s.manifest.name,
+    kind: s.manifest.kind,
+    max_context: s.manifest.max_context,
+    ...(s.manifest.vision ? { supports_vision: true as const } : {}),
+  });
+  // A new array on every change: callers may cache what they derive from it by its identity.
+  const rebuild = () => (entries = Object.freeze([...served.values()].map(toEntry)));
+  rebuild();
+
+  const fileOf = (m: ModelManifest, role: string, baseDir: string): string => {
     const p = m.files[role];
     if (!p) throw new Error(`model ${m.id} has no "${role}" file`);
-    return isAbsolute(p) ? p : resolve(opts.baseDir, p);
+    return isAbsolute(p) ? p : resolve(baseDir, p);
   };
+  const file = (m: ModelManifest, role: string): string => fileOf(m, role, served.get(m.id)?.baseDir ?? opts.baseDir);
+
+  function servedAs(id: string, kind?: ModelKind): Served {
+    const s = served.get(id);
+    if (!s) {
+      const r = retiredById.get(id);
+      const hint = r ? ` (retired${r.replaced_by ? `; use "${r.replaced_by}"` : ""})` : "";
+      throw new ApiError("model_not_found", `model not found: "${id}"${hint}`, { param: "model" });
+    }
+    const m = s.manifest;
+    if (kind && m.kind !== kind) {
+      const fits = [...served.values()].filter((x) => x.manifest.kind === kind).map((x) => x.manifest.id);
+      throw new ApiError(
+        "invalid_request",
+        `model "${id}" is a ${m.kind} model and cannot serve this endpoint` + (fits.length ? `; use one of: ${fits.join(", ")}` : ""),
+        { param: "model" },
+      );
+    }
+    return s;
+  }
+
+  function engineOf<K extends ModelKind>(s: Served, kind: K): EngineOf[K] {
+    if (!s.engine) {
+      const m = s.manifest;
+      const factory = opts.engines?.[kind] as Factory<EngineOf[K]> | undefined;
+      if (!factory) throw new ApiError("model_unavailable", `no ${kind} engine is available for "${m.id}" in this build`);
+      s.engine = factory(m, (role) => fileOf(m, role, s.baseDir));
+    }
+    return s.engine as EngineOf[K];
+  }
+
+  function retire(s: Served): void {
+    s.retired = true;
+    const { promise, resolve } = Promise.withResolvers<void>();
+    retiring.set(s, resolve);
+    disposed.add(promise);
+    void promise.then(() => disposed.delete(promise));
+    if (s.holds === 0) void dispose(s);
+  }
+
+  function dispose(s: Served): Promise<void> {
+    s.disposing ??= (async () => {
+      await s.loading?.catch(() => undefined); // a load under way would otherwise finish after the unload
+      try {
+        await s.engine?.unload();
+        if (s.engine) opts.logger?.info("model engine unloaded: its model left the config or changed", { model: s.manifest.id });
+      } catch (e) {
+        opts.logger?.error("model engine failed to unload", { model: s.manifest.id, error: (e as Error).message });
+      } finally {
+        retiring.get(s)?.();
+        retiring.delete(s);
+      }
+    })();
+    return s.disposing;
+  }
+
+  /** Starts loading a model in the background (a reload's new model with load = "start"). */
+  function loadInBackground(s: Served): void {
+    const m = s.manifest;
+    if (m.load !== "start" || !opts.engines?.[m.kind]) return;
+    const failed = (e: unknown) => {
+      if (!(e instanceof DeviceUnavailableError)) opts.logger?.error("model failed to load in the background", { model: m.id, error: (e as Error).message });
+    };
+    try {
+      s.loading = engineOf(s, m.kind).load();
+      s.loading.catch(failed);
+    } catch (e) {
+      failed(e); // the factory refused: the model stays listed and answers with the same error
+    }
+  }
 
   const registry = {
     list: (): readonly ModelEntry[] => entries,
     entry(id: string): ModelEntry {
-      registry.resolve(id);
+      servedAs(id);
       return entries.find((e) => e.id === id)!;
     },
     /** The manifest for `id`, or a 404 naming the id (and its replacement when retired). */
     resolve(id: string, kind?: ModelKind): ModelManifest {
-      const m = byId.get(id);
-      if (!m) {
-        const r = retiredById.get(id);
-        const hint = r ? ` (retired${r.replaced_by ? `; use "${r.replaced_by}"` : ""})` : "";
-        throw new ApiError("model_not_found", `model not found: "${id}"${hint}`, { param: "model" });
-      }
-      if (kind && m.kind !== kind) {
-        const fits = models.filter((x) => x.kind === kind).map((x) => x.id);
-        throw new ApiError(
-          "invalid_request",
-          `model "${id}" is a ${m.kind} model and cannot serve this endpoint` + (fits.length ? `; use one of: ${fits.join(", ")}` : ""),
-          { param: "model" },
-        );
-      }
-      return m;
+      return servedAs(id, kind).manifest;
     },
     /** Absolute path of one of a model's files. */
     file,
-    /** The engine serving `id` as `kind` (404 for an unknown id, 400 for a model of another kind). */
+    /**
+     * The engine serving `id` as `kind` now (404 for an unknown id, 400 for a model of another
+     * kind), without holding it: requests take `use` instead.
+     */
     engine<K extends ModelKind>(id: string, kind: K): EngineOf[K] {
-      const m = registry.resolve(id, kind);
-      let engine = engines.get(id);
-      if (!engine) {
-        const factory = opts.engines?.[kind] as Factory<EngineOf[K]> | undefined;
-        if (!factory) throw new ApiError("model_unavailable", `no ${kind} engine is available for "${id}" in this build`);
-        engine = factory(m, (role) => file(m, role));
-        engines.set(id, engine);
-      }
-      return engine as EngineOf[K];
+      return engineOf(servedAs(id, kind), kind);
     },
     chatEngine: (id: string) => registry.engine(id, "chat"),
+    /**
+     * The manifest and engine of `id`, held until `release()`: a reload that removes or replaces
+     * the model unloads this engine only after every hold on it is released.
+     */
+    use<K extends ModelKind>(id: string, kind: K): EngineUse<EngineOf[K]> {
+      const s = servedAs(id, kind);
+      const engine = engineOf(s, kind);
+      s.holds++;
+      let released = false;
+      return {
+        manifest: s.manifest,
+        engine,
+        release() {
+          if (released) return;
+          released = true;
+          if (--s.holds === 0 && s.retired) void dispose(s);
+        },
+      };
+    },
     /**
      * Loads every model whose manifest says `load = "start"` and whose kind has an engine. A file
      * the engine cannot read stops the start with one line naming the model and its files, not
@@ -112,10 +230,11 @@ export function createRegistry(
      * (DeviceUnavailableError) leaves only that model unavailable.
      */
     async loadAtStart(): Promise<void> {
-      for (const [i, m] of models.entries()) {
+      for (const [i, s] of [...served.values()].entries()) {
+        const m = s.manifest;
         if (m.load !== "start" || !opts.engines?.[m.kind]) continue;
         try {
-          await registry.engine(m.id, m.kind).load();
+          await engineOf(s, m.kind).load();
         } catch (e) {
           // The model asked for a device this host lacks (its engine logged why): the others serve,
           // and every request for it gets the same refusal.
@@ -126,26 +245,89 @@ export function createRegistry(
         }
       }
     },
+    /**
+     * Makes `models` the served set (a config reload). Every file of a new or changed model must
+     * exist first, else a ConfigError and nothing changes. New models are listed at once and load
+     * per their `load`; removed ones leave the list at once; a model whose manifest changed beyond
+     * price, name and load gets a new engine for new requests. Engines that left the set are
+     * unloaded once the requests holding them finish.
+     */
+    apply(next: ModelManifest[], o: { baseDir: string; retired?: RetiredModel[] }): ModelChanges {
+      const changes: ModelChanges = { added: [], removed: [], replaced: [], updated: [] };
+      const fresh: { s: Served; i: number }[] = [];
+      const kept: { s: Served; m: ModelManifest }[] = [];
+      for (const [i, m] of next.entries()) {
+        const old = served.get(m.id);
+        if (!old) {
+          changes.added.push(m.id);
+          fresh.push({ s: { manifest: m, baseDir: o.baseDir, created: now(), holds: 0, retired: false }, i });
+        } else if (engineKey(old.manifest, old.baseDir) !== engineKey(m, o.baseDir)) {
+          changes.replaced.push(m.id);
+          fresh.push({ s: { manifest: m, baseDir: o.baseDir, created: old.created, holds: 0, retired: false }, i });
+        } else kept.push({ s: old, m });
+      }
+      for (const { s, i } of fresh) checkFiles(s.manifest, i, s.baseDir);
+      // Checked: from here on nothing throws.
+      const ids = new Set(next.map((m) => m.id));
+      const retiredNow = [...served.values()].filter((s) => !ids.has(s.manifest.id) || changes.replaced.includes(s.manifest.id));
+      changes.removed = retiredNow.filter((s) => !ids.has(s.manifest.id)).map((s) => s.manifest.id);
+      for (const { s, m } of kept) {
+        for (const f of IN_PLACE) {
+          if (JSON.stringify(s.manifest[f] ?? null) === JSON.stringify(m[f] ?? null)) continue;
+          changes.updated.push(`${m.id}.${f}`);
+          // In place: the manifest object is the one services and the meter already hold.
+          if (m[f] === undefined) delete s.manifest[f];
+          else (s.manifest as Record<string, unknown>)[f] = m[f];
+        }
+      }
+      const byId = new Map([...kept.map(({ s }) => s), ...fresh.map(({ s }) => s)].map((s) => [s.manifest.id, s]));
+      served = new Map(next.map((m) => [m.id, byId.get(m.id)!]));
+      if (o.retired) retiredById = new Map(o.retired.map((r) => [r.id, r]));
+      rebuild();
+      for (const s of retiredNow) retire(s);
+      for (const { s } of fresh) loadInBackground(s);
+      for (const { s, m } of kept) if (!s.engine?.loaded && m.load === "start" && changes.updated.includes(`${m.id}.load`)) loadInBackground(s);
+      return changes;
+    },
+    /** Every manifest served now, in order. */
+    manifests: (): ModelManifest[] => [...served.values()].map((s) => s.manifest),
+    /** Resolves once every engine that left the served set so far has been unloaded. */
+    async settled(): Promise<void> {
+      await Promise.all(disposed);
+    },
     async unload(id: string): Promise<void> {
-      await engines.get(id)?.unload();
+      await served.get(id)?.engine?.unload();
     },
+    /** At shutdown, once requests have drained: every engine, those that left the served set too. */
     async unloadAll(): Promise<void> {
-      for (const e of engines.values()) await e.unload();
+      for (const s of [...retiring.keys()]) await dispose(s);
+      for (const s of served.values()) await s.engine?.unload();
     },
-    engines: () => [...engines.values()],
+    /** Every engine made, those still finishing requests for a model that left the set first. */
+    engines: (): ModelEngine[] => [...[...retiring.keys()].map((s) => s.engine), ...[...served.values()].map((s) => s.engine)].filter((e): e is ModelEngine => e !== undefined),
   };
   return registry;
 }
 
+/** What an engine is built from: the manifest without the fields read per request, files resolved. */
+function engineKey(m: ModelManifest, baseDir: string): string {
+  const rest: Record<string, unknown> = { ...m };
+  for (const f of IN_PLACE) delete rest[f];
+  rest.files = Object.fromEntries(Object.entries(m.files).map(([role, p]) => [role, isAbsolute(p) ? p : resolve(baseDir, p)]));
+  return JSON.stringify(Object.keys(rest).sort().map((k) => [k, rest[k]]));
+}
+
+function checkFiles(m: ModelManifest, i: number, baseDir: string): void {
+  for (const [role, p] of Object.entries(m.files)) {
+    const abs = isAbsolute(p) ? p : resolve(baseDir, p);
+    if (!existsSync(abs)) throw new ConfigError(`models[${i}].files.${role}: file not found: ${abs}`);
+    // An interrupted copy or download leaves an empty file; no engine reads weights from one.
+    const st = statSync(abs);
+    if (st.isFile() && st.size === 0) throw new ConfigError(`models[${i}].files.${role}: file is empty: ${abs}`);
+  }
+}
+
 /** Start-up check: every file a manifest names must exist, and no model file is empty. */
 export function checkModelFiles(models: ModelManifest[], baseDir: string): void {
-  models.forEach((m, i) => {
-    for (const [role, p] of Object.entries(m.files)) {
-      const abs = isAbsolute(p) ? p : resolve(baseDir, p);
-      if (!existsSync(abs)) throw new ConfigError(`models[${i}].files.${role}: file not found: ${abs}`);
-      // An interrupted copy or download leaves an empty file; no engine reads weights from one.
-      const st = statSync(abs);
-      if (st.isFile() && st.size === 0) throw new ConfigError(`models[${i}].files.${role}: file is empty: ${abs}`);
-    }
-  });
+  models.forEach((m, i) => checkFiles(m, i, baseDir));
 }

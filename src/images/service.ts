@@ -1,7 +1,9 @@
 import type { Principal } from "../accounts/types";
 import type { ImagesRequest, ImagesResponse } from "../api/openai/images-schema";
+import type { ModelManifest } from "../engines/manifest";
+import type { ImageEngine } from "../engines/types";
 import type { CapabilityDeps } from "../services";
-import { toImageJob } from "./from-request";
+import { toImageJob, type ImageJob } from "./from-request";
 
 // THE image-generation service (spec §2.8). Order of work for one request:
 //   1. check the request (named 400s) and resolve the model (404 unknown, 400 another kind);
@@ -30,8 +32,16 @@ export function createImagesService(deps: CapabilityDeps) {
 
   async function generate(principal: Principal, req: ImagesRequest, opts: ImageCallOptions): Promise<ImagesResponse> {
     const job = toImageJob(req);
-    const manifest = registry.resolve(job.model, "image");
-    const engine = registry.engine(manifest.id, "image");
+    // Held until the images are made: a reload that removes the model unloads it only then.
+    const use = registry.use(job.model, "image");
+    try {
+      return await generateWith(use.manifest, use.engine, principal, job, opts);
+    } finally {
+      use.release();
+    }
+  }
+
+  async function generateWith(manifest: ModelManifest, engine: ImageEngine, principal: Principal, job: ImageJob, opts: ImageCallOptions): Promise<ImagesResponse> {
     const worker = await engine.acquire(opts.signal);
     let ticket;
     try {

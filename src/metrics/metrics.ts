@@ -61,14 +61,17 @@ export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
     ["model"],
     TPOT_BUCKETS,
   );
-  for (const model of opts.chatModels ?? []) {
+  const chatModel = (model: string) => {
     tokens.inc({ model, direction: "input" }, 0);
     tokens.inc({ model, direction: "output" }, 0);
     cached.inc({ model }, 0);
-  }
+  };
+  for (const model of opts.chatModels ?? []) chatModel(model);
 
   return {
     registry,
+    /** A chat model a config reload added: its token counters start at 0, as the configured ones' do. */
+    chatModel,
     /** One answered request. `route` is the matched pattern or "unmatched"; never a raw path. */
     httpRequest(route: string, method: string, status: number, seconds: number): void {
       const m = METHODS.has(method) ? method : "other";

@@ -6,18 +6,29 @@ import { contextOf } from "../http/context";
 // GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/". An Anthropic client
 // (it sends `anthropic-version`) gets Anthropic's shapes instead: coding agents list models there.
 export function modelsRoutes(registry: Registry) {
-  // The served set is fixed at start, so the lists are serialised once.
+  // The lists are serialised once per served set: a reload that adds or removes a model gives
+  // list() a new array, and the next request serialises that.
   const json = (body: unknown) => new Response(body as string, { headers: { "content-type": "application/json" } });
-  const openai = JSON.stringify({ object: "list", data: registry.list() });
-  const anthropicEntries = registry.list().map(toAnthropic);
-  const anthropic = JSON.stringify({
-    data: anthropicEntries,
-    has_more: false,
-    first_id: anthropicEntries[0]?.id ?? null,
-    last_id: anthropicEntries.at(-1)?.id ?? null,
-  });
+  let cached: { of: readonly ModelEntry[]; openai: string; anthropic: string } | null = null;
+  const lists = () => {
+    const entries = registry.list();
+    if (cached?.of !== entries) {
+      const anthropicEntries = entries.map(toAnthropic);
+      cached = {
+        of: entries,
+        openai: JSON.stringify({ object: "list", data: entries }),
+        anthropic: JSON.stringify({
+          data: anthropicEntries,
+          has_more: false,
+          first_id: anthropicEntries[0]?.id ?? null,
+          last_id: anthropicEntries.at(-1)?.id ?? null,
+        }),
+      };
+    }
+    return cached;
+  };
   return new Elysia({ name: "openai-models" })
-    .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? anthropic : openai))
+    .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? lists().anthropic : lists().openai))
     .get("/v1/models/*", ({ params, request }) => {
       const entry = registry.entry(params["*"]); // decoded by the edge (src/app.ts)
       return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
