@@ -1,6 +1,8 @@
 import { Command } from "commander";
 import { existsSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
 import {
   catalogue,
   CatalogueError,
@@ -12,16 +14,20 @@ import {
   type CatalogueEntry,
   type DownloadEntry,
 } from "../../models/catalogue";
-import { loadConfig, type Config } from "../../src/config";
-import { ModelManifest } from "../../src/engines/manifest";
-import { HF_DEFAULT_CONTEXT, HfHub, isHfRef, parseHfRef, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
+import { findConfigFile, loadConfig, type Config } from "../../src/config";
+import type { ModelManifest } from "../../src/engines/manifest";
+import { checkModelFiles } from "../../src/engines/registry";
+import { AddError, manifestForFolder, manifestToml, withModelBlock } from "../../src/models/add";
+import { HF_DEFAULT_CONTEXT, HfHub, hfModelId, isHfRef, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
+import { alive } from "../../src/store/lock";
 import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
 
-// `appliance models list|pull`: the catalogue (models/catalogue/*.json) against a models dir, by
+// `appliance models list|pull|add`: the catalogue (models/catalogue/*.json) against a models dir, by
 // default <data_dir>/models. A pull prints the [[models]] block to add to config.toml; it does not
-// edit the config (the operator decides what is served, and a config file keeps its comments).
+// edit the config (the operator decides what is served). `add` is that decision: it appends the
+// block, made from the pulled files' own metadata, to the config file, keeping its comments.
 
 interface ModelsOptions {
   modelsDir?: string;
@@ -37,8 +43,10 @@ function setup(c: Command): { config: Config; modelsDir: string; entries: Catalo
 }
 
 function failClean(e: unknown): never {
-  fail(e instanceof PullError || e instanceof CatalogueError ? new UsageError(e.message) : e);
+  fail(e instanceof PullError || e instanceof CatalogueError || e instanceof AddError ? new UsageError(e.message) : e);
 }
+
+export { manifestToml };
 
 export interface EntryStatus {
   id: string;
@@ -119,24 +127,6 @@ function listHuman(rows: EntryStatus[], modelsDir: string): string {
       ["id", "kind", "size", "status", "config", "where"],
     ),
   ].join("\n");
-}
-
-/** A TOML value: strings as JSON strings (valid TOML basic strings), tables inline. */
-function tomlValue(v: unknown): string {
-  if (typeof v === "string") return JSON.stringify(v);
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  if (v && typeof v === "object")
-    return `{ ${Object.entries(v)
-      .filter(([, x]) => x !== undefined)
-      .map(([k, x]) => `${/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k)} = ${tomlValue(x)}`)
-      .join(", ")} }`;
-  throw new Error(`no TOML form for ${String(v)}`);
-}
-
-/** The [[models]] block of a manifest, fields in the schema's order. */
-export function manifestToml(m: ModelManifest): string {
-  const keys = Object.keys(ModelManifest.properties) as (keyof ModelManifest)[];
-  return ["[[models]]", ...keys.filter((k) => m[k] !== undefined).map((k) => `${k} = ${tomlValue(m[k])}`)].join("\n");
 }
 
 export function configSnippet(m: ModelManifest, modelsDir: string): string {
@@ -287,5 +277,90 @@ export function modelsCommand(): Command {
       }
     });
 
+  shared(cmd.command("add <id>"))
+    .description(
+      "write the [[models]] entry of a pulled model (<models dir>/<id>/: a catalogue id, or the id an hf: pull printed) into the config file, " +
+        "made from its files (kind, files, context); a running server picks it up on SIGHUP",
+    )
+    .option("--force", "replace the model's entry when the config already has one")
+    .option("--json", "print the result as JSON")
+    .action(async (id: string, opts: { force?: boolean; json?: boolean }, c: Command) => {
+      try {
+        await addModel(c, id, opts);
+      } catch (e) {
+        failClean(e);
+      }
+    });
+
   return cmd;
+}
+
+/** The folder id of a pulled model: the id itself, or what an hf: reference's pull named its folder. */
+function folderIdOf(id: string): string {
+  if (!isHfRef(id)) return id;
+  const ref = parseHfRef(id);
+  if (ref.quant !== undefined) return hfModelId(ref, ref.quant.toUpperCase());
+  if (ref.path?.toLowerCase().endsWith(".gguf")) return hfModelId(ref, quantOf(ref.path), ref.path);
+  throw new AddError(`${id}: name the model by the id its pull printed (the folder under the models dir)`);
+}
+
+/** The config file `add` writes: the one the CLI reads, else the default path (created). */
+function configTarget(flag: string | undefined): { file: string; exists: boolean } {
+  const found = findConfigFile(flag, process.env);
+  if (found) return { file: found, exists: existsSync(found) };
+  const base = process.env.XDG_CONFIG_HOME || join(process.env.HOME || homedir(), ".config");
+  return { file: join(base, "appliance", "config.toml"), exists: false };
+}
+
+/** The server running on this data dir, if one is. */
+function serverPid(dataDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(dataDir, "server.pid"), "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+async function addModel(c: Command, idArg: string, opts: { force?: boolean; json?: boolean }): Promise<void> {
+  const g = globals(c);
+  const o = c.optsWithGlobals() as ModelsOptions;
+  const target = configTarget(g.config);
+  // No file yet: the built-in defaults (an empty file) with the environment's and flags' data dir.
+  const { config } = loadConfig({ file: target.exists ? target.file : "/dev/null", flags: { dataDir: g.dataDir } });
+  const modelsDir = resolve(o.modelsDir ?? join(config.server.data_dir, "models"));
+  const entries = catalogue(o.catalogue ? resolve(o.catalogue) : undefined);
+  const id = folderIdOf(idArg);
+  const entry = entries.find((e) => e.id === id && e.source !== "generated");
+  const dir = join(modelsDir, entry ? modelFolder(entry) : id.replace(/[/:]/g, "_"));
+  const replacing = config.models.some((m) => m.id === id);
+  if (replacing && !opts.force) throw new AddError(`${target.file}: model "${id}" is already in it (--force replaces its entry)`);
+  // A new file sets models_dir to the models dir: its paths are short and stay right if it moves.
+  const text = target.exists ? readFileSync(target.file, "utf8") : `# appliance config, written by \`appliance models add\`\nmodels_dir = ${JSON.stringify(modelsDir)}\n`;
+  const manifest = await manifestForFolder({ id, dir, modelsDir: target.exists ? config.models_dir : modelsDir, entry });
+  const out = withModelBlock(text, manifest, { replace: opts.force, file: target.file });
+  // The edited file must load as the server will load it, files included, before it replaces the old one.
+  const temp = `${target.file}.${process.pid}.tmp`;
+  mkdirSync(dirname(target.file), { recursive: true });
+  writeFileSync(temp, out, { mode: 0o600 });
+  try {
+    if (target.exists) chmodSync(temp, statSync(target.file).mode & 0o777);
+    const check = loadConfig({ file: temp, flags: { dataDir: g.dataDir } }).config;
+    checkModelFiles(check.models.filter((m) => m.id === id), check.models_dir);
+    renameSync(temp, target.file);
+  } catch (e) {
+    await Bun.file(temp).delete().catch(() => undefined);
+    throw e;
+  }
+  const pid = serverPid(config.server.data_dir);
+  const reload = pid ? `kill -HUP ${pid}` : "kill -HUP <server pid>";
+  emit(opts.json, { file: target.file, created: !target.exists, replaced: replacing, manifest, server_pid: pid }, () =>
+    [
+      `${!target.exists ? "created" : replacing ? "replaced in" : "added to"} ${target.file}:`,
+      "",
+      manifestToml(manifest),
+      "",
+      `A running server picks it up on SIGHUP (${reload}), or at its next start.`,
+    ].join("\n"),
+  );
 }
