@@ -4,6 +4,8 @@ import { isAbsolute, join, relative } from "node:path";
 import { isDownload, type CatalogueEntry } from "../../models/catalogue";
 import { describeErrors } from "../config";
 import { ModelManifest, type ModelKind } from "../engines/manifest";
+import { readModelFolder } from "../engines/diffusion/model-folder";
+import { isZImageBundle, readZImageBundle } from "../engines/diffusion/z-image-bundle";
 import { readClassifierFolder, readEmbedderFolder } from "../engines/transformers/model-folder";
 import { alive } from "../store/lock";
 import { HF_DEFAULT_CONTEXT, quantOf } from "./hf";
@@ -40,7 +42,6 @@ export const DEFAULT_SLOTS: Record<ModelKind, number> = { chat: 2, embedding: 1,
 /** The prompt window a diffusers-layout image model gets when its tokenizer does not say (CLIP's). */
 const CLIP_CONTEXT = 77;
 /** Z-Image-Turbo's prompt limit (its pipeline's max_sequence_length). */
-const Z_IMAGE_CONTEXT = 512;
 
 const SPLIT = /-(\d{5})-of-(\d{5})\.gguf$/i;
 
@@ -71,7 +72,7 @@ export async function inspectModelFolder(dir: string, id = "ID"): Promise<Folder
   checkComplete(dir, id, files);
   const ggufs = files.filter((f) => f.toLowerCase().endsWith(".gguf"));
   if (ggufs.length) return inspectGguf(dir, ggufs);
-  if (existsSync(join(dir, "model_index.json")) || files.some((f) => /^onnx\/transformer_model[^/]*\.onnx$/.test(f))) return inspectImage(dir, files);
+  if (existsSync(join(dir, "model_index.json")) || files.some((f) => /^onnx\/transformer_model[^/]*\.onnx$/.test(f))) return inspectImage(dir);
   if (existsSync(join(dir, "config.json"))) return inspectEncoder(dir);
   throw new AddError(`${dir}: cannot tell what model this is: no .gguf file (chat), no config.json (embedding or classifier), no model_index.json or onnx/transformer_model*.onnx (image)`);
 }
@@ -122,18 +123,14 @@ async function ggufFacts(path: string): Promise<{ name?: string; context: number
   return { context: typeof n === "number" && Number.isInteger(n) && n > 0 ? n : null, ...(typeof name === "string" && name.trim() ? { name: name.trim() } : {}) };
 }
 
-function inspectImage(dir: string, files: string[]): FolderModel {
-  if (!existsSync(join(dir, "model_index.json"))) {
-    // The Z-Image bundle: one folder of ONNX graphs (text encoder, transformer, VAE decoder) and tokenizer/.
-    for (const [what, re] of [["text encoder", /^onnx\/text_encoder_model[^/]*\.onnx$/], ["VAE decoder", /^onnx\/vae_decoder_model[^/]*\.onnx$/], ["tokenizer", /^tokenizer\/tokenizer\.json$/]] as const)
-      if (!files.some((f) => re.test(f))) throw new AddError(`${dir}: an image bundle with onnx/transformer_model*.onnx but no ${what}`);
-    return { kind: "image", files: { model: "." }, max_context: Z_IMAGE_CONTEXT, vision: false };
+function inspectImage(dir: string): FolderModel {
+  // The engine's own layout readers decide: what they refuse at load is refused here.
+  try {
+    if (isZImageBundle(dir)) return { kind: "image", files: { model: "." }, max_context: readZImageBundle(dir).maxPromptTokens, vision: false };
+    readModelFolder(dir);
+  } catch (e) {
+    throw new AddError((e as Error).message);
   }
-  // What every diffusers export has; the tokenizer may be tokenizer.json or CLIP's vocab.json + merges.txt.
-  for (const f of ["scheduler/scheduler_config.json", "text_encoder/model.onnx", "vae_decoder/model.onnx"])
-    if (!files.includes(f)) throw new AddError(`${dir}: a diffusers image folder without ${f}`);
-  if (!files.some((f) => f.startsWith("tokenizer/"))) throw new AddError(`${dir}: a diffusers image folder without tokenizer/`);
-  if (!files.includes("transformer/model.onnx") && !files.includes("unet/model.onnx")) throw new AddError(`${dir}: a diffusers image folder with neither transformer/model.onnx nor unet/model.onnx`);
   let context = CLIP_CONTEXT;
   try {
     const n = JSON.parse(readFileSync(join(dir, "tokenizer/tokenizer_config.json"), "utf8")).model_max_length;

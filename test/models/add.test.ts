@@ -3,6 +3,7 @@ import { cpSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from
 import { basename, join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
+import { ensureZImageModel } from "../../models/diffusion/z-image";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { ensureProjector } from "../../models/projector-cache";
 import { loadConfig } from "../../src/config";
@@ -197,13 +198,13 @@ test("a folder's kind comes from its files: GGUF with a projector is vision chat
   expect(await inspectModelFolder(ensureDiffusionModel("diffusion-turbo"))).toMatchObject({ kind: "image", files: { model: "." }, max_context: 77 });
 
   const z = join(dir, "z");
-  for (const f of ["onnx/text_encoder_model_q4f16.onnx", "onnx/transformer_model_q4f16.onnx", "onnx/vae_decoder_model_f16.onnx", "tokenizer/tokenizer.json"]) {
-    mkdirSync(join(z, f, ".."), { recursive: true });
-    writeFileSync(join(z, f), "x");
-  }
-  expect(await inspectModelFolder(z)).toMatchObject({ kind: "image", max_context: 512 });
+  cpSync(ensureZImageModel("z-image-tiny"), z, { recursive: true });
+  expect(await inspectModelFolder(z)).toMatchObject({ kind: "image", files: { model: "." }, max_context: 512 });
+  rmSync(join(z, "onnx/transformer_model_q4f16.onnx_data_1"));
+  await expect(inspectModelFolder(z)).rejects.toThrow("its external data file transformer_model_q4f16.onnx_data_1 is missing");
+  cpSync(join(ensureZImageModel("z-image-tiny"), "onnx/transformer_model_q4f16.onnx_data_1"), join(z, "onnx/transformer_model_q4f16.onnx_data_1"));
   rmSync(join(z, "onnx/vae_decoder_model_f16.onnx"));
-  await expect(inspectModelFolder(z)).rejects.toThrow("no VAE decoder");
+  await expect(inspectModelFolder(z)).rejects.toThrow("onnx/vae_decoder_model*.onnx is missing");
 
   // Two different GGUF models: which one is meant cannot be told.
   cpSync(chat, join(dir, "vision", "other-Q4_K_M.gguf"));
