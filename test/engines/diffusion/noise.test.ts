@@ -45,4 +45,9 @@ test("decoder output in [-1, 1] becomes RGB bytes, clamped outside it", () => {
   // 2×1 image, planes R, G, B.
   const rgb = toRgb(new Float32Array([-1, 1, 0, 2, -3, 0.5]), 2, 1);
   expect(Array.from(rgb)).toEqual([0, 128, 0, 255, 255, 191]);
+  // the same bytes as diffusers' formula, (x/2 + 0.5) clamped to [0, 1], ×255, rounded
+  let seed = 7;
+  const x = Float32Array.from({ length: 3 * 64 }, () => ((seed = (seed * 16807) % 2147483647) / 2147483647) * 2.4 - 1.2);
+  const want = Array.from({ length: 64 }, (_, p) => [0, 1, 2].map((c) => Math.round(255 * Math.min(1, Math.max(0, x[c * 64 + p]! / 2 + 0.5))))).flat();
+  expect(Array.from(toRgb(x, 8, 8))).toEqual(want);
 });
