@@ -10,6 +10,7 @@ import { keysCommand } from "./commands/keys";
 import { modelsCommand } from "./commands/models";
 import { internalCommand } from "./commands/internal";
 import { serveCommand } from "./commands/serve";
+import { tlsCommand } from "./commands/tls";
 
 const program = new Command("appliance")
   .description("Self-hosted inference and GPU-rental appliance")
@@ -24,6 +25,7 @@ const program = new Command("appliance")
   .addCommand(configCommand())
   .addCommand(doctorCommand())
   .addCommand(modelsCommand())
+  .addCommand(tlsCommand())
   .addCommand(backupCommand())
   .addCommand(restoreCommand())
   .addCommand(internalCommand(), { hidden: true });
