@@ -14,6 +14,7 @@ import { classifyRoutes } from "./api/openai/classify";
 import { embeddingsRoutes } from "./api/openai/embeddings";
 import { filesRoutes } from "./api/openai/files";
 import { rentalsRoutes } from "./api/rentals/routes";
+import { rentalProxyRoutes } from "./api/rentals/proxy";
 import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
@@ -61,6 +62,8 @@ export function createApp(deps: AppDeps): App {
   const routes = new Elysia()
     .onParse({ as: "global" }, async ({ request, route }, contentType) => {
       admit(request, route);
+      // The rental proxy forwards a body as it came (src/api/rentals/proxy.ts): nothing reads it here.
+      if (route === "/rentals/:id" || route === "/rentals/:id/*") return null;
       // JSON bodies are parsed here, with their nesting and size bounded first (src/bounded-json.ts);
       // other types fall through to Elysia's parsers.
       if (/^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType)) {
@@ -89,6 +92,7 @@ export function createApp(deps: AppDeps): App {
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
     .use(rentalsRoutes(deps.rentals))
+    .use(rentalProxyRoutes(deps.rentals))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
@@ -149,6 +153,8 @@ export function createApp(deps: AppDeps): App {
         route: "unmatched",
         headers: {},
       };
+      // Over HTTPS the console's pages tell browsers to stay on HTTPS (a year, as is usual).
+      if (req.url.startsWith("https:") && (path === "/" || path === "/console" || path.startsWith("/console/"))) rc.headers["strict-transport-security"] = "max-age=31536000";
       bindContext(req, rc);
       let res: Response;
       try {

@@ -10,7 +10,8 @@ import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../store/r
 import { usageRepo } from "../store/usage";
 import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "./billing";
 import { isRentable, type RentableNode, type RentalNode } from "./inventory";
-import type { LaunchHandle, LaunchIntent, Launcher } from "./launchers/types";
+import { basePathOf, type RentalAccess } from "./access";
+import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launchers/types";
 
 // The rental state machine (spec §2.3, §3 Rental): pending → running → stopping → stopped, or
 // stopping → failed. It knows launchers only through their interface, and bills per started minute
@@ -36,6 +37,13 @@ export interface RentalsOptions {
   tickMs?: number;
   /** How long an Idempotency-Key is remembered. */
   idempotencyMs?: number;
+  /**
+   * How new rentals are reached (src/rentals/access.ts); default `direct`. A rental keeps the access
+   * it was launched with (its handle records it).
+   */
+  access?: RentalAccess;
+  /** The appliance's public base URL (`publicBaseOf`): proxied rentals' connection URLs start with it. */
+  publicBase?: string;
 }
 
 export interface CreateRental {
@@ -112,7 +120,7 @@ export function createRentalsService(o: RentalsOptions) {
       status: r.status,
       stop_reason: r.stop_reason,
       failure: r.failure,
-      connection: r.status === "running" && handle ? { url: `${handle.url}?token=${r.token}`, token: r.token } : null,
+      connection: r.status === "running" && handle ? { url: `${handle.proxy ? `${o.publicBase ?? ""}${handle.proxy.basePath}` : handle.url}?token=${r.token}`, token: r.token } : null,
       hours: r.hours,
       price_per_hour: fromMicros(r.price_per_hour_micros),
       billed_minutes: r.billed_minutes,
@@ -203,7 +211,7 @@ export function createRentalsService(o: RentalsOptions) {
       const launcher = launcherOf(r.launcher);
       const workDir = join(o.dataDir, "rentals", r.id);
       mkdirSync(workDir, { recursive: true });
-      const spec = { rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir };
+      const spec = { rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir, ...(o.access === "proxy" ? { basePath: basePathOf(r.id) } : {}) };
       // Committed before anything starts (issue 23: a kill -9 between the start and setHandle left
       // a notebook server nobody knew of): a restart finds what this launch started by its intent.
       repo.setIntent(r.id, JSON.stringify(launcher.intent(spec)));
@@ -386,6 +394,18 @@ export function createRentalsService(o: RentalsOptions) {
       return toObject(row);
     },
     get: (p: Principal, id: string) => toObject(owned(p, id)),
+    /**
+     * Where the proxy reaches a running, proxied rental's notebook server, with the token it
+     * requires; null for an unknown, not (yet or any more) running, or direct rental. Whoever
+     * presents the token may use the notebook (spec §2.3: the token is the notebook's credential),
+     * so no API key is asked for here.
+     */
+    proxyTarget(id: string): (ProxyTarget & { token: string }) | null {
+      const r = repo.byId(id);
+      if (!r || r.status !== "running") return null;
+      const proxy = handleOf(r)?.proxy;
+      return proxy ? { ...proxy, token: r.token } : null;
+    },
     list: (p: Principal, limit = 100) => ({ object: "list" as const, data: repo.byKey(p.keyId, limit).map(toObject) }),
     async remove(p: Principal, id: string) {
       const r = owned(p, id);

@@ -26,6 +26,9 @@ const PUBLIC = new Set(["/", "/health", "/console"]);
  */
 export function accessOf(route: string): Access {
   if (PUBLIC.has(route) || route.startsWith("/console/")) return { key: false };
+  // A rental's notebook through the proxy: authenticated by the rental's notebook token, which the
+  // route itself checks (src/api/rentals/proxy.ts), never by an API key.
+  if (route === "/rentals/:id" || route === "/rentals/:id/*") return { key: false };
   return { key: true, scope: requiredScope(route) };
 }
 

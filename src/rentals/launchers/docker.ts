@@ -4,6 +4,7 @@
 import { join } from "node:path";
 import { writeFileSync } from "node:fs";
 import { LOG_FILE, tailOf } from "./log-tail";
+import { proxyFlags } from "../access";
 import type { LaunchHandle, LaunchIntent, LaunchSpec, Launcher, Liveness } from "./types";
 
 export interface DockerLauncherOptions {
@@ -94,6 +95,8 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
         const port = publishedPort(await inspect(containerId));
         if (port === undefined) throw new Error(`docker: container ${containerId} published no host port for ${JUPYTER_PORT}`);
         const log = join(spec.workDir, LOG_FILE);
+        if (spec.basePath)
+          return { launcher: "docker", url: `http://127.0.0.1:${port}${spec.basePath}lab`, data: { containerId, port, log }, proxy: { upstream: `http://127.0.0.1:${port}`, basePath: spec.basePath } };
         return { launcher: "docker", url: `http://${opts.hostAddress}:${port}/lab`, data: { containerId, port, log } };
       } catch (err) {
         await remove(containerId).catch(() => {});
@@ -111,7 +114,7 @@ export function createDockerLauncher(opts: DockerLauncherOptions): Launcher {
         // Jupyter Server answers GET /api with its version and no auth
         // (jupyter_server/services/api/handlers.py, APIVersionHandler).
         // proxy: false, or an http_proxy in the environment would carry the loopback probe away.
-        const res = await probeFetch(`http://${probeHost}:${port}/api`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS), proxy: false });
+        const res = await probeFetch(`http://${probeHost}:${port}${handle.proxy?.basePath ?? "/"}api`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS), proxy: false });
         await res.body?.cancel();
         return res.status === 200 ? "ready" : "starting";
       } catch {
@@ -186,6 +189,7 @@ function createBody(spec: LaunchSpec, image: string) {
       "--port=8888",
       "--no-browser",
       `--ServerApp.root_dir=${WORK_DIR}`,
+      ...proxyFlags(spec.basePath),
     ],
     Env: [`NVIDIA_VISIBLE_DEVICES=${spec.gpus.join(",")}`, `JUPYTER_TOKEN=${spec.token}`],
     Labels: { "appliance.rental": spec.rentalId },
@@ -196,7 +200,8 @@ function createBody(spec: LaunchSpec, image: string) {
       // The `--gpus` flag on the wire: the nvidia driver with the given device ids.
       DeviceRequests: [{ Driver: "nvidia", DeviceIDs: spec.gpus, Capabilities: [["gpu"]] }],
       // An empty HostPort lets the daemon pick a free one; inspect reports which.
-      PortBindings: { [JUPYTER_PORT]: [{ HostIp: "", HostPort: "" }] },
+      // Proxy mode publishes on the host's loopback only: the appliance's port is the one way in.
+      PortBindings: { [JUPYTER_PORT]: [{ HostIp: spec.basePath ? "127.0.0.1" : "", HostPort: "" }] },
       Binds: [`${spec.workDir}:${WORK_DIR}`],
     },
   };

@@ -3,6 +3,7 @@ import { accessSync, closeSync, constants, openSync, readdirSync, readFileSync }
 import { LOG_FILE, tailOf } from "./log-tail";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { proxyFlags } from "../access";
 import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec, Liveness } from "./types";
 
 // The `process` launcher: JupyterLab (or a configured command taking the same flags) as a child
@@ -60,13 +61,15 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
     },
     async start(spec: LaunchSpec): Promise<LaunchHandle> {
       const port = await freePort();
+      // Proxy mode: loopback only, so the appliance's port is the one way in (src/api/rentals/proxy.ts).
+      const bind = spec.basePath ? "127.0.0.1" : o.bind;
       const log = join(spec.workDir, LOG_FILE);
       const fd = openSync(log, "a");
       try {
         const [program, ...args] = o.command;
         const child = spawn(
           program!,
-          [...args, `--ip=${o.bind}`, `--port=${port}`, "--no-browser", `--ServerApp.root_dir=${spec.workDir}`, "--ServerApp.port_retries=0"],
+          [...args, `--ip=${bind}`, `--port=${port}`, "--no-browser", `--ServerApp.root_dir=${spec.workDir}`, "--ServerApp.port_retries=0", ...proxyFlags(spec.basePath)],
           {
             cwd: spec.workDir,
             detached: true, // its own process group: stop() signals the whole group
@@ -80,6 +83,8 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
         });
         child.unref();
         await execed(pid, spec.rentalId);
+        if (spec.basePath)
+          return { launcher: "process", url: `http://127.0.0.1:${port}${spec.basePath}lab`, data: { pid, port, log, rentalId: spec.rentalId }, proxy: { upstream: `http://127.0.0.1:${port}`, basePath: spec.basePath } };
         return { launcher: "process", url: `http://${o.publicHost}:${port}/lab`, data: { pid, port, log, rentalId: spec.rentalId } };
       } finally {
         closeSync(fd);
@@ -90,7 +95,7 @@ export function createProcessLauncher(o: ProcessLauncherOptions): Launcher {
       const { pid, port, rentalId } = handle.data as { pid: number; port: number; rentalId: string };
       if (!ours(pid, rentalId)) return "dead";
       try {
-        const res = await fetch(`http://${probeHost}:${port}/api`, { signal: AbortSignal.timeout(2000) });
+        const res = await fetch(`http://${probeHost}:${port}${handle.proxy?.basePath ?? "/"}api`, { signal: AbortSignal.timeout(2000) });
         await res.arrayBuffer();
         return res.ok ? "ready" : "starting";
       } catch {

@@ -13,6 +13,21 @@ export interface LaunchSpec {
   token: string;
   /** A directory owned by this rental (working dir / logs). */
   workDir: string;
+  /**
+   * Set when the rental is reached through the appliance's own port (`rentals.access = "proxy"`,
+   * src/rentals/access.ts): the path the notebook server serves under, `/rentals/{id}/` (Jupyter's
+   * `base_url`). The launcher then binds it where only this machine reaches it (127.0.0.1) and
+   * records that address as the handle's `proxy`.
+   */
+  basePath?: string;
+}
+
+/** Where the appliance's proxy reaches a rental's notebook server (proxy mode only). */
+export interface ProxyTarget {
+  /** `http://127.0.0.1:PORT`: the loopback address the server (or its published port) listens on. */
+  upstream: string;
+  /** The server's `base_url`, `/rentals/{id}/`. */
+  basePath: string;
 }
 
 /**
@@ -21,9 +36,11 @@ export interface LaunchSpec {
  */
 export interface LaunchHandle {
   launcher: string;
-  /** The URL the owner opens (token not included; `connection.token` carries it). */
+  /** The URL the owner opens (token not included; `connection.token` carries it); in proxy mode the upstream's own URL, which only this machine reaches. */
   url: string;
   data: Record<string, unknown>;
+  /** Set when it was started for the proxy (`LaunchSpec.basePath`). */
+  proxy?: ProxyTarget;
 }
 
 /**

@@ -1,0 +1,220 @@
+import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
+import { Elysia } from "elysia";
+import { accessCookieValue, sameSecret } from "../../rentals/access";
+import type { RentalsService } from "../../rentals/service";
+import { ApiError } from "../http/errors";
+
+// A rental's notebook server through the appliance's own port (issue 27; src/rentals/access.ts):
+// `/rentals/{rental_id}/…` is forwarded, HTTP and WebSocket, to the server listening on loopback,
+// which serves under that very path (Jupyter's base_url), so paths, redirects and cookies pass
+// unchanged.
+//
+// Authentication of this route (STYLE: every route authenticates, decided on the matched route;
+// src/api/http/auth.ts opens `/rentals/` to requests without an API key for this reason): the
+// rental's notebook token, the credential the API hands the owner in `connection` (spec §2.3).
+// The appliance checks it itself before anything reaches the notebook server — the rental must be
+// running, and the request must carry its token (`?token=`, or `Authorization: token …`/`Bearer …`
+// as Jupyter's clients send it) or the access cookie this proxy sets, scoped to the rental's path,
+// when a `?token=` was accepted. Unknown, not running and direct rentals are a 404; a running one
+// without its token a 401. The notebook server then checks the token again with its own rules.
+// The token is never logged: the request log records the matched route, never the URL.
+
+const COOKIE = "appliance_rental";
+const ROUTE = "/rentals/:id/*";
+
+/** Request headers that belong to one hop (RFC 9110 §7.6.1) or are set here. */
+const HOP = ["connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "accept-encoding"];
+const WS_HOP = [...HOP, "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol"];
+
+type Authorized = { upstream: string; basePath: string; setCookie: string | null };
+
+/** The rental id of a `/rentals/{id}` or `/rentals/{id}/…` path, else null. */
+export function rentalIdOf(path: string): string | null {
+  const m = /^\/rentals\/([^/]+)(?:\/|$)/.exec(path);
+  return m ? m[1]! : null;
+}
+
+/**
+ * Checks a request for a rental's path against the rental (running, proxied) and its token; throws
+ * the 404 or 401 it deserves.
+ */
+function authorize(rentals: RentalsService, req: Request, url: URL, id: string): Authorized {
+  const target = rentals.proxyTarget(id);
+  if (!target) throw new ApiError("not_found", `No running rental ${id} is served here`);
+  const expectedCookie = accessCookieValue(id, target.token);
+  const query = url.searchParams.get("token");
+  const header = /^\s*(?:token|bearer)\s+(\S+)\s*$/i.exec(req.headers.get("authorization") ?? "")?.[1] ?? null;
+  const cookie = cookiesOf(req).get(COOKIE) ?? null;
+  const ok = (query !== null && sameSecret(query, target.token)) || (header !== null && sameSecret(header, target.token)) || (cookie !== null && sameSecret(cookie, expectedCookie));
+  if (!ok) throw new ApiError("invalid_credentials", "this rental's notebook needs its token: open connection.url from GET /api/v1/rentals/{rental_id}");
+  const secure = url.protocol === "https:" ? "; Secure" : "";
+  // Set when a token in the query was accepted: the notebook's own links carry no token.
+  const setCookie = query !== null && cookie !== expectedCookie ? `${COOKIE}=${expectedCookie}; Path=${target.basePath}; HttpOnly; SameSite=Lax${secure}` : null;
+  return { upstream: target.upstream, basePath: target.basePath, setCookie };
+}
+
+function cookiesOf(req: Request): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const part of (req.headers.get("cookie") ?? "").split(";")) {
+    const i = part.indexOf("=");
+    if (i > 0) out.set(part.slice(0, i).trim(), part.slice(i + 1).trim());
+  }
+  return out;
+}
+
+/**
+ * The headers sent upstream: the client's, less hop-by-hop ones, this proxy's cookie and any
+ * Authorization that is not the notebook's token (an API key is no business of the notebook, whose
+ * code the renter controls). Host and Origin pass unchanged (Jupyter compares them).
+ */
+function upstreamHeaders(req: Request, url: URL, drop: string[]): Headers {
+  const h = new Headers(req.headers);
+  for (const name of drop) h.delete(name);
+  const cookies = [...cookiesOf(req)].filter(([k]) => k !== COOKIE).map(([k, v]) => `${k}=${v}`);
+  if (cookies.length) h.set("cookie", cookies.join("; "));
+  else h.delete("cookie");
+  if (h.has("authorization") && !/^\s*(?:token|bearer)\s/i.test(h.get("authorization")!)) h.delete("authorization");
+  h.set("host", req.headers.get("host") ?? url.host);
+  h.set("x-forwarded-proto", url.protocol.replace(":", ""));
+  h.set("x-forwarded-host", req.headers.get("host") ?? url.host);
+  return h;
+}
+
+/**
+ * A cookie the notebook server sets must stay on its own path: one for `/` would reach the console
+ * and every other rental on this origin.
+ */
+function ownPath(setCookie: string, basePath: string): boolean {
+  const path = /;\s*path=([^;]*)/i.exec(setCookie)?.[1]?.trim();
+  return path !== undefined && (path + "/").startsWith(basePath);
+}
+
+async function forward(rentals: RentalsService, request: Request, id: string): Promise<Response> {
+  const url = new URL(request.url);
+  const auth = authorize(rentals, request, url, id);
+  if (url.pathname === `/rentals/${id}`) {
+    return new Response(null, { status: 308, headers: { location: `${auth.basePath}${url.search}` } });
+  }
+  const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.body !== null;
+  let res: Response;
+  try {
+    res = await fetch(auth.upstream + url.pathname + url.search, {
+      method: request.method,
+      headers: upstreamHeaders(request, url, HOP),
+      body: hasBody ? request.body : undefined,
+      redirect: "manual",
+      signal: request.signal,
+      // Bun's fetch: no http_proxy from the environment for a loopback upstream.
+      proxy: false,
+      ...(hasBody ? { duplex: "half" } : {}),
+    });
+  } catch (e) {
+    if (request.signal.aborted) throw e;
+    throw new ApiError("model_unavailable", `the rental's notebook server does not answer (${(e as Error).message})`);
+  }
+  const headers = new Headers();
+  res.headers.forEach((v, k) => {
+    if (k !== "set-cookie" && k !== "connection" && k !== "keep-alive" && k !== "transfer-encoding") headers.append(k, v);
+  });
+  for (const c of res.headers.getSetCookie()) if (ownPath(c, auth.basePath)) headers.append("set-cookie", c);
+  if (auth.setCookie) headers.append("set-cookie", auth.setCookie);
+  return new Response(request.method === "HEAD" ? null : res.body, { status: res.status, statusText: res.statusText, headers });
+}
+
+/** The HTTP side, mounted by createApp: every method, any path under the rental, body untouched. */
+export function rentalProxyRoutes(rentals: RentalsService) {
+  return new Elysia({ name: "rental-proxy" })
+    .all("/rentals/:id", ({ request, params }) => forward(rentals, request, params.id))
+    .all(ROUTE, ({ request, params }) => forward(rentals, request, params.id));
+}
+
+// ---- WebSocket (Jupyter's kernel channels, terminals) ----------------------------------------
+
+/** What one proxied WebSocket carries: the upstream socket, opened before the client's upgrade. */
+export interface RentalSocketData {
+  rentalSocket: true;
+  upstream: WebSocket;
+  /** Upstream messages that came before the client's side opened. */
+  early: (string | ArrayBuffer)[];
+  /** The upstream's close, when it came before the client's side opened. */
+  closed: { code: number; reason: string } | null;
+  client: ServerWebSocket<RentalSocketData> | null;
+}
+
+/** A close code that may be sent in a close frame (RFC 6455 §7.4): 1005/1006/1015 never are. */
+function sendable(code: number): number {
+  return code === 1000 || (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006) || (code >= 3000 && code <= 4999) ? code : 1000;
+}
+
+/**
+ * For Bun.serve's fetch: a WebSocket upgrade for `/rentals/{id}/…`, checked as the HTTP side checks
+ * it, is connected upstream first (so the client gets the subprotocol the notebook server chose),
+ * then upgraded; resolves to undefined once upgraded. A refused or failed one is answered by
+ * `fallback` (the app: its 401/404 in the API's envelope, logged). Null for every other request,
+ * synchronously, so the rest pays one header read.
+ */
+export function rentalUpgrade(
+  rentals: RentalsService,
+  req: Request,
+  server: Server<unknown>,
+  fallback: () => Promise<Response>,
+): Promise<Response | undefined> | null {
+  if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return null;
+  const url = new URL(req.url);
+  const id = rentalIdOf(url.pathname);
+  if (id === null) return null;
+  return (async () => {
+    let auth: Authorized;
+    try {
+      auth = authorize(rentals, req, url, id);
+    } catch {
+      return fallback();
+    }
+    const protocols = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+    const headers: Record<string, string> = {};
+    upstreamHeaders(req, url, WS_HOP).forEach((v, k) => (headers[k] = v));
+    const upstream = new WebSocket(auth.upstream.replace(/^http/, "ws") + url.pathname + url.search, { headers, protocols } as unknown as string[]);
+    upstream.binaryType = "arraybuffer";
+    const data: RentalSocketData = { rentalSocket: true, upstream, early: [], closed: null, client: null };
+    const opened = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 10_000);
+      upstream.onopen = () => (clearTimeout(timer), resolve(true));
+      upstream.onerror = () => (clearTimeout(timer), resolve(false));
+      upstream.onclose = () => (clearTimeout(timer), resolve(false));
+    });
+    if (!opened) {
+      upstream.close();
+      return new Response("the rental's notebook server refused the WebSocket", { status: 502 });
+    }
+    upstream.onmessage = (e) => (data.client ? data.client.send(e.data as string | ArrayBuffer) : data.early.push(e.data as string | ArrayBuffer));
+    upstream.onclose = (e) => (data.client ? data.client.close(sendable(e.code), e.reason) : (data.closed = { code: e.code, reason: e.reason }));
+    upstream.onerror = () => {};
+    const replyHeaders: Record<string, string> = {};
+    if (upstream.protocol) replyHeaders["sec-websocket-protocol"] = upstream.protocol;
+    if (auth.setCookie) replyHeaders["set-cookie"] = auth.setCookie;
+    if ((server as Server<RentalSocketData>).upgrade(req, { data, headers: replyHeaders })) return undefined;
+    upstream.close();
+    return new Response("WebSocket upgrade failed", { status: 400 });
+  })();
+}
+
+/** For Bun.serve's `websocket`: frames both ways, and a close on either side closes the other with its code. */
+export const rentalWebSocket: WebSocketHandler<RentalSocketData> = {
+  // Jupyter's kernels may sit quiet for long; Bun's pings keep a live client's socket open.
+  idleTimeout: 960,
+  sendPings: true,
+  open(ws) {
+    const d = ws.data;
+    d.client = ws;
+    for (const m of d.early.splice(0)) ws.send(m);
+    if (d.closed) ws.close(sendable(d.closed.code), d.closed.reason);
+  },
+  message(ws, message) {
+    const up = ws.data.upstream;
+    if (up.readyState === WebSocket.OPEN) up.send(message);
+  },
+  close(ws, code, reason) {
+    const up = ws.data.upstream;
+    if (up.readyState === WebSocket.OPEN || up.readyState === WebSocket.CONNECTING) up.close(sendable(code), reason);
+  },
+};
