@@ -8,6 +8,7 @@ import { join } from "node:path";
 // are made by the system's openssl (EC P-256), never by hand-written DER, and read back with
 // node:crypto's X509Certificate. Everything lives in <data_dir>/tls; private keys are mode 0600.
 
+/** A failure the operator can fix (the CLI's fail() prints "UsageError"s as one line, no stack). */
 export class TlsError extends Error {
   override name = "UsageError";
 }
