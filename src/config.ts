@@ -21,6 +21,21 @@ const Server = T.Object(
       pattern: "^$|^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]]+):[0-9]{1,5}$",
       description: 'a second listener serving GET /metrics with no key, "host:port" (e.g. "127.0.0.1:9464"); empty = off',
     }),
+    tls: T.Optional(
+      T.Object(
+        {
+          cert: T.String({ minLength: 1, description: "PEM certificate file: the server's certificate, then its chain (appliance tls init writes one)" }),
+          key: T.String({ minLength: 1, description: "PEM private key file of that certificate" }),
+          redirect_port: T.Integer({
+            default: 0,
+            minimum: 0,
+            maximum: 65535,
+            description: "a plain-HTTP listener on this port that redirects to HTTPS and serves /health; 0 = none",
+          }),
+        },
+        { additionalProperties: false, description: "HTTPS on the main port with Bun's own TLS; files re-read on SIGHUP" },
+      ),
+    ),
     allowed_hosts: T.Array(T.String({ minLength: 1 }), {
       default: [],
       description:

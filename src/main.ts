@@ -15,13 +15,16 @@ import { createServices, type AppDeps } from "./services";
 import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
 import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
+import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./net/listener";
 import { randomBase62 } from "./ids";
 import { VERSION } from "./version";
 
 export interface RunningServer {
   url: string;
   deps: AppDeps;
-  server: Server<undefined>;
+  server: MainListener;
+  /** Re-reads `[server.tls]`'s files and serves new connections with them (SIGHUP); throws on bad files. */
+  reloadTls(files: TlsFiles): TlsMaterial;
   /** Stops accepting, lets running requests finish (up to `timeoutMs`, default server.shutdown_timeout_s), then closes. */
   stop(opts?: { timeoutMs?: number }): Promise<void>;
 }
@@ -67,20 +70,31 @@ export async function startServer(
     // Before the main listener: a bad metrics address stops the start cleanly.
     const metricsListener = startMetricsListener(deps);
     if (metricsListener.url) logger.info("metrics listening", { url: metricsListener.url });
-    const server = Bun.serve({
+    const tls = config.server.tls ? readTls(config.server.tls) : undefined;
+    const fetch = (req: Request, srv: Server<undefined>) => {
+      setClientAddress(req, srv.requestIP(req)?.address);
+      liftIdleTimeout(req, srv);
+      return inFlight.track(() => app.handle(req));
+    };
+    const server = MainListener.start({
       hostname: config.server.host,
       port: config.server.port,
       // Bodies announced as too large get a 413 in the API's envelope from createApp; this is the
       // backstop for chunked bodies that announce no length.
       maxRequestBodySize: maxBodyBytesOf(config) + 1024 * 1024,
-      fetch: (req, srv) => {
-        setClientAddress(req, srv.requestIP(req)?.address);
-        liftIdleTimeout(req, srv);
-        return inFlight.track(() => app.handle(req));
-      },
+      fetch,
+      tls,
     });
-    const url = `http://${server.hostname}:${server.port}`;
-    logger.info("listening", { url, version: VERSION, data_dir: dataDir, models: deps.registry.list().map((m) => m.id) });
+    const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
+    const url = server.url;
+    logger.info("listening", {
+      url,
+      version: VERSION,
+      data_dir: dataDir,
+      models: deps.registry.list().map((m) => m.id),
+      ...(tls ? { tls: { names: tls.names, not_after: tls.notAfter, sha256: tls.fingerprint256 } } : {}),
+      ...(redirect ? { redirect_http: `http://${config.server.host}:${redirect.port}` } : {}),
+    });
     if (first) banner(firstStartBanner(first, deps, url));
     banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir})`);
     let stopped = false;
@@ -88,6 +102,13 @@ export async function startServer(
       url,
       deps,
       server,
+      /** Re-reads `[server.tls]`'s files and serves new connections with them (SIGHUP). */
+      reloadTls(files: TlsFiles): TlsMaterial {
+        const next = readTls(files);
+        server.swapTls(next);
+        logger.info("TLS certificate reloaded", { names: next.names, not_after: next.notAfter, sha256: next.fingerprint256 });
+        return next;
+      },
       async stop(opts = {}) {
         if (stopped) return;
         stopped = true;
@@ -98,6 +119,7 @@ export async function startServer(
         const timeoutMs = opts.timeoutMs ?? config.server.shutdown_timeout_s * 1000;
         const running = inFlight.size;
         const closing = server.stop(false);
+        redirect?.stop(true);
         metricsListener.stop();
         if (!(await inFlight.drained(timeoutMs))) {
           logger.warn("shutdown: requests still running after the timeout are cut", { timeout_s: timeoutMs / 1000, requests: inFlight.size });

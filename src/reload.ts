@@ -35,7 +35,15 @@ export function applyReload(deps: Pick<AppDeps, "config" | "accounts" | "registr
     }
     Object.assign(current[table], next[table]);
   }
-  for (const table of ["server", "engines", "rentals", "image_input"] as const)
+  // [server.tls]'s cert and key are re-read by the caller (serve.ts) on every reload and applied
+  // there; switching TLS on or off, or its redirect port, needs a restart.
+  const tlsShape = (t: Config["server"]["tls"]) => (t ? { redirect_port: t.redirect_port } : null);
+  const { tls: curTls, ...curServer } = current.server;
+  const { tls: nextTls, ...nextServer } = next.server;
+  if (JSON.stringify(curServer) !== JSON.stringify(nextServer)) needsRestart.push("[server]");
+  if (JSON.stringify(tlsShape(curTls)) !== JSON.stringify(tlsShape(nextTls))) needsRestart.push("[server.tls]");
+  else if (curTls && nextTls) Object.assign(curTls, { cert: nextTls.cert, key: nextTls.key });
+  for (const table of ["engines", "rentals", "image_input"] as const)
     if (JSON.stringify(current[table]) !== JSON.stringify(next[table])) needsRestart.push(`[${table}]`);
   deps.accounts.dropCache(); // cached principals carry rpm/in-flight defaults from [limits]
   return { applied, needsRestart, models: { added: changes.added, removed: changes.removed, replaced: changes.replaced } };

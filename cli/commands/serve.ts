@@ -41,6 +41,15 @@ export function serveCommand(): Command {
           } catch (e) {
             logger.error("config reload failed; the running config is kept", { error: (e as Error).message });
           }
+          // The certificate files are re-read on every SIGHUP (`appliance tls renew` rewrites them in place).
+          const tls = running.deps.config.server.tls;
+          if (tls && running.server.tls) {
+            try {
+              running.reloadTls(tls);
+            } catch (e) {
+              logger.error("TLS certificate reload failed; the running certificate is kept", { error: (e as Error).message });
+            }
+          }
         });
       } catch (e) {
         fail(e);
