@@ -221,11 +221,13 @@ export function loadConfig(
 
   const config = validateConfig(raw, file ?? "config");
   config.server.data_dir = resolveDataDir(config.server.data_dir, env);
-  config.models_dir = config.models_dir
-    ? resolve(file ? dirname(file) : process.cwd(), expandHome(config.models_dir, env))
-    : file
-      ? dirname(file)
-      : process.cwd();
+  // Relative paths in the file are relative to the file's folder (to the working directory without one).
+  const base = file ? dirname(file) : process.cwd();
+  config.models_dir = config.models_dir ? resolve(base, expandHome(config.models_dir, env)) : base;
+  if (config.server.tls) {
+    config.server.tls.cert = resolve(base, expandHome(config.server.tls.cert, env));
+    config.server.tls.key = resolve(base, expandHome(config.server.tls.key, env));
+  }
   return { config, file };
 }
 

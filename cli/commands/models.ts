@@ -19,7 +19,7 @@ import type { ModelManifest } from "../../src/engines/manifest";
 import { checkModelFiles } from "../../src/engines/registry";
 import { AddError, manifestForFolder, manifestToml, withModelBlock } from "../../src/models/add";
 import { HF_DEFAULT_CONTEXT, HfHub, hfModelId, isHfRef, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
-import { alive } from "../../src/store/lock";
+import { runningServerPid } from "../../src/store/lock";
 import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
@@ -312,16 +312,6 @@ function configTarget(flag: string | undefined): { file: string; exists: boolean
   return { file: join(base, "appliance", "config.toml"), exists: false };
 }
 
-/** The server running on this data dir, if one is. */
-function serverPid(dataDir: string): number | null {
-  try {
-    const pid = Number(readFileSync(join(dataDir, "server.pid"), "utf8").trim());
-    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : null;
-  } catch {
-    return null;
-  }
-}
-
 async function addModel(c: Command, idArg: string, opts: { force?: boolean; json?: boolean }): Promise<void> {
   const g = globals(c);
   const o = c.optsWithGlobals() as ModelsOptions;
@@ -352,7 +342,7 @@ async function addModel(c: Command, idArg: string, opts: { force?: boolean; json
     await Bun.file(temp).delete().catch(() => undefined);
     throw e;
   }
-  const pid = serverPid(config.server.data_dir);
+  const pid = runningServerPid(config.server.data_dir);
   const reload = pid ? `kill -HUP ${pid}` : "kill -HUP <server pid>";
   emit(opts.json, { file: target.file, created: !target.exists, replaced: replacing, manifest, server_pid: pid }, () =>
     [

@@ -1,11 +1,12 @@
 import { Command } from "commander";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { findConfigFile, loadConfig, type Config } from "../../src/config";
 import { addIdentity, daysLeft, ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError, type Identities, type Issued } from "../../src/net/tls-ca";
 import { withTlsTable } from "../../src/net/tls-config";
 import { globals, intOption } from "../context";
+import { runningServerPid } from "../../src/store/lock";
 import { emit, fail } from "../output";
 
 // `appliance tls init|renew|status`: HTTPS that works the first time on a LAN with no CA and no
@@ -58,18 +59,6 @@ function identities(extra: string[] | undefined, from?: Identities): Identities 
   const ids: Identities = { names: [...from.names], addresses: [...from.addresses] };
   for (const v of extra ?? []) addIdentity(ids, v);
   return ids;
-}
-
-/** The server running on this data dir, if one is (for the SIGHUP hint). */
-function serverPid(dataDir: string): number | null {
-  try {
-    const pid = Number(readFileSync(join(dataDir, "server.pid"), "utf8").trim());
-    if (!Number.isInteger(pid) || pid <= 0) return null;
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return null;
-  }
 }
 
 function urls(config: Config, ids: Identities): string[] {
@@ -150,7 +139,7 @@ export function tlsCommand(): Command {
       if (!existsSync(paths.caCert) || !existsSync(paths.caKey)) throw new TlsError(`no local CA in ${paths.dir}: run \`appliance tls init\` first`);
       const old = existsSync(paths.cert) ? readCert(readFileSync(paths.cert)) : undefined;
       const issued = issueServerCert(paths, identities(opts.name, old), { days: opts.days });
-      const pid = serverPid(config.server.data_dir);
+      const pid = runningServerPid(config.server.data_dir);
       emit(opts.json, { ...report(issued), previous_not_after: old?.not_after ?? null, server_pid: pid }, () =>
         [
           `renewed ${issued.cert}`,
@@ -172,11 +161,10 @@ export function tlsCommand(): Command {
     .option("--json", "print it as JSON")
     .action((opts: TlsOptions, c: Command) => {
       try {
-        const { config, target } = load(c);
+        const { config } = load(c);
         const paths = tlsPaths(config.server.data_dir);
-        const tls = (config.server as { tls?: { cert?: string; key?: string } }).tls;
-        const base = target.exists ? dirname(target.file) : process.cwd();
-        const cert = tls?.cert ? (isAbsolute(tls.cert) ? tls.cert : resolve(base, tls.cert)) : paths.cert;
+        const tls = config.server.tls; // paths resolved against the config file's folder by loadConfig
+        const cert = tls?.cert ?? paths.cert;
         if (!existsSync(cert)) throw new TlsError(`no server certificate at ${cert}: run \`appliance tls init\``);
         const info = readCert(readFileSync(cert));
         const left = daysLeft(info.not_after);

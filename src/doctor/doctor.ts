@@ -4,7 +4,7 @@ import { fail, ok, type Check, type Probes } from "./check";
 import { probeWebGpu } from "../engines/onnx-device";
 import { chatBackend, checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
-import { checkTlsCert, tlsCertPath } from "./tls";
+import { checkTlsCert } from "./tls";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
 
@@ -60,8 +60,8 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       checkDisk(config.server.data_dir, probes),
       await checkPort(config.server, probes),
     );
-    const cert = tlsCertPath(config.server, loaded.file);
-    if (cert) checks.push(checkTlsCert(cert, probes));
+    // loadConfig resolved a relative path against the config file's folder
+    if (config.server.tls) checks.push(checkTlsCert(config.server.tls.cert, probes));
   }
   return { ok: checks.every((c) => c.status !== "fail"), checks };
 }

@@ -1,5 +1,4 @@
 import { X509Certificate } from "node:crypto";
-import { dirname, isAbsolute, resolve } from "node:path";
 import { fail, ok, plural, warn, type Check, type Probes } from "./check";
 
 // The server certificate of [server.tls]: a local CA's certificate lives 397 days, and nothing
@@ -8,14 +7,6 @@ import { fail, ok, plural, warn, type Check, type Probes } from "./check";
 export const TLS_WARN_DAYS = 30;
 const DAY_MS = 86_400_000;
 const RENEW = "run `appliance tls renew`, then `kill -HUP <server pid>` (or restart the server)";
-
-/** The configured certificate file, resolved against the config file's folder; null when TLS is off. */
-export function tlsCertPath(server: { tls?: unknown }, file: string | null): string | null {
-  // Read loosely: [server.tls] is optional and older configs have none.
-  const cert = (server.tls as { cert?: unknown } | undefined)?.cert;
-  if (typeof cert !== "string" || !cert) return null;
-  return isAbsolute(cert) ? cert : resolve(file ? dirname(file) : process.cwd(), cert);
-}
 
 export function checkTlsCert(path: string, probes: Pick<Probes, "readText">, now = Date.now()): Check {
   const name = "tls certificate";

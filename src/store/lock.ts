@@ -27,6 +27,16 @@ export function lockDataDir(dataDir: string): () => void {
   };
 }
 
+/** The pid of the server running on this data dir (its live server.pid), or null. */
+export function runningServerPid(dataDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(dataDir, "server.pid"), "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Whether a process with this pid exists (EPERM: it exists, owned by another user). */
 export function alive(pid: number): boolean {
   try {

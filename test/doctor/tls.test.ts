@@ -1,8 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runDoctor } from "../../src/doctor/doctor";
-import { checkTlsCert, tlsCertPath } from "../../src/doctor/tls";
+import { loadConfig } from "../../src/config";
+import { checkTlsCert } from "../../src/doctor/tls";
 import { ensureCa, hostIdentities, issueServerCert, tlsPaths } from "../../src/net/tls-ca";
 import { tempDir } from "../helpers/app";
 import { configIn, fakeProbes } from "./fakes";
@@ -67,12 +68,16 @@ describe("the tls certificate check", () => {
     expect(checkTlsCert(join(dir, "junk.crt"), { readText }).status).toBe("fail");
   });
 
-  test("a relative cert path is read from the config file's folder; no [server.tls], no path", () => {
-    const config = configIn(dir)();
-    expect(tlsCertPath(config.server, "/etc/appliance/config.toml")).toBeNull();
-    const withTls = { ...config.server, tls: { cert: "tls/server.crt", key: "tls/server.key" } };
-    expect(tlsCertPath(withTls, "/etc/appliance/config.toml")).toBe("/etc/appliance/tls/server.crt");
-    expect(tlsCertPath({ ...withTls, tls: { cert: "/abs/s.crt", key: "k" } }, null)).toBe("/abs/s.crt");
+  test("a relative cert path is read from the config file's folder (loadConfig resolves it); no [server.tls], no path", () => {
+    const etc = join(dir, "etc");
+    mkdirSync(etc, { recursive: true });
+    const file = join(etc, "config.toml");
+    writeFileSync(file, `[server]\ndata_dir = ${JSON.stringify(dir)}\n`);
+    expect(loadConfig({ file, env: {} }).config.server.tls).toBeUndefined();
+    writeFileSync(file, `[server]\ndata_dir = ${JSON.stringify(dir)}\n[server.tls]\ncert = "tls/server.crt"\nkey = "tls/server.key"\n`);
+    expect(loadConfig({ file, env: {} }).config.server.tls).toMatchObject({ cert: join(etc, "tls/server.crt"), key: join(etc, "tls/server.key") });
+    writeFileSync(file, `[server]\ndata_dir = ${JSON.stringify(dir)}\n[server.tls]\ncert = "/abs/s.crt"\nkey = "k"\n`);
+    expect(loadConfig({ file, env: {} }).config.server.tls!.cert).toBe("/abs/s.crt");
   });
 });
 
@@ -90,7 +95,8 @@ describe("doctor with [server.tls]", () => {
   });
 
   test("a missing certificate fails doctor; without [server.tls] there is no line", async () => {
-    const report = await run({ server: { tls: { cert: "gone.crt", key: "gone.key" } } });
+    // as loadConfig hands it over: resolved against the config file's folder (tested above)
+    const report = await run({ server: { tls: { cert: join(dir, "gone.crt"), key: join(dir, "gone.key") } } });
     expect(report.checks.find((c) => c.name === "tls certificate")!.detail).toBe(`cannot read ${join(dir, "gone.crt")}`);
     expect(report.ok).toBe(false);
     expect((await run({})).checks.some((c) => c.name === "tls certificate")).toBe(false);
