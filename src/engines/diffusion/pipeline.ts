@@ -1,5 +1,6 @@
 import "../onnx-telemetry"; // before ONNX Runtime starts: no telemetry, no mat-debug log
 import * as ort from "onnxruntime-node";
+import { basename, dirname, join } from "node:path";
 import type { ImageRequest } from "../types";
 import { readLayout, type PipelineLayout, type PromptEncoding } from "./layout";
 import { gaussianNoise } from "./noise";
@@ -79,7 +80,7 @@ export class DiffusionPipeline {
     const opened: { release(): Promise<void> }[] = [];
     try {
       const io = layout.denoiser;
-      const graph = io.path.slice(io.path.lastIndexOf("/", io.path.lastIndexOf("/") - 1) + 1);
+      const graph = join(basename(dirname(io.path)), basename(io.path)); // "unet/model.onnx", "onnx/transformer_model_q4f16.onnx"
       const session = await ort.InferenceSession.create(io.path, options);
       opened.push(session);
       const known = [io.sample, "timestep", "encoder_hidden_states", "pooled_projections"];

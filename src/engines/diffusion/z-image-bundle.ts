@@ -73,18 +73,20 @@ function pick(root: string, stem: string): string | null {
 
 /**
  * The external data files a graph names must all be there: ONNX Runtime's own error for a missing
- * one ("… onnx_data_1: No such file") comes late and names no model.
+ * one ("… onnx_data_1: No such file") comes late and names no model. The names are found in the
+ * graph's bytes (the real transformer's graph is 130 MB: searched as a buffer, never made a string).
  */
 function needData(path: string): void {
-  const text = readFileSync(path).toString("latin1");
-  const base = path.slice(path.lastIndexOf("/") + 1);
-  const wanted = new Set(text.match(new RegExp(`${escape(base)}_data(?:_\\d+)?`, "g")) ?? []);
+  const bytes = readFileSync(path);
+  const stem = Buffer.from(`${path.slice(path.lastIndexOf("/") + 1)}_data`);
+  const wanted = new Set<string>();
+  for (let at = bytes.indexOf(stem); at >= 0; at = bytes.indexOf(stem, at + stem.length)) {
+    let end = at + stem.length;
+    if (bytes[end] === 0x5f /* _ */) while (bytes[end + 1]! >= 0x30 && bytes[end + 1]! <= 0x39) end++;
+    wanted.add(bytes.toString("latin1", at, end > at + stem.length ? end + 1 : end));
+  }
   for (const name of wanted)
     if (!existsSync(join(path, "..", name))) throw new Error(`${path}: its external data file ${name} is missing (pull the model again)`);
-}
-
-function escape(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 function vaeScaling(path: string): Partial<ZImageBundle["vae"]> {
