@@ -36,12 +36,7 @@ export function createClassifyService(deps: CapabilityDeps) {
 
   async function classify(principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {
     // Held until the answer is built: a reload that removes the model unloads it only then.
-    const use = registry.use(req.model, "classifier");
-    try {
-      return await classifyWith(use.manifest, use.engine, principal, req, opts);
-    } finally {
-      use.release();
-    }
+    return registry.using(req.model, "classifier", (manifest, engine) => classifyWith(manifest, engine, principal, req, opts));
   }
 
   async function classifyWith(manifest: ModelManifest, engine: ClassifierEngine, principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {

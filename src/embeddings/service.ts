@@ -37,12 +37,7 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
 
   async function create(principal: Principal, req: EmbeddingsRequest, opts: EmbeddingsCallOptions): Promise<EmbeddingsResponse> {
     // Held until the answer is built: a reload that removes the model unloads it only then.
-    const use = registry.use(req.model, "embedding");
-    try {
-      return await embedWith(use.manifest, use.engine, principal, req, toInputs(req.input), opts);
-    } finally {
-      use.release();
-    }
+    return registry.using(req.model, "embedding", (manifest, engine) => embedWith(manifest, engine, principal, req, toInputs(req.input), opts));
   }
 
   async function embedWith(

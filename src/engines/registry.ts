@@ -223,6 +223,15 @@ export function createRegistry(
         },
       };
     },
+    /** `fn` with `id`'s manifest and engine, held until the promise it returns settles. */
+    async using<K extends ModelKind, T>(id: string, kind: K, fn: (manifest: ModelManifest, engine: EngineOf[K]) => Promise<T>): Promise<T> {
+      const use = registry.use(id, kind);
+      try {
+        return await fn(use.manifest, use.engine);
+      } finally {
+        use.release();
+      }
+    },
     /**
      * Loads every model whose manifest says `load = "start"` and whose kind has an engine. A file
      * the engine cannot read stops the start with one line naming the model and its files, not
