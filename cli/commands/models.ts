@@ -1,8 +1,7 @@
 import { Command } from "commander";
 import { existsSync, statSync } from "node:fs";
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import {
   catalogue,
   CatalogueError,
@@ -14,13 +13,14 @@ import {
   type CatalogueEntry,
   type DownloadEntry,
 } from "../../models/catalogue";
-import { findConfigFile, loadConfig, type Config } from "../../src/config";
+import { loadConfig, type Config } from "../../src/config";
 import type { ModelManifest } from "../../src/engines/manifest";
 import { checkModelFiles } from "../../src/engines/registry";
 import { AddError, manifestForFolder, manifestToml, withModelBlock } from "../../src/models/add";
 import { HF_DEFAULT_CONTEXT, HfHub, hfModelId, isHfRef, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
 import { runningServerPid } from "../../src/store/lock";
 import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
+import { configTarget, replaceConfigFile, targetConfig } from "../config-file";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
 
@@ -305,19 +305,12 @@ function folderIdOf(id: string): string {
 }
 
 /** The config file `add` writes: the one the CLI reads, else the default path (created). */
-function configTarget(flag: string | undefined): { file: string; exists: boolean } {
-  const found = findConfigFile(flag, process.env);
-  if (found) return { file: found, exists: existsSync(found) };
-  const base = process.env.XDG_CONFIG_HOME || join(process.env.HOME || homedir(), ".config");
-  return { file: join(base, "appliance", "config.toml"), exists: false };
-}
-
 async function addModel(c: Command, idArg: string, opts: { force?: boolean; json?: boolean }): Promise<void> {
   const g = globals(c);
   const o = c.optsWithGlobals() as ModelsOptions;
   const target = configTarget(g.config);
   // No file yet: the built-in defaults (an empty file) with the environment's and flags' data dir.
-  const { config } = loadConfig({ file: target.exists ? target.file : "/dev/null", flags: { dataDir: g.dataDir } });
+  const config = targetConfig(target, g.dataDir);
   const modelsDir = resolve(o.modelsDir ?? join(config.server.data_dir, "models"));
   const entries = catalogue(o.catalogue ? resolve(o.catalogue) : undefined);
   const id = folderIdOf(idArg);
@@ -330,18 +323,7 @@ async function addModel(c: Command, idArg: string, opts: { force?: boolean; json
   const manifest = await manifestForFolder({ id, dir, modelsDir: target.exists ? config.models_dir : modelsDir, entry });
   const out = withModelBlock(text, manifest, { replace: opts.force, file: target.file });
   // The edited file must load as the server will load it, files included, before it replaces the old one.
-  const temp = `${target.file}.${process.pid}.tmp`;
-  mkdirSync(dirname(target.file), { recursive: true });
-  writeFileSync(temp, out, { mode: 0o600 });
-  try {
-    if (target.exists) chmodSync(temp, statSync(target.file).mode & 0o777);
-    const check = loadConfig({ file: temp, flags: { dataDir: g.dataDir } }).config;
-    checkModelFiles(check.models.filter((m) => m.id === id), check.models_dir);
-    renameSync(temp, target.file);
-  } catch (e) {
-    await Bun.file(temp).delete().catch(() => undefined);
-    throw e;
-  }
+  replaceConfigFile(target, out, g.dataDir, (check) => checkModelFiles(check.models.filter((m) => m.id === id), check.models_dir));
   const pid = runningServerPid(config.server.data_dir);
   const reload = pid ? `kill -HUP ${pid}` : "kill -HUP <server pid>";
   emit(opts.json, { file: target.file, created: !target.exists, replaced: replacing, manifest, server_pid: pid }, () =>

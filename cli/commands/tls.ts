@@ -1,8 +1,7 @@
 import { Command } from "commander";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
-import { findConfigFile, loadConfig, type Config } from "../../src/config";
+import { existsSync, readFileSync } from "node:fs";
+import { type Config } from "../../src/config";
+import { configTarget, replaceConfigFile, targetConfig, type ConfigTarget } from "../config-file";
 import { addIdentity, daysLeft, ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError, type Identities, type Issued } from "../../src/net/tls-ca";
 import { withTlsTable } from "../../src/net/tls-config";
 import { globals, intOption } from "../context";
@@ -23,35 +22,15 @@ interface TlsOptions {
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
 /** The config file the CLI reads, else the default path (created by init). */
-function configTarget(flag: string | undefined): { file: string; exists: boolean } {
-  const found = findConfigFile(flag, process.env);
-  if (found) return { file: found, exists: existsSync(found) };
-  const base = process.env.XDG_CONFIG_HOME || join(process.env.HOME || homedir(), ".config");
-  return { file: join(base, "appliance", "config.toml"), exists: false };
-}
-
-function load(c: Command): { config: Config; target: { file: string; exists: boolean } } {
-  const g = globals(c);
-  const target = configTarget(g.config);
-  const { config } = loadConfig({ file: target.exists ? target.file : "/dev/null", flags: { dataDir: g.dataDir } });
-  return { config, target };
+function load(c: Command): { config: Config; target: ConfigTarget } {
+  const target = configTarget(globals(c).config);
+  return { config: targetConfig(target, globals(c).dataDir), target };
 }
 
 /** [server.tls] cert and key set in the config file; the edited text must load before it replaces the old. */
-function writeConfig(c: Command, target: { file: string; exists: boolean }, paths: { cert: string; key: string }): void {
+function writeConfig(c: Command, target: ConfigTarget, paths: { cert: string; key: string }): void {
   const text = target.exists ? readFileSync(target.file, "utf8") : "# appliance config, written by `appliance tls init`\n";
-  const out = withTlsTable(text, paths, target.file);
-  const temp = `${target.file}.${process.pid}.tmp`;
-  mkdirSync(dirname(target.file), { recursive: true });
-  writeFileSync(temp, out, { mode: 0o600 });
-  try {
-    if (target.exists) chmodSync(temp, statSync(target.file).mode & 0o777);
-    loadConfig({ file: temp, flags: { dataDir: globals(c).dataDir } });
-    renameSync(temp, target.file);
-  } catch (e) {
-    rmSync(temp, { force: true });
-    throw e;
-  }
+  replaceConfigFile(target, withTlsTable(text, paths, target.file), globals(c).dataDir);
 }
 
 function identities(extra: string[] | undefined, from?: Identities): Identities {
