@@ -1,6 +1,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Server } from "bun";
+import { readCert } from "./tls-ca";
 
 // The main listener: plain HTTP, or HTTPS with Bun's own TLS from `[server.tls]` PEM files. A
 // certificate is swapped (SIGHUP, after `appliance tls renew`) without dropping a connection:
@@ -16,7 +17,7 @@ export interface TlsFiles {
 export interface TlsMaterial {
   cert: string;
   key: string;
-  /** The leaf's subject alternative names, expiry and SHA-256 fingerprint, for logs. */
+  /** The leaf's names and addresses, expiry and SHA-256 fingerprint, for logs (tls-ca.ts readCert). */
   names: string;
   notAfter: string;
   fingerprint256: string;
@@ -50,7 +51,8 @@ export function readTls(files: TlsFiles): TlsMaterial {
     throw new TlsConfigError(`server.tls.key: ${files.key} holds no PEM private key (${(e as Error).message})`);
   }
   if (!leaf.checkPrivateKey(privateKey)) throw new TlsConfigError(`server.tls: the key in ${files.key} is not the key of the certificate in ${files.cert}`);
-  return { cert, key, names: leaf.subjectAltName ?? leaf.subject, notAfter: new Date(leaf.validTo).toISOString(), fingerprint256: leaf.fingerprint256 };
+  const info = readCert(cert);
+  return { cert, key, names: [...info.names, ...info.addresses].join(", ") || info.subject, notAfter: info.not_after, fingerprint256: info.fingerprint_sha256 };
 }
 
 export interface ListenOptions {
