@@ -92,7 +92,7 @@ export function createApp(deps: AppDeps): App {
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
     .use(rentalsRoutes(deps.rentals))
-    .use(rentalProxyRoutes(deps.rentals))
+    .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
@@ -205,6 +205,8 @@ function withHeaders(res: Response, rc: RequestContext): Response {
     r.headers.set("x-request-id", rc.id);
     if (rc.format === "anthropic") r.headers.set("request-id", rc.id);
     for (const k in rc.headers) r.headers.set(k, rc.headers[k]!);
+    // No window a rental's notebook opens on this origin is one it can script (api/rentals/proxy.ts).
+    if (!r.headers.has("cross-origin-opener-policy")) r.headers.set("cross-origin-opener-policy", "same-origin");
     return r;
   };
   try {

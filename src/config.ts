@@ -89,6 +89,15 @@ const RentalNode = T.Object(
 const Rentals = T.Object(
   {
     public_host: T.String({ default: "", description: "host or IP rental owners connect to; empty → server.host, or this machine's hostname when that is 0.0.0.0" }),
+    access: T.Union([T.Literal("proxy"), T.Literal("direct")], {
+      default: "proxy",
+      description:
+        "proxy: a rental's notebook listens on loopback and is reached through this port at /rentals/{rental_id}/ (HTTPS when server.tls is set); direct: on its own port (rentals.process.bind, or one Docker publishes)",
+    }),
+    notebook_sources: T.Array(T.String({ minLength: 1, pattern: "^(https?|wss?)://[^\\s;,']+$" }), {
+      default: [],
+      description: "proxy mode: origins a notebook page may also load scripts from and connect to (e.g. https://cdn.jsdelivr.net); the appliance's own paths outside the rental stay closed",
+    }),
     discover: T.Boolean({ default: true, description: "offer this host's GPUs found by nvidia-smi (those with a price)" }),
     price_per_hour: T.Optional(T.Number({ minimum: 0, description: "price of discovered GPUs not declared in rental_nodes; unset → not rentable" })),
     country: T.String({ default: "", description: "country of discovered GPUs" }),

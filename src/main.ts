@@ -2,6 +2,7 @@ import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
 import { ApiError } from "./api/http/errors";
+import { rentalUpgrade, rentalWebSocket } from "./api/rentals/proxy";
 import { liftIdleTimeout } from "./api/http/idle";
 import { InFlight } from "./api/http/in-flight";
 import { startMetricsListener } from "./metrics/listen";
@@ -71,10 +72,12 @@ export async function startServer(
     const metricsListener = startMetricsListener(deps);
     if (metricsListener.url) logger.info("metrics listening", { url: metricsListener.url });
     const tls = config.server.tls ? readTls(config.server.tls) : undefined;
-    const fetch = (req: Request, srv: Server<undefined>) => {
+    const fetch = (req: Request, srv: Server<any>) => {
       setClientAddress(req, srv.requestIP(req)?.address);
       liftIdleTimeout(req, srv);
-      return inFlight.track(() => app.handle(req));
+      // A rental notebook's WebSocket (src/api/rentals/proxy.ts) is upgraded here; a refused one is
+      // answered by the app, in the API's envelope. Everything else costs one header read.
+      return rentalUpgrade(deps.rentals, req, srv, () => inFlight.track(() => app.handle(req))) ?? inFlight.track(() => app.handle(req));
     };
     const server = MainListener.start({
       hostname: config.server.host,
@@ -83,8 +86,10 @@ export async function startServer(
       // backstop for chunked bodies that announce no length.
       maxRequestBodySize: maxBodyBytesOf(config) + 1024 * 1024,
       fetch,
+      websocket: rentalWebSocket,
       tls,
     });
+    deps.listening.port = server.port;
     const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
     const url = server.url;
     logger.info("listening", {

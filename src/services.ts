@@ -27,10 +27,13 @@ import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
 import { gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { createRentalsService, type RentalsService } from "./rentals/service";
+import { publicBaseOf } from "./rentals/access";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
 export interface AppDeps {
   config: Config;
+  /** The port the main listener bound (main.ts sets it; 0 before): rentals' public URLs name it. */
+  listening: { port: number };
   db: Database;
   clock: Clock;
   logger: Logger;
@@ -86,6 +89,7 @@ export function createServices(
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });
   const r = config.rentals;
+  const listening = { port: 0 };
   const publicHost = r.public_host || (config.server.host === "0.0.0.0" || config.server.host === "::" ? hostname() : config.server.host);
   const nodes = buildInventory({
     declared: config.rental_nodes,
@@ -104,6 +108,8 @@ export function createServices(
       process: createProcessLauncher({ command: r.process.command, bind: r.process.bind, publicHost }),
       docker: createDockerLauncher({ socketPath: r.docker.socket, image: r.docker.image, hostAddress: publicHost }),
     },
+    access: r.access,
+    publicBase: () => publicBaseOf({ ...config.server, port: listening.port || config.server.port }, publicHost),
     maxHours: r.max_hours,
     readyTimeoutMs: r.ready_timeout_s * 1000,
     // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts).
@@ -111,6 +117,7 @@ export function createServices(
   });
   return {
     config,
+    listening,
     db,
     clock,
     logger,

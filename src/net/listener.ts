@@ -1,6 +1,6 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import type { Server } from "bun";
+import type { Server, WebSocketHandler } from "bun";
 import { readCert } from "./tls-ca";
 
 // The main listener: plain HTTP, or HTTPS with Bun's own TLS from `[server.tls]` PEM files. A
@@ -59,16 +59,18 @@ export interface ListenOptions {
   hostname: string;
   port: number;
   maxRequestBodySize: number;
-  fetch: (req: Request, server: Server<undefined>) => Response | Promise<Response>;
+  // Server<any>: the WebSocket data type is the handler's (the rental proxy's), not the listener's.
+  fetch: (req: Request, server: Server<any>) => Response | undefined | Promise<Response | undefined>;
+  websocket: WebSocketHandler<any>;
   tls?: TlsMaterial;
 }
 
 export class MainListener {
   /** Listeners replaced by a certificate swap, finishing their open connections. */
-  private retired: { server: Server<undefined>; closed: Promise<void> }[] = [];
+  private retired: { server: Server<any>; closed: Promise<void> }[] = [];
 
   private constructor(
-    private server: Server<undefined>,
+    private server: Server<any>,
     private readonly opts: ListenOptions,
   ) {}
 
@@ -82,7 +84,7 @@ export class MainListener {
     return new MainListener(MainListener.bind({ ...opts, port }, true), opts);
   }
 
-  private static bind(o: ListenOptions, reusePort: boolean): Server<undefined> {
+  private static bind(o: ListenOptions, reusePort: boolean): Server<any> {
     return Bun.serve({
       hostname: o.hostname,
       port: o.port,
@@ -90,6 +92,7 @@ export class MainListener {
       maxRequestBodySize: o.maxRequestBodySize,
       ...(o.tls ? { tls: { cert: o.tls.cert, key: o.tls.key } } : {}),
       fetch: o.fetch,
+      websocket: o.websocket,
     });
   }
 
@@ -131,7 +134,7 @@ export class MainListener {
  * With TLS on, an optional plain-HTTP listener that answers `/health` itself and redirects every
  * other request (308, method and body kept) to the same path on the HTTPS port.
  */
-export function startRedirectListener(o: { hostname: string; port: number; httpsPort: number; health: (req: Request) => Response | Promise<Response> }): Server<undefined> {
+export function startRedirectListener(o: { hostname: string; port: number; httpsPort: number; health: (req: Request) => Response | Promise<Response> }): Server<any> {
   return Bun.serve({
     hostname: o.hostname,
     port: o.port,

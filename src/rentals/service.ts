@@ -38,12 +38,15 @@ export interface RentalsOptions {
   /** How long an Idempotency-Key is remembered. */
   idempotencyMs?: number;
   /**
-   * How new rentals are reached (src/rentals/access.ts); default `direct`. A rental keeps the access
+   * How new rentals are reached (src/rentals/access.ts); default `direct` here (the config's default is `proxy`). A rental keeps the access
    * it was launched with (its handle records it).
    */
   access?: RentalAccess;
-  /** The appliance's public base URL (`publicBaseOf`): proxied rentals' connection URLs start with it. */
-  publicBase?: string;
+  /**
+   * The appliance's public base URL (`publicBaseOf`): proxied rentals' connection URLs start with
+   * it. A function where the port is known only once the main listener is bound (`port = 0`).
+   */
+  publicBase?: string | (() => string);
 }
 
 export interface CreateRental {
@@ -120,7 +123,7 @@ export function createRentalsService(o: RentalsOptions) {
       status: r.status,
       stop_reason: r.stop_reason,
       failure: r.failure,
-      connection: r.status === "running" && handle ? { url: `${handle.proxy ? `${o.publicBase ?? ""}${handle.proxy.basePath}` : handle.url}?token=${r.token}`, token: r.token } : null,
+      connection: r.status === "running" && handle ? { url: `${handle.proxy ? `${typeof o.publicBase === "function" ? o.publicBase() : (o.publicBase ?? "")}${handle.proxy.basePath}` : handle.url}?token=${r.token}`, token: r.token } : null,
       hours: r.hours,
       price_per_hour: fromMicros(r.price_per_hour_micros),
       billed_minutes: r.billed_minutes,

@@ -8,12 +8,15 @@ import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
+import { processesOf, rentalConfig, until } from "../api/rentals/setup";
+import { rentalsRepo } from "../../src/store/rentals";
 
 // HTTPS on the main port: `appliance tls init` makes a CA and a server certificate in a temp data
 // dir and writes [server.tls]; the server (demo models) serves over Bun's TLS; clients that trust
 // only that CA (the official openai and Anthropic SDKs in a child process with
 // NODE_EXTRA_CA_CERTS, curl --cacert) work, one without it is refused; the plain-HTTP redirect
-// listener; a certificate swapped while a stream runs.
+// listener; a certificate swapped while a stream runs; a rental's notebook reached through
+// https://…/rentals/{id}/ (HTTP and a WebSocket), refused without its token.
 
 const dir = tempDir("appliance-https-");
 const logger = memoryLogger();
@@ -34,13 +37,16 @@ beforeAll(async () => {
     demo: true,
     server: { data_dir: dir, port: 0, tls: { cert: j.cert, key: j.key, redirect_port: redirectPort } },
     engines: { device: "cpu", threads: 1 },
-    rentals: { discover: false },
+    // A GPU node rented through the real process launcher running the stand-in notebook, reached
+    // through this port (rentals.access = "proxy", the default).
+    ...rentalConfig({ access: "proxy" }),
   });
   const banner: string[] = [];
   server = await startServer(cfg, { logger, banner: (l) => banner.push(l) });
   key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
 }, 120_000);
 afterAll(async () => {
+  if (server) for (const r of rentalsRepo(server.deps.db).active()) await server.deps.rentals.remove(server.deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -147,4 +153,41 @@ test("a renewed certificate is served to new connections while a stream on the o
   expect(after).not.toBe(before);
   const body = await stream;
   expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true);
+}, 60_000);
+
+test("a rental's notebook is reached at https://…/rentals/{id}/ on this port with its token, HTTP and WebSocket; refused without it", async () => {
+  const { key: renter } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "renter", scopes: ["inference", "rental"] });
+  const call = (method: string, path: string, body?: unknown) =>
+    fetch(`${server.url}${path}`, { method, tls: { ca: readFileSync(ca) }, headers: { authorization: `Bearer ${renter}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) } as RequestInit).then((r) => r.json() as Promise<any>);
+  const node = (await call("GET", "/api/v1/gpus")).data[0].node_id;
+  const created = await call("POST", "/api/v1/rentals", { node_id: node, type: "jupyter" });
+  const r = await until(() => call("GET", `/api/v1/rentals/${created.rental_id}`), (x) => x.status === "running");
+  expect(r.status).toBe("running");
+  const port = server.server.port;
+  expect(r.connection.url).toBe(`https://127.0.0.1:${port}/rentals/${r.rental_id}/?token=${r.connection.token}`);
+  // The notebook server itself listens on loopback only, on a port of its own that the API never names.
+  const args = processesOf(r.rental_id).map((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0"));
+  expect(args.some((a) => a.includes("--ip=127.0.0.1") && a.includes(`--ServerApp.base_url=/rentals/${r.rental_id}/`))).toBe(true);
+
+  const get = (path: string, headers: Record<string, string> = {}) => fetch(`https://127.0.0.1:${port}${path}`, { tls: { ca: readFileSync(ca) }, headers, redirect: "manual" } as RequestInit);
+  const lab = await get(`/rentals/${r.rental_id}/lab?token=${r.connection.token}`);
+  expect(lab.status).toBe(200);
+  expect(await lab.json()).toMatchObject({ lab: true });
+  const access = lab.headers.getSetCookie().find((c) => c.startsWith("appliance_rental="))!;
+  expect(access).toContain("Secure");
+  expect((await get(`/rentals/${r.rental_id}/lab`)).status).toBe(401);
+  expect((await get(`/rentals/${r.rental_id}/lab?token=wrong`)).status).toBe(401);
+  // With the cookies a browser would now hold, no token.
+  const cookies = lab.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
+  expect((await get(`/rentals/${r.rental_id}/lab`, { cookie: cookies })).status).toBe(200);
+
+  const ws = new WebSocket(`wss://127.0.0.1:${port}/rentals/${r.rental_id}/api/kernels/k1/channels?token=${r.connection.token}`, { tls: { ca: readFileSync(ca) } } as any);
+  await new Promise((resolve, reject) => ((ws.onopen = resolve), (ws.onerror = reject)));
+  const echoed = new Promise((resolve) => (ws.onmessage = (e) => resolve(e.data)));
+  ws.send("over tls");
+  expect(await echoed).toBe("echo:over tls");
+  ws.close();
+  const refused = new WebSocket(`wss://127.0.0.1:${port}/rentals/${r.rental_id}/api/kernels/k1/channels`, { tls: { ca: readFileSync(ca) } } as any);
+  expect(await new Promise((resolve) => ((refused.onopen = () => resolve("open")), (refused.onerror = () => resolve("refused"))))).toBe("refused");
+  expect(JSON.stringify(logger.lines)).not.toContain(r.connection.token);
 }, 60_000);

@@ -44,6 +44,26 @@ function standInLauncher(): Launcher {
           }
           const cookies = [`nb-login=yes; Path=${base}; HttpOnly`, "evil=1; Path=/"];
           if (rest === "") return new Response(null, { status: 302, headers: { location: `${base}lab` } });
+          // What a hostile notebook could send: redirects off its path, headers that act on the whole origin.
+          if (rest === "go-console") return new Response(null, { status: 302, headers: { location: "/console/api/keys" } });
+          if (rest === "go-other") return new Response(null, { status: 307, headers: { location: `${new URL(req.url).origin.replace("127.0.0.1", "localhost")}/x` } });
+          if (rest === "go-sibling") return new Response(null, { status: 302, headers: { location: base.replace(/[^/]+\/$/, "rent_other/") } });
+          if (rest === "go-far") return new Response(null, { status: 302, headers: { location: "https://example.org/docs" } });
+          if (rest === "wide-headers")
+            return new Response("<p>hi</p>", {
+              headers: {
+                "content-type": "text/html",
+                "cross-origin-opener-policy": "unsafe-none",
+                "service-worker-allowed": "/",
+                "clear-site-data": '"cookies"',
+                "alt-svc": 'h2=":9999"',
+                nel: '{"report_to":"x","max_age":1}',
+                "report-to": '{"group":"x","max_age":1,"endpoints":[{"url":"https://example.org"}]}',
+                "strict-transport-security": "max-age=1; includeSubDomains",
+                "content-security-policy": "img-src 'self'",
+                "x-notebook": "kept",
+              },
+            });
           if (req.method === "POST") return Response.json({ echo: await req.text(), type: req.headers.get("content-type") }, { headers: [["set-cookie", cookies[0]!], ["set-cookie", cookies[1]!]] });
           return Response.json({ lab: true, path: url.pathname }, { headers: [["set-cookie", cookies[0]!], ["set-cookie", cookies[1]!]] });
         },
@@ -216,6 +236,42 @@ test("the token never reaches the logs", async () => {
   expect(lines).toContain("/rentals/:id/*"); // proxied requests are logged, by route
   expect(lines).not.toContain(r.connection.token);
   expect(lines).not.toContain("token=");
+});
+
+test("every proxied page is held to its rental's path: a CSP naming only /rentals/{id}/ for fetches, scripts, workers, frames and forms; no opener; origin-wide headers dropped", async () => {
+  const r = await runningRental();
+  const res = await fetch(`${base}/rentals/${r.rental_id}/wide-headers?token=${r.connection.token}`);
+  expect(res.status).toBe(200);
+  const own = `${base}/rentals/${r.rental_id}/`;
+  const csp = res.headers.get("content-security-policy")!;
+  // The notebook's own policy is kept beside the appliance's (a browser enforces both).
+  expect(csp.split(", ")).toContain("img-src 'self'");
+  const ours = csp.split(", ").find((p) => p.startsWith("connect-src"))!;
+  const directives = Object.fromEntries(ours.split("; ").map((d) => [d.split(" ")[0], d.split(" ").slice(1)]));
+  expect(directives["connect-src"]).toEqual([own, own.replace("http", "ws")]);
+  expect(directives["script-src"]![0]).toBe(own);
+  expect(directives["script-src"]!.filter((x: string) => /^https?:/.test(x))).toEqual([own]);
+  for (const d of ["worker-src", "frame-src", "child-src"]) expect(directives[d]!.filter((x: string) => /^https?:/.test(x) || x === "'self'" || x === "*")).toEqual([own]);
+  expect(directives["form-action"]).toEqual([own]);
+  expect(directives["object-src"]).toEqual(["'none'"]);
+  expect(res.headers.get("cross-origin-opener-policy")).toBe("noopener-allow-popups");
+  for (const h of ["service-worker-allowed", "clear-site-data", "alt-svc", "nel", "report-to", "strict-transport-security"]) expect(res.headers.get(h)).toBeNull();
+  expect(res.headers.get("x-notebook")).toBe("kept");
+  // The appliance's own answers (the API, the console, a refused rental request) keep their windows to themselves.
+  for (const path of ["/health", "/console", `/rentals/${r.rental_id}/lab`, "/v1/models"]) expect((await fetch(base + path, { redirect: "manual" })).headers.get("cross-origin-opener-policy")).toBe("same-origin");
+});
+
+test("a redirect off the rental's path on this origin is refused (a CSP path check does not survive a redirect); its own paths and other origins pass", async () => {
+  const r = await runningRental();
+  const get = (p: string) => fetch(`${base}/rentals/${r.rental_id}/${p}?token=${r.connection.token}`, { redirect: "manual" });
+  for (const p of ["go-console", "go-sibling"]) {
+    const res = await get(p);
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.code).toBe("upstream_error");
+  }
+  expect((await get("go-far")).headers.get("location")).toBe("https://example.org/docs");
+  expect((await get("go-other")).status).toBe(307); // another origin (localhost ≠ 127.0.0.1) is no path of this one
+  expect((await get("")).headers.get("location")).toBe(`/rentals/${r.rental_id}/lab`);
 });
 
 test("publicBaseOf says https when server.tls has a certificate, and brackets an IPv6 host", () => {

@@ -32,6 +32,8 @@ export const ERROR_TABLE = {
   workers_busy: { status: 429, openaiType: "rate_limit_error", openaiCode: "workers_busy", anthropicType: "rate_limit_error" },
   concurrency_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "concurrency_limit_exceeded", anthropicType: "rate_limit_error" },
   image_workers_busy: { status: 503, openaiType: "server_error", openaiCode: "workers_busy", anthropicType: "overloaded_error" },
+  // A server behind the appliance (a rental's notebook) failed or answered what may not be passed on.
+  upstream_error: { status: 502, openaiType: "server_error", openaiCode: "upstream_error", anthropicType: "api_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
   // nginx's "client closed request": the client left (or shutdown cut it) before the answer; only logs and metrics see it.
   request_cancelled: { status: 499, openaiType: "invalid_request_error", openaiCode: "request_cancelled", anthropicType: "invalid_request_error" },

@@ -89,7 +89,68 @@ function ownPath(setCookie: string, basePath: string): boolean {
   return path !== undefined && (path + "/").startsWith(basePath);
 }
 
-async function forward(rentals: RentalsService, request: Request, id: string): Promise<Response> {
+// ---- One origin, two trust domains --------------------------------------------------------------
+//
+// The notebook is the renter's code, served on the appliance's own origin, where the console's
+// signed-in session lives: without more, a page the renter serves (a notebook output, a file under
+// /files/) could read /console/api as whoever opens it. The browser keeps it to its rental:
+// - every proxied response carries a Content-Security-Policy whose fetch, script, worker, frame and
+//   form sources are the rental's own path (`https://host/rentals/{id}/`, plus the operator's
+//   `rentals.notebook_sources`), so `fetch("/console/api/…")`, a JSON-module import, an iframe or
+//   a form posted to the console are refused by the browser;
+// - CSP ignores a path after a redirect, so the notebook may not redirect to this origin outside
+//   its path (a 502 here instead);
+// - the appliance's own responses carry `Cross-Origin-Opener-Policy: same-origin` (app.ts) and the
+//   rental's `noopener-allow-popups`: a window the notebook opens on the console, or on another
+//   rental, is no window it can script;
+// - headers that act on the whole origin (a service worker's scope, Alt-Svc, Clear-Site-Data, NEL,
+//   HSTS, a looser COOP) are dropped, as cookies for other paths already are.
+// Rentals' pages may still embed images, styles and fonts from anywhere. `rentals.access = "direct"`
+// gives each notebook its own origin (its port) instead.
+
+/** Upstream response headers that would act on the appliance's whole origin. */
+const ORIGIN_WIDE = new Set([
+  "cross-origin-opener-policy",
+  "service-worker-allowed",
+  "clear-site-data",
+  "alt-svc",
+  "nel",
+  "report-to",
+  "reporting-endpoints",
+  "strict-transport-security",
+  "origin-agent-cluster",
+]);
+
+/** The policy that keeps a proxied page's requests on its rental's path (and `extra` origins). */
+export function isolationPolicy(origin: string, basePath: string, extra: readonly string[] = []): string {
+  const own = `${origin}${basePath}`;
+  const more = extra.length ? ` ${extra.join(" ")}` : "";
+  // Chromium does not match an https source to a wss URL once the source has a path: both are named.
+  const sockets = `${origin.replace(/^http/, "ws")}${basePath}`;
+  return [
+    `connect-src ${own} ${sockets}${more}`,
+    `script-src ${own} 'unsafe-inline' 'unsafe-eval' blob: data:${more}`,
+    `worker-src ${own} blob: data:`,
+    `frame-src ${own} blob: data:${more}`,
+    `child-src ${own} blob: data:`,
+    "object-src 'none'",
+    `form-action ${own}`,
+    `base-uri ${own}`,
+  ].join("; ");
+}
+
+/** Whether a redirect's Location stays on the rental (or leaves this origin altogether). */
+function redirectAllowed(location: string, url: URL, basePath: string): boolean {
+  let to: URL;
+  try {
+    to = new URL(location, url);
+  } catch {
+    return false;
+  }
+  return to.origin !== url.origin || to.pathname.startsWith(basePath);
+}
+
+async function forward(rentals: RentalsService, sources: readonly string[], request: Request, id: string): Promise<Response> {
   const url = new URL(request.url);
   const auth = authorize(rentals, request, url, id);
   if (url.pathname === `/rentals/${id}`) {
@@ -110,22 +171,30 @@ async function forward(rentals: RentalsService, request: Request, id: string): P
     });
   } catch (e) {
     if (request.signal.aborted) throw e;
-    throw new ApiError("model_unavailable", `the rental's notebook server does not answer (${(e as Error).message})`);
+    throw new ApiError("upstream_error", `the rental's notebook server does not answer (${(e as Error).message})`);
+  }
+  const location = res.headers.get("location");
+  if (res.status >= 300 && res.status < 400 && location !== null && !redirectAllowed(location, url, auth.basePath)) {
+    await res.body?.cancel();
+    throw new ApiError("upstream_error", `the rental's notebook server redirected outside ${auth.basePath}, which this proxy does not pass on`);
   }
   const headers = new Headers();
   res.headers.forEach((v, k) => {
-    if (k !== "set-cookie" && k !== "connection" && k !== "keep-alive" && k !== "transfer-encoding") headers.append(k, v);
+    if (k !== "set-cookie" && k !== "connection" && k !== "keep-alive" && k !== "transfer-encoding" && !ORIGIN_WIDE.has(k)) headers.append(k, v);
   });
   for (const c of res.headers.getSetCookie()) if (ownPath(c, auth.basePath)) headers.append("set-cookie", c);
   if (auth.setCookie) headers.append("set-cookie", auth.setCookie);
+  // Appended: a policy the notebook sends itself applies too, and can only narrow this one.
+  headers.append("content-security-policy", isolationPolicy(url.origin, auth.basePath, sources));
+  headers.set("cross-origin-opener-policy", "noopener-allow-popups");
   return new Response(request.method === "HEAD" ? null : res.body, { status: res.status, statusText: res.statusText, headers });
 }
 
 /** The HTTP side, mounted by createApp: every method, any path under the rental, body untouched. */
-export function rentalProxyRoutes(rentals: RentalsService) {
+export function rentalProxyRoutes(rentals: RentalsService, notebookSources: readonly string[] = []) {
   return new Elysia({ name: "rental-proxy" })
-    .all("/rentals/:id", ({ request, params }) => forward(rentals, request, params.id))
-    .all(ROUTE, ({ request, params }) => forward(rentals, request, params.id));
+    .all("/rentals/:id", ({ request, params }) => forward(rentals, notebookSources, request, params.id))
+    .all(ROUTE, ({ request, params }) => forward(rentals, notebookSources, request, params.id));
 }
 
 // ---- WebSocket (Jupyter's kernel channels, terminals) ----------------------------------------

@@ -89,7 +89,8 @@ test("restarts on the same store: a running rental keeps billing, one due stops 
   await s.down();
 }, 60_000);
 
-test("`appliance serve` killed with SIGKILL while a rental runs: the restarted server finds the process, serves and stops it", async () => {
+for (const access of ["direct", "proxy"] as const)
+test(`\`appliance serve\` killed with SIGKILL while a rental runs (${access}): the restarted server finds the process, serves and stops it`, async () => {
   const dir = tempDir();
   dirs.push(dir);
   const config = join(dir, "config.toml");
@@ -100,6 +101,7 @@ test("`appliance serve` killed with SIGKILL while a rental runs: the restarted s
       `[rentals]`,
       `discover = false`,
       `public_host = "127.0.0.1"`,
+      `access = "${access}"`,
       `[rentals.process]`,
       `command = ${JSON.stringify([process.execPath, FAKE_JUPYTER])}`,
       `bind = "127.0.0.1"`,
@@ -122,14 +124,19 @@ test("`appliance serve` killed with SIGKILL while a rental runs: the restarted s
 
   s.child.kill("SIGKILL");
   await s.child.exited;
-  expect((await fetch(running.connection.url)).status).toBe(200); // the rental outlived the server
+  // The notebook at its own page (a proxied one's connection.url is its base, which redirects there).
+  const lab = (c: { url: string }) => fetch(c.url.replace("/?token=", "/lab?token="));
+  // The rental outlived the server (reached directly; through the appliance once it is back).
+  if (access === "direct") expect((await lab(running.connection)).status).toBe(200);
   const [pid] = processesOf(rental_id);
   expect(pid).toBeGreaterThan(0);
 
   s = await serve();
   try {
     const found = await api(s.url, "GET", `/api/v1/rentals/${rental_id}`);
-    expect(found).toMatchObject({ status: "running", connection: running.connection });
+    if (access === "direct") expect(found).toMatchObject({ status: "running", connection: running.connection });
+    else expect(found).toMatchObject({ status: "running", connection: { url: `${s.url}/rentals/${rental_id}/?token=${running.connection.token}`, token: running.connection.token } });
+    expect((await lab(found.connection)).status).toBe(200);
     expect(processesOf(rental_id)).toEqual([pid!]); // the same process, not a new one
     expect((await api(s.url, "GET", "/api/v1/gpus")).data).toEqual([]); // still taken
     const stopped = await api(s.url, "DELETE", `/api/v1/rentals/${rental_id}`);

@@ -18,11 +18,13 @@ export function rentalNode(i: number, price = 0.6) {
 }
 
 /** Config for `nodes` declared GPUs; `args` go to the stand-in (e.g. `--die-after-ms=…`). */
-export function rentalConfig(o: { nodes?: number; price?: number; args?: string[]; readyTimeoutS?: number; maxHours?: number; command?: string[] } = {}) {
+/** Rentals are reached directly on their own port here unless `access: "proxy"` (the config's default). */
+export function rentalConfig(o: { nodes?: number; price?: number; args?: string[]; readyTimeoutS?: number; maxHours?: number; command?: string[]; access?: "proxy" | "direct" } = {}) {
   return {
     rental_nodes: Array.from({ length: o.nodes ?? 1 }, (_, i) => rentalNode(i, o.price)),
     rentals: {
       discover: false,
+      access: o.access ?? "direct",
       process: { command: o.command ?? [process.execPath, FAKE_JUPYTER, ...(o.args ?? [])], bind: "127.0.0.1" },
       public_host: "127.0.0.1",
       ready_timeout_s: o.readyTimeoutS ?? 20,
