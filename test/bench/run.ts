@@ -8,6 +8,7 @@ import { benchFormats } from "./formats";
 import { benchFuzz } from "./fuzz";
 import { benchModels } from "./models";
 import { benchSoak } from "./soak";
+import { benchTls } from "./tls";
 import { benchVsLlamaServer } from "./vs-llama-server";
 
 const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = {
@@ -19,6 +20,7 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   batches: () => benchBatches(),
   executable: () => benchExecutable(),
   soak: () => benchSoak(),
+  tls: () => benchTls(),
   "vs-llama-server": () => benchVsLlamaServer(),
   fuzz: (args) => benchFuzz(args),
 };
