@@ -101,6 +101,7 @@ describe("error types through the official client", () => {
       429: ["rate_limit_error"],
       499: ["invalid_request_error"], // logs only: the client has gone
       500: ["api_error"],
+      502: ["api_error"], // a server behind the appliance (a rental notebook) failed
       503: ["overloaded_error"],
     };
     for (const code of Object.keys(ERROR_TABLE) as (keyof typeof ERROR_TABLE)[]) {
