@@ -94,6 +94,10 @@ const Rentals = T.Object(
       description:
         "proxy: a rental's notebook listens on loopback and is reached through this port at /rentals/{rental_id}/ (HTTPS when server.tls is set); direct: on its own port (rentals.process.bind, or one Docker publishes)",
     }),
+    share_gpus: T.Boolean({
+      default: true,
+      description: "a GPU is rentable while only idle on-demand models hold it (they are unloaded first); false: while any model is loaded on it",
+    }),
     notebook_sources: T.Array(T.String({ minLength: 1, pattern: "^(https?|wss?)://[^\\s;,']+$" }), {
       default: [],
       description: "proxy mode: origins a notebook page may also load scripts from and connect to (e.g. https://cdn.jsdelivr.net); the appliance's own paths outside the rental stay closed",
@@ -131,6 +135,9 @@ const Engines = T.Object(
         "auto: CUDA when an NVIDIA device is present and usable, else Vulkan (chat models) when a Vulkan GPU is present and usable, else CPU",
     }),
     threads: T.Integer({ default: 0, minimum: 0, description: "compute threads per model; 0 = one per CPU core" }),
+    keep_alive_s: T.Integer({ default: 300, minimum: -1, description: "seconds an idle on-demand model (load = \"first_use\") stays loaded; 0: unloaded as soon as idle; -1: until its memory is needed" }),
+    gpu_memory_mb: T.Integer({ default: 0, minimum: 0, description: "most GPU memory the models may hold on each GPU; 0: the GPU's own" }),
+    cpu_memory_mb: T.Integer({ default: 0, minimum: 0, description: "most host memory the models may hold; 0: the host's own" }),
   },
   { additionalProperties: false, default: {} },
 );

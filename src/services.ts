@@ -25,7 +25,9 @@ import type { Launcher } from "./rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
 import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
-import { gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
+import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
+import { rentalsRepo } from "./store/rentals";
+import type { MemoryPlanner } from "./engines/residency";
 import { createRentalsService, type RentalsService } from "./rentals/service";
 import { publicBaseOf } from "./rentals/access";
 
@@ -64,7 +66,15 @@ export type CapabilityDeps = Pick<AppDeps, "config" | "registry" | "meter" | "cl
 export function createServices(
   config: Config,
   db: Database,
-  opts: { clock?: Clock; logger?: Logger; engines?: EngineFactories; discoveredGpus?: DiscoveredGpu[]; launchers?: Record<string, Launcher> } = {},
+  opts: {
+    clock?: Clock;
+    logger?: Logger;
+    engines?: EngineFactories;
+    discoveredGpus?: DiscoveredGpu[];
+    launchers?: Record<string, Launcher>;
+    /** The memory planner (src/planner/planner.ts); absent, models are loaded without memory accounting. */
+    planner?: MemoryPlanner;
+  } = {},
 ): AppDeps {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
@@ -79,6 +89,17 @@ export function createServices(
       chat: llamaChatFactory(config, logger),
       ...transformersFactories(config, logger),
       ...diffusionFactory(config, logger),
+    },
+    residency: {
+      keepAliveS: config.engines.keep_alive_s,
+      ...(opts.planner ? { planner: opts.planner } : {}),
+      // A GPU a rental holds takes no model (src/engines/residency.ts places them elsewhere, or refuses).
+      blocked: (d) => {
+        const mine = deviceGpus(d, opts.discoveredGpus ?? []);
+        if (!mine.length) return null;
+        const r = rentalsRepo(db).active().find((x) => nodes.find((n) => n.node_id === x.node_id)?.gpu_uuids.some((u) => mine.includes(u.toLowerCase())));
+        return r ? `is rented (${r.id})` : null;
+      },
     },
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
@@ -112,8 +133,19 @@ export function createServices(
     publicBase: () => publicBaseOf({ ...config.server, port: listening.port || config.server.port }, publicHost),
     maxHours: r.max_hours,
     readyTimeoutMs: r.ready_timeout_s * 1000,
-    // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts).
-    reserved: () => reservedNodes(nodes, gpusInUse(registry.engines(), inferenceGpuSet, opts.discoveredGpus ?? []), true),
+    // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts); with
+    // rentals.share_gpus only those of models busy with requests or pinned (load = "start"): idle
+    // ones are unloaded when the rental launches.
+    reserved: () =>
+      reservedNodes(nodes, gpusInUse(r.share_gpus ? registry.holding().filter((h) => h.busy).map((h) => h.engine) : registry.engines(), inferenceGpuSet, opts.discoveredGpus ?? []), true),
+    beforeLaunch: async (uuids) => {
+      if (!r.share_gpus || !opts.planner || uuids.length === 0) return;
+      const wanted = new Set(uuids.map((u) => u.toLowerCase()));
+      const devices = await opts.planner.devices();
+      const on = new Set(devices.filter((d) => deviceGpus(d, opts.discoveredGpus ?? []).some((u) => wanted.has(u))).map((d) => d.id));
+      const stay = await registry.vacate((id) => on.has(id));
+      if (stay.length) throw new Error(`its GPU is in use by ${stay.map((id) => `model "${id}"`).join(", ")}`);
+    },
   });
   return {
     config,

@@ -72,7 +72,7 @@ export function createChatService(deps: {
     const job = toChatJob(req);
     // Held until the generation ends (streams included): a reload that removes or replaces the
     // model unloads this engine only after that.
-    const use = registry.use(job.model, "chat");
+    const use = await registry.use(job.model, "chat", opts.signal, { batch: opts.batch === true });
     try {
       return await startOn(use, principal, job, opts);
     } catch (e) {
@@ -185,7 +185,7 @@ export function createChatService(deps: {
     /** Prompt tokens of a request with the model's real template and tokenizer (count_tokens). */
     async countTokens(req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
-      const use = registry.use(job.model, "chat");
+      const use = await registry.use(job.model, "chat");
       try {
         await takeImages(job, use.manifest.id, use.manifest.vision, imageInput);
         return await use.engine.countTokens(job);

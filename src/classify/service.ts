@@ -36,7 +36,7 @@ export function createClassifyService(deps: CapabilityDeps) {
 
   async function classify(principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {
     // Held until the answer is built: a reload that removes the model unloads it only then.
-    return registry.using(req.model, "classifier", (manifest, engine) => classifyWith(manifest, engine, principal, req, opts));
+    return registry.using(req.model, "classifier", (manifest, engine) => classifyWith(manifest, engine, principal, req, opts), opts.signal);
   }
 
   async function classifyWith(manifest: ModelManifest, engine: ClassifierEngine, principal: Principal, req: ClassifyRequest, opts: ClassifyCallOptions): Promise<ClassifyResponse> {

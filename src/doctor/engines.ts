@@ -137,7 +137,7 @@ export function onnxBackend(device: Device | "webgpu", g: GpuFacts, c: CudaFacts
 
 const describe = (d: Decision) => (d.unmet ? `${d.unmet.wanted === "WebGPU" ? "not loaded" : "cpu"} (${d.unmet.wanted ?? "CUDA"} wanted: ${d.reason}; not usable: ${d.unmet.why})` : `${d.device} (${d.reason})`);
 
-export function checkChatEngine(config: Pick<Config, "engines">, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts, decode?: CudaChoice): Check {
+export function checkChatEngine(config: { engines: Pick<Config["engines"], "device"> & Partial<Config["engines"]> }, served: Served[], g: GpuFacts, c: CudaFacts, v?: VulkanFacts, decode?: CudaChoice): Check {
   const name = "chat engine";
   const d = chatBackend(config.engines.device, g, c, v, decode);
   const used = served.filter((m) => m.kind === "chat").length;

@@ -37,7 +37,7 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
 
   async function create(principal: Principal, req: EmbeddingsRequest, opts: EmbeddingsCallOptions): Promise<EmbeddingsResponse> {
     // Held until the answer is built: a reload that removes the model unloads it only then.
-    return registry.using(req.model, "embedding", (manifest, engine) => embedWith(manifest, engine, principal, req, toInputs(req.input), opts));
+    return registry.using(req.model, "embedding", (manifest, engine) => embedWith(manifest, engine, principal, req, toInputs(req.input), opts), opts.signal);
   }
 
   async function embedWith(

@@ -25,7 +25,11 @@ export const ModelManifest = T.Object(
     vision: T.Boolean({ default: false }),
     slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
     price: T.Optional(ModelPrice),
-    load: T.Union([T.Literal("start"), T.Literal("first_use")], { default: "start", description: "when the engine loads the model" }),
+    load: T.Union([T.Literal("start"), T.Literal("first_use")], {
+      default: "first_use",
+      description: 'start: loaded at start and pinned (never unloaded to make room or when idle); first_use: loaded on demand, unloaded after keep_alive_s idle or when another model needs its memory',
+    }),
+    keep_alive_s: T.Optional(T.Integer({ minimum: -1, description: "seconds an idle on-demand model stays loaded; 0: unloaded as soon as idle; -1: until its memory is needed; default engines.keep_alive_s" })),
     device: T.Optional(
       T.Union([T.Literal("auto"), T.Literal("cpu"), T.Literal("cuda"), T.Literal("vulkan"), T.Literal("webgpu")], {
         description: 'default engines.device; "vulkan" for chat models only, "webgpu" for embedding, classifier and image models only (see manifestProblems)',

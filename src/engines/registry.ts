@@ -3,9 +3,10 @@ import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
 import type { Logger } from "../log";
-import type { ModelKind, ModelManifest, RetiredModel } from "./manifest";
+import { slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "./manifest";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
+import { createResidency, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
 
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
 // is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories
@@ -62,11 +63,12 @@ export interface ModelChanges {
 }
 
 /** One served model: its manifest and (once used) its engine, and the requests holding that engine. */
-interface Served {
+interface Served extends Resident {
   manifest: ModelManifest;
   baseDir: string;
   created: number;
-  engine?: ModelEngine;
+  /** The engine, once made (`engine()` makes it). */
+  made?: ModelEngine;
   holds: number;
   retired: boolean;
   /** A load the registry started in the background (a model added by a reload with load = "start"). */
@@ -83,11 +85,31 @@ export type Registry = ReturnType<typeof createRegistry>;
 export function createRegistry(
   models: ModelManifest[],
   retired: RetiredModel[],
-  opts: { baseDir: string; created?: number; now?: () => number; engines?: EngineFactories; logger?: Logger },
+  opts: {
+    baseDir: string;
+    created?: number;
+    now?: () => number;
+    engines?: EngineFactories;
+    logger?: Logger;
+    /** Memory planning, keep-alive (src/engines/residency.ts); default: no planner, 300 s keep-alive. */
+    residency?: Omit<ResidencyOptions, "logger" | "now">;
+  },
 ) {
   const now = () => Math.floor((opts.now ?? Date.now)() / 1000);
   const startedAt = opts.created !== undefined ? Math.floor(opts.created / 1000) : now();
-  let served = new Map<string, Served>(models.map((m) => [m.id, { manifest: m, baseDir: opts.baseDir, created: startedAt, holds: 0, retired: false }]));
+  const makeServed = (manifest: ModelManifest, baseDir: string, created: number): Served => {
+    const s: Served = {
+      manifest,
+      baseDir,
+      created,
+      holds: 0,
+      retired: false,
+      engine: () => engineOf(s, s.manifest.kind),
+      file: (role) => fileOf(s.manifest, role, s.baseDir),
+    };
+    return s;
+  };
+  let served = new Map<string, Served>(models.map((m) => [m.id, makeServed(m, opts.baseDir, startedAt)]));
   let retiredById = new Map(retired.map((r) => [r.id, r]));
   /** Engines that left the served set and still run requests; unloaded when their last hold goes. */
   const retiring = new Map<Served, () => void>();
@@ -135,13 +157,13 @@ export function createRegistry(
   }
 
   function engineOf<K extends ModelKind>(s: Served, kind: K): EngineOf[K] {
-    if (!s.engine) {
+    if (!s.made) {
       const m = s.manifest;
       const factory = opts.engines?.[kind] as Factory<EngineOf[K]> | undefined;
       if (!factory) throw new ApiError("model_unavailable", `no ${kind} engine is available for "${m.id}" in this build`);
-      s.engine = factory(m, (role) => fileOf(m, role, s.baseDir));
+      s.made = factory(m, (role) => fileOf(m, role, s.baseDir));
     }
-    return s.engine as EngineOf[K];
+    return s.made as EngineOf[K];
   }
 
   function retire(s: Served): void {
@@ -157,8 +179,8 @@ export function createRegistry(
     s.disposing ??= (async () => {
       await s.loading?.catch(() => undefined); // a load under way would otherwise finish after the unload
       try {
-        await s.engine?.unload();
-        if (s.engine) opts.logger?.info("model engine unloaded: its model left the config or changed", { model: s.manifest.id });
+        await s.made?.unload();
+        if (s.made) opts.logger?.info("model engine unloaded: its model left the config or changed", { model: s.manifest.id });
       } catch (e) {
         opts.logger?.error("model engine failed to unload", { model: s.manifest.id, error: (e as Error).message });
       } finally {
@@ -177,12 +199,15 @@ export function createRegistry(
       if (!(e instanceof DeviceUnavailableError)) opts.logger?.error("model failed to load in the background", { model: m.id, error: (e as Error).message });
     };
     try {
-      s.loading = engineOf(s, m.kind).load();
+      engineOf(s, m.kind);
+      s.loading = residency.load(s);
       s.loading.catch(failed);
     } catch (e) {
       failed(e); // the factory refused: the model stays listed and answers with the same error
     }
   }
+
+  const residency = createResidency(() => served.values(), { keepAliveS: 300, ...opts.residency, now: opts.now, logger: opts.logger });
 
   const registry = {
     list: (): readonly ModelEntry[] => entries,
@@ -205,27 +230,33 @@ export function createRegistry(
     },
     chatEngine: (id: string) => registry.engine(id, "chat"),
     /**
-     * The manifest and engine of `id`, held until `release()`: a reload that removes or replaces
-     * the model unloads this engine only after every hold on it is released.
+     * The manifest and engine of `id`, loaded, held until `release()`: a reload that removes or
+     * replaces the model unloads this engine only after every hold on it is released, and no
+     * model a request holds is unloaded to make room. A model not loaded is loaded first
+     * (residency.ts): the wait counts against the model's queue (`queue`, `queue_wait_s`).
      */
-    use<K extends ModelKind>(id: string, kind: K): EngineUse<EngineOf[K]> {
+    async use<K extends ModelKind>(id: string, kind: K, signal?: AbortSignal, o: { batch?: boolean } = {}): Promise<EngineUse<EngineOf[K]>> {
       const s = servedAs(id, kind);
       const engine = engineOf(s, kind);
       s.holds++;
       let released = false;
-      return {
-        manifest: s.manifest,
-        engine,
-        release() {
-          if (released) return;
-          released = true;
-          if (--s.holds === 0 && s.retired) void dispose(s);
-        },
+      const release = () => {
+        if (released) return;
+        released = true;
+        if (--s.holds === 0 && s.retired) void dispose(s);
+        else if (!s.retired) residency.idle(s);
       };
+      try {
+        await residency.ready(s, { signal, ...loadQueue(s.manifest, o.batch === true) });
+      } catch (e) {
+        release();
+        throw e;
+      }
+      return { manifest: s.manifest, engine, release };
     },
     /** `fn` with `id`'s manifest and engine, held until the promise it returns settles. */
-    async using<K extends ModelKind, T>(id: string, kind: K, fn: (manifest: ModelManifest, engine: EngineOf[K]) => Promise<T>): Promise<T> {
-      const use = registry.use(id, kind);
+    async using<K extends ModelKind, T>(id: string, kind: K, fn: (manifest: ModelManifest, engine: EngineOf[K]) => Promise<T>, signal?: AbortSignal): Promise<T> {
+      const use = await registry.use(id, kind, signal);
       try {
         return await fn(use.manifest, use.engine);
       } finally {
@@ -243,7 +274,8 @@ export function createRegistry(
         const m = s.manifest;
         if (m.load !== "start" || !opts.engines?.[m.kind]) continue;
         try {
-          await engineOf(s, m.kind).load();
+          engineOf(s, m.kind);
+          await residency.load(s);
         } catch (e) {
           // The model asked for a device this host lacks (its engine logged why): the others serve,
           // and every request for it gets the same refusal.
@@ -269,10 +301,10 @@ export function createRegistry(
         const old = served.get(m.id);
         if (!old) {
           changes.added.push(m.id);
-          fresh.push({ s: { manifest: m, baseDir: o.baseDir, created: now(), holds: 0, retired: false }, i });
+          fresh.push({ s: makeServed(m, o.baseDir, now()), i });
         } else if (engineKey(old.manifest, old.baseDir) !== engineKey(m, o.baseDir)) {
           changes.replaced.push(m.id);
-          fresh.push({ s: { manifest: m, baseDir: o.baseDir, created: old.created, holds: 0, retired: false }, i });
+          fresh.push({ s: makeServed(m, o.baseDir, old.created), i });
         } else kept.push({ s: old, m });
       }
       for (const { s, i } of fresh) checkFiles(s.manifest, i, s.baseDir);
@@ -295,7 +327,7 @@ export function createRegistry(
       rebuild();
       for (const s of retiredNow) retire(s);
       for (const { s } of fresh) loadInBackground(s);
-      for (const { s, m } of kept) if (!s.engine?.loaded && m.load === "start" && changes.updated.includes(`${m.id}.load`)) loadInBackground(s);
+      for (const { s, m } of kept) if (!s.made?.loaded && m.load === "start" && changes.updated.includes(`${m.id}.load`)) loadInBackground(s);
       return changes;
     },
     /** Every manifest served now, in order. */
@@ -305,15 +337,36 @@ export function createRegistry(
       await Promise.all(disposed);
     },
     async unload(id: string): Promise<void> {
-      await served.get(id)?.engine?.unload();
+      await served.get(id)?.made?.unload();
     },
+    /** Each served model's residency: loaded where, how much memory, idle for how long (`appliance ps`). */
+    status: (): ResidencyStatus[] => [...served.values()].map((s) => residency.status(s)),
+    /** An admin's load of `id` (placed by the planner like a request's), or unload (once idle). */
+    async adminLoad(id: string): Promise<ResidencyStatus> {
+      const s = servedAs(id);
+      engineOf(s, s.manifest.kind);
+      await residency.load(s);
+      return residency.status(s);
+    },
+    async adminUnload(id: string): Promise<"unloaded" | "when_idle" | "not_loaded"> {
+      const s = servedAs(id);
+      return s.made ? residency.unload(s) : "not_loaded";
+    },
+    /** Unloads idle models placed on the devices `on` matches (a rental takes the GPU); the ids that stay. */
+    vacate: (on: (device: string) => boolean): Promise<string[]> => residency.vacate(on),
+    /** Loaded engines with whether a request holds them or they are pinned (rentals' rule for a free GPU). */
+    holding: (): { engine: ModelEngine; busy: boolean; device: string | null }[] =>
+      [...served.values()]
+        .filter((s) => s.made?.loaded)
+        .map((s) => ({ engine: s.made!, busy: s.holds > 0 || s.manifest.load === "start", device: residency.placement(s)?.device ?? null })),
     /** At shutdown, once requests have drained: every engine, those that left the served set too. */
     async unloadAll(): Promise<void> {
+      residency.stop();
       for (const s of [...retiring.keys()]) await dispose(s);
-      for (const s of served.values()) await s.engine?.unload();
+      for (const s of served.values()) await s.made?.unload();
     },
     /** Every engine made, those still finishing requests for a model that left the set first. */
-    engines: (): ModelEngine[] => [...[...retiring.keys()].map((s) => s.engine), ...[...served.values()].map((s) => s.engine)].filter((e): e is ModelEngine => e !== undefined),
+    engines: (): ModelEngine[] => [...[...retiring.keys()].map((s) => s.made), ...[...served.values()].map((s) => s.made)].filter((e): e is ModelEngine => e !== undefined),
   };
   return registry;
 }
@@ -339,4 +392,15 @@ function checkFiles(m: ModelManifest, i: number, baseDir: string): void {
 /** Start-up check: every file a manifest names must exist, and no model file is empty. */
 export function checkModelFiles(models: ModelManifest[], baseDir: string): void {
   models.forEach((m, i) => checkFiles(m, i, baseDir));
+}
+
+/**
+ * How many requests may wait for a model to load, and how long for memory: for models with worker
+ * slots (chat, image) what their slots and queue hold; embedding and classifier engines batch
+ * whatever comes, and batch lines wait without bound (spec §8), as they do for slots.
+ */
+function loadQueue(m: ModelManifest, batch: boolean): { maxQueue: number; maxWaitMs: number } {
+  if (batch || m.kind === "embedding" || m.kind === "classifier") return { maxQueue: Infinity, maxWaitMs: batch ? Infinity : slotQueue(m).maxWaitMs };
+  const q = slotQueue(m);
+  return { maxQueue: q.maxQueue + m.slots, maxWaitMs: q.maxWaitMs };
 }

@@ -1,4 +1,5 @@
 import type { ChatJob, EngineEvent, EngineResult } from "../chat/job";
+import type { LoadSettings } from "../planner/types";
 
 // Engine interfaces. The services above talk to these only; each engine (llama, transformers,
 // diffusion) implements the one of its kind.
@@ -19,7 +20,7 @@ export interface ChatEngine {
   /** Whether the model reasons before answering (and so honours enable_thinking). */
   readonly thinks: boolean;
   readonly loaded: boolean;
-  load(): Promise<void>;
+  load(settings?: LoadSettings): Promise<void>;
   unload(): Promise<void>;
   /** Prompt tokens of `job` with the model's template and tokenizer (no context check). */
   countTokens(job: ChatJob): Promise<number>;
@@ -72,7 +73,8 @@ export interface ModelEngine {
   readonly gpus?: readonly string[];
   /** Where a loaded model's layers are and the device's memory now (undefined while not loaded). */
   placement?(): Promise<DevicePlacement | undefined>;
-  load(): Promise<void>;
+  /** Loads the model; `settings` are the memory planner's choice (chat engines apply them; others compute where they were made for). */
+  load(settings?: LoadSettings): Promise<void>;
   unload(): Promise<void>;
   /** Slot use, for engines that have slots (chat, image). */
   stats?(): EngineStats;

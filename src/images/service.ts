@@ -33,7 +33,7 @@ export function createImagesService(deps: CapabilityDeps) {
   async function generate(principal: Principal, req: ImagesRequest, opts: ImageCallOptions): Promise<ImagesResponse> {
     const job = toImageJob(req);
     // Held until the images are made: a reload that removes the model unloads it only then.
-    return registry.using(job.model, "image", (manifest, engine) => generateWith(manifest, engine, principal, job, opts));
+    return registry.using(job.model, "image", (manifest, engine) => generateWith(manifest, engine, principal, job, opts), opts.signal);
   }
 
   async function generateWith(manifest: ModelManifest, engine: ImageEngine, principal: Principal, job: ImageJob, opts: ImageCallOptions): Promise<ImagesResponse> {

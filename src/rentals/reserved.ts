@@ -63,3 +63,16 @@ export function gpusInUse(engines: readonly EngineUse[], cudaGpus: ReadonlySet<s
   }
   return out;
 }
+
+/**
+ * UUIDs (lower case) of the discovered GPUs a planner device is: its own UUID (CUDA); for a Vulkan
+ * device, the discovered GPUs of its name (every discovered GPU when an NVIDIA name matches none,
+ * as gpusInUse reads it); none for the CPU or a device the inventory does not list.
+ */
+export function deviceGpus(d: { kind: string; name: string; uuid?: string }, discovered: readonly DiscoveredGpu[]): string[] {
+  if (d.kind === "cpu") return [];
+  if (d.uuid) return [d.uuid.toLowerCase()];
+  const norm = (s: string) => s.trim().toLowerCase();
+  const same = discovered.filter((g) => norm(g.name) === norm(d.name));
+  return (same.length ? same : /nvidia/i.test(d.name) ? discovered : []).map((g) => g.uuid.toLowerCase());
+}

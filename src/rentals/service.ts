@@ -30,6 +30,11 @@ export interface RentalsOptions {
   launchers: Record<string, Launcher>;
   /** Nodes reserved for a loaded inference model: not rentable. */
   reserved?: () => ReadonlySet<string>;
+  /**
+   * Before a launch: frees the node's GPUs of idle models (they are unloaded); throws, naming the
+   * models, when one of them is busy or pinned by now (the rental then fails, unbilled).
+   */
+  beforeLaunch?: (gpuUuids: readonly string[]) => Promise<void>;
   maxHours: number;
   /** How long a launch may take to answer before the rental fails. */
   readyTimeoutMs: number;
@@ -217,6 +222,7 @@ export function createRentalsService(o: RentalsOptions) {
       const spec = { rentalId: r.id, gpus: node?.gpu_uuids ?? [], token: r.token, workDir, ...(o.access === "proxy" ? { basePath: basePathOf(r.id) } : {}) };
       // Committed before anything starts (issue 23: a kill -9 between the start and setHandle left
       // a notebook server nobody knew of): a restart finds what this launch started by its intent.
+      await o.beforeLaunch?.(spec.gpus);
       repo.setIntent(r.id, JSON.stringify(launcher.intent(spec)));
       const handle = await launcher.start(spec);
       repo.setHandle(r.id, JSON.stringify(handle));

@@ -71,7 +71,7 @@ test("models add writes a chat model's entry from its GGUF, keeps the file's com
   // What was there is there, byte for byte; the block comes after it.
   expect(t.text().startsWith(HEADER)).toBe(true);
   const { config } = loadConfig({ file: t.config, env: { APPLIANCE_DATA_DIR: t.dir } });
-  expect(config.engines).toEqual({ device: "cpu", threads: 1 });
+  expect(config.engines).toEqual({ device: "cpu", threads: 1, keep_alive_s: 300, gpu_memory_mb: 0, cpu_memory_mb: 0 });
   expect(config.models).toEqual([
     expect.objectContaining({
       id: "tiny-chat",

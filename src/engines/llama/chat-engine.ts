@@ -31,6 +31,7 @@ import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
 import type { ImageRun } from "./vision/prompt";
+import type { LoadSettings } from "../../planner/types";
 
 export interface LlamaChatEngineOptions {
   modelId: string;
@@ -81,6 +82,8 @@ interface Loaded {
   nativeSteps: boolean;
   /** Decodes plain requests' steps (step-loop.ts); null where it cannot (logged at load). */
   loop: StepLoop | null;
+  /** Slots this load has (the planner's choice, or the manifest's). */
+  slots: number;
 }
 
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
@@ -133,20 +136,21 @@ export class LlamaChatEngine implements ChatEngine {
 
   stats() {
     const s = this.state?.pool.stats();
-    return { slots: this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0, batchQueued: s?.batchQueued ?? 0 };
+    return { slots: this.state?.slots ?? this.opts.slots, busy: s?.busy ?? 0, queued: s?.queued ?? 0, batchQueued: s?.batchQueued ?? 0 };
   }
 
   refuseWaiting(reason: unknown): void {
     this.state?.pool.refuseWaiting(reason);
   }
 
-  async load(): Promise<void> {
-    await this.ensure();
+  /** Loads with the planner's settings when given (src/engines/residency.ts), else the manifest's. */
+  async load(settings?: LoadSettings): Promise<void> {
+    await this.ensure(settings);
   }
 
-  private ensure(): Promise<Loaded> {
+  private ensure(settings?: LoadSettings): Promise<Loaded> {
     if (this.state) return Promise.resolve(this.state);
-    this.loading ??= this.doLoad().then(
+    this.loading ??= this.doLoad(settings).then(
       (s) => {
         this.state = s;
         this.loading = null;
@@ -160,8 +164,8 @@ export class LlamaChatEngine implements ChatEngine {
     return this.loading;
   }
 
-  private async doLoad(): Promise<Loaded> {
-    const o = this.opts;
+  private async doLoad(settings?: LoadSettings): Promise<Loaded> {
+    const o = settings ? { ...this.opts, gpuLayers: settings.gpuLayers, contextSize: settings.contextSize, slots: settings.slots } : this.opts;
     const started = performance.now();
     const { llama, device: backend, gpus } = await o.runtime();
     const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
@@ -253,6 +257,7 @@ export class LlamaChatEngine implements ChatEngine {
         threadpool,
         nativeSteps: noSteps === null,
         loop,
+        slots: o.slots,
       };
     } catch (e) {
       threadpool?.detach();
