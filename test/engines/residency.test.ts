@@ -1,0 +1,166 @@
+import { expect, test } from "bun:test";
+import { ApiError } from "../../src/api/http/errors";
+import type { ModelManifest } from "../../src/engines/manifest";
+import { createResidency, type MemoryPlanner, type Resident } from "../../src/engines/residency";
+import type { ModelEngine } from "../../src/engines/types";
+import type { DeviceInfo, Fit, LoadSettings, ModelProfile, Room } from "../../src/planner/types";
+
+// Scheduling of the residency manager with stand-in engines and a planner of fixed sizes (the
+// real engines and planner are proven in test/planner/ and test/engines/budget.test.ts): who is
+// unloaded to make room, in which order, when a request waits and when it is refused.
+
+class StandIn implements ModelEngine {
+  loaded = false;
+  loads = 0;
+  unloads = 0;
+  settings: LoadSettings | undefined;
+  constructor(readonly modelId: string) {}
+  async load(s?: LoadSettings) {
+    this.loaded = true;
+    this.loads++;
+    this.settings = s;
+  }
+  async unload() {
+    this.loaded = false;
+    this.unloads++;
+  }
+}
+
+/** A GPU of `gpuMb` (and a host of `cpuMb`); each model takes its fixed MB on the GPU, or `cpuFallback` on the host. */
+function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number; cpuFallback?: boolean } = {}) {
+  const models = new Map<string, { r: Resident & { holds: number }; e: StandIn }>();
+  const gpu: DeviceInfo = { id: "cuda:0", kind: "cuda", name: "Test GPU", uuid: "GPU-1", totalMb: gpuMb, freeMb: gpuMb, budgetMb: gpuMb };
+  const cpu: DeviceInfo = { id: "cpu", kind: "cpu", name: "host", totalMb: o.cpuMb ?? 1e6, freeMb: o.cpuMb ?? 1e6, budgetMb: o.cpuMb ?? 1e6 };
+  let blocked: string | null = null;
+  const planner: MemoryPlanner = {
+    devices: async () => {
+      // The device reports what the loaded stand-ins take, as a real one would.
+      let used = 0;
+      for (const { r, e } of models.values()) if (e.loaded && e.settings?.device !== "cpu") used += sizes[r.manifest.id]!;
+      return [{ ...gpu, freeMb: gpuMb - used }, cpu];
+    },
+    profile: async (m) => ({ kind: m.kind, layers: 10, fileBytes: 0, footprint: async () => ({ gpuMb: 0, cpuMb: 0, parts: { weightsMb: 0, cacheMb: 0, computeMb: 0, projectorMb: 0 } }) }) as ModelProfile,
+    wants: () => ({ devices: o.cpuFallback ? ["cuda", "cpu"] : ["cuda"], gpuLayers: "auto", contextSize: 512, slots: 1, maxContext: 512, maxSlots: 1, minContext: 256 }),
+    fit: async (p: ModelProfile, _w, gpus: Room[], cpuRoom: Room): Promise<Fit> => {
+      const id = [...models.values()].find((x) => x.r.manifest.kind === p.kind && x.pending)?.r.manifest.id;
+      const need = sizes[id!]!;
+      const room = gpus[0];
+      if (room && need <= room.availableMb)
+        return { ok: true, device: room.device.id, settings: { device: "cuda", gpuLayers: 10, contextSize: 512, slots: 1 }, footprint: { gpuMb: need, cpuMb: 0, parts: { weightsMb: need, cacheMb: 0, computeMb: 0, projectorMb: 0 } } };
+      if (o.cpuFallback && need <= cpuRoom.availableMb)
+        return { ok: true, device: "cpu", settings: { device: "cpu", gpuLayers: 0, contextSize: 512, slots: 1 }, footprint: { gpuMb: 0, cpuMb: need, parts: { weightsMb: need, cacheMb: 0, computeMb: 0, projectorMb: 0 } } };
+      const missing = need - (room?.availableMb ?? 0);
+      return { ok: false, missingMb: missing, reason: `${id} needs ${need} MB; ${room?.availableMb ?? 0} MB free: ${missing} MB missing` };
+    },
+  };
+  let t = 0;
+  const residency = createResidency(() => [...models.values()].map((x) => x.r), { planner, keepAliveS: -1, now: () => t, blocked: () => blocked });
+  function add(id: string, load: "start" | "first_use" = "first_use") {
+    const e = new StandIn(id);
+    const r = { manifest: { id, kind: "chat", load, slots: 1 } as ModelManifest, engine: () => e, holds: 0, file: () => "" };
+    models.set(id, { r, e, pending: false } as any);
+  }
+  for (const id of Object.keys(sizes)) add(id);
+  /** A request for `id`: held while `hold` runs. */
+  async function request(id: string, o2: { maxWaitMs?: number } = {}): Promise<{ release(): void }> {
+    const x = models.get(id)! as any;
+    x.r.holds++;
+    x.pending = true;
+    t += 1000;
+    try {
+      await residency.ready(x.r, { maxQueue: 10, maxWaitMs: o2.maxWaitMs ?? 2000 });
+    } catch (e) {
+      x.r.holds--;
+      throw e;
+    } finally {
+      x.pending = false;
+    }
+    return {
+      release() {
+        x.r.holds--;
+        t += 1000;
+        residency.idle(x.r);
+      },
+    };
+  }
+  return { residency, request, engine: (id: string) => models.get(id)!.e, resident: (id: string) => models.get(id)!.r, block: (why: string | null) => (blocked = why) };
+}
+
+test("idle models are unloaded least recently used first, and only as many as the new model needs", async () => {
+  const w = world(100, { a: 40, b: 40, c: 30, d: 60 });
+  for (const id of ["a", "b", "c"]) (await w.request(id)).release(); // 110 MB asked of 100: a goes for c
+  expect([w.engine("a").loaded, w.engine("b").loaded, w.engine("c").loaded]).toEqual([false, true, true]);
+  expect(w.engine("a").unloads).toBe(1);
+  (await w.request("b")).release(); // b is now the most recent
+  (await w.request("d")).release(); // 60 MB with 30 free: c (least recent) goes, and that is enough
+  expect([w.engine("b").loaded, w.engine("c").loaded, w.engine("d").loaded]).toEqual([true, false, true]);
+  (await w.request("a")).release(); // 40 MB with 0 free: b, the least recent, frees enough; d stays
+  expect([w.engine("a").loaded, w.engine("b").loaded, w.engine("d").loaded]).toEqual([true, false, true]);
+});
+
+test("a model in flight is never unloaded: the new model waits for its request to end, then takes its room", async () => {
+  const w = world(100, { a: 70, b: 70 });
+  const running = await w.request("a");
+  let loaded = false;
+  const waiting = w.request("b").then((r) => ((loaded = true), r));
+  await Bun.sleep(50);
+  expect(loaded).toBe(false);
+  expect(w.engine("a").loaded).toBe(true);
+  running.release();
+  (await waiting).release();
+  expect(loaded).toBe(true);
+  expect([w.engine("a").loaded, w.engine("b").loaded]).toEqual([false, true]);
+});
+
+test("waiting for models in flight counts against the queue wait: past it, a 429 to retry", async () => {
+  const w = world(100, { a: 70, b: 70 });
+  const running = await w.request("a");
+  const e = await w.request("b", { maxWaitMs: 0 }).catch((x) => x);
+  expect(e).toBeInstanceOf(ApiError);
+  expect((e as ApiError).code).toBe("workers_busy");
+  expect((e as ApiError).message).toContain('"a"');
+  expect(w.engine("a").loaded).toBe(true);
+  running.release();
+});
+
+test("a model that cannot fit even with every unpinned model gone is a 503 with the MB missing, at once", async () => {
+  const w = world(100, { pin: 50, big: 80 });
+  (await w.request("pin")).release();
+  (w.resident("pin").manifest as { load: string }).load = "start";
+  const e = (await w.request("big").catch((x) => x)) as ApiError;
+  expect(e.code).toBe("model_unavailable");
+  expect(e.message).toContain("30 MB missing");
+  expect(w.engine("pin").loaded).toBe(true);
+});
+
+test("vacate unloads the idle models on a GPU and names those that stay", async () => {
+  const w = world(100, { a: 30, b: 30 });
+  (await w.request("a")).release();
+  const busy = await w.request("b");
+  expect(await w.residency.vacate((d) => d === "cuda:0")).toEqual(["b"]);
+  expect([w.engine("a").loaded, w.engine("b").loaded]).toEqual([false, true]);
+  busy.release();
+});
+
+test("a GPU a rental holds takes no model: it goes to the CPU when allowed, else a 503 naming the rental", async () => {
+  const w = world(100, { a: 30 }, { cpuFallback: true });
+  w.block("is rented (rent_x)");
+  (await w.request("a")).release();
+  expect(w.engine("a").settings?.device).toBe("cpu");
+  const strict = world(100, { a: 30 });
+  strict.block("is rented (rent_x)");
+  const e = (await strict.request("a").catch((x) => x)) as ApiError;
+  expect(e.code).toBe("model_unavailable");
+  expect(e.message).toContain("rent_x");
+});
+
+test("an admin's unload of a busy model waits for its requests; of an idle one, at once", async () => {
+  const w = world(100, { a: 30 });
+  const busy = await w.request("a");
+  expect(await w.residency.unload(w.resident("a"))).toBe("when_idle");
+  expect(w.engine("a").loaded).toBe(true);
+  busy.release();
+  for (let i = 0; i < 20 && w.engine("a").loaded; i++) await Bun.sleep(5);
+  expect(w.engine("a").loaded).toBe(false);
+  expect(await w.residency.unload(w.resident("a"))).toBe("not_loaded");
+});
