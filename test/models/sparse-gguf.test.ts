@@ -128,7 +128,9 @@ describe("the catalogue's real models as sparse files", () => {
   test("gemma-3-27b-it: parameters match the Gemma 3 technical report's split", async () => {
     // Gemma 3 Technical Report (arxiv.org/abs/2503.19786), Table 1, 27B: 25,600M non-embedding,
     // 1,416M embedding, 417M vision encoder parameters. Tolerance 1%: the report rounds to the
-    // million and counts the embedding from the checkpoint's 262,208 rows (the GGUF keeps 262,144).
+    // million, and its embedding count is the checkpoint's 262,208 rows × 5,376 plus the 6.2M
+    // vision-to-text projection (1,415.8M); the GGUF keeps 262,144 rows and puts the projection in
+    // the mmproj (mm.input_projection).
     const text = await GgufInsights.from(written["gemma-3-27b-it/model"]!.info);
     const embedding = GEMMA_3_27B.embedding * GEMMA_3_27B.vocab;
     expect(Math.abs(text.totalParameters - embedding - 25_600e6) / 25_600e6).toBeLessThan(0.01);
