@@ -8,6 +8,7 @@ import { configCommand } from "./commands/config";
 import { doctorCommand } from "./commands/doctor";
 import { keysCommand } from "./commands/keys";
 import { modelsCommand } from "./commands/models";
+import { psCommand } from "./commands/ps";
 import { internalCommand } from "./commands/internal";
 import { serveCommand } from "./commands/serve";
 import { tlsCommand } from "./commands/tls";
@@ -25,6 +26,7 @@ const program = new Command("appliance")
   .addCommand(configCommand())
   .addCommand(doctorCommand())
   .addCommand(modelsCommand())
+  .addCommand(psCommand())
   .addCommand(tlsCommand())
   .addCommand(backupCommand())
   .addCommand(restoreCommand())

@@ -19,6 +19,7 @@ import { imagesRoutes } from "./api/openai/images";
 import { responsesRoutes } from "./api/responses/routes";
 import { modelsRoutes } from "./api/openai/models";
 import { metricsRoutes } from "./api/metrics";
+import { adminModelsRoutes } from "./api/admin/models";
 import { buildOpenApi, type OpenApiDocument } from "./api/openapi/document";
 import { openapiRoutes } from "./api/openapi/routes";
 import { newId } from "./ids";
@@ -82,6 +83,7 @@ export function createApp(deps: AppDeps): App {
     })
     .use(healthRoutes(deps))
     .use(metricsRoutes(deps))
+    .use(adminModelsRoutes(deps))
     .use(modelsRoutes(deps.registry))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger))

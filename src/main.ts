@@ -13,6 +13,7 @@ import { ensureDemoModels } from "./demo";
 import { checkModelFiles } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 import { createServices, type AppDeps } from "./services";
+import { startControlSocket } from "./control/socket";
 import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
 import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
@@ -91,6 +92,8 @@ export async function startServer(
     });
     deps.listening.port = server.port;
     const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
+    // `appliance ps` talks to this (src/control/socket.ts); opened once the listeners are up.
+    const control = startControlSocket(dataDir, deps.registry, logger);
     const url = server.url;
     logger.info("listening", {
       url,
@@ -126,6 +129,7 @@ export async function startServer(
         const closing = server.stop(false);
         redirect?.stop(true);
         metricsListener.stop();
+        control.stop();
         if (!(await inFlight.drained(timeoutMs))) {
           logger.warn("shutdown: requests still running after the timeout are cut", { timeout_s: timeoutMs / 1000, requests: inFlight.size });
           // Requests still queued for a slot never started: they get a 503 they can retry on, not a reset.

@@ -8,6 +8,7 @@ import type { FilesService, Owner } from "../files/service";
 import { toGpuEntry } from "../rentals/inventory";
 import type { RentalsService } from "../rentals/service";
 import type { Registry } from "../engines/registry";
+import { modelControl } from "../control/models";
 
 // What the console shows of one account, read through the same services the API uses (batches,
 // files, rentals, accounts): the console adds only account-wide views (an account's keys share its
@@ -57,6 +58,8 @@ export function createConsoleViews(d: ConsoleDeps) {
     ),
     rental: d.db.query<{ key_id: string; account_id: string }, [string]>("SELECT key_id, account_id FROM rentals WHERE id = ?"),
   };
+
+  const models = modelControl(d.registry);
 
   /** A resource of this account, as its key: another account's is "not found", as in the API. */
   function ownerOf(row: { key_id: string; account_id: string } | null | undefined, accountId: string, what: string, id: string): Owner & { principal: Principal } {
@@ -141,14 +144,27 @@ export function createConsoleViews(d: ConsoleDeps) {
       return d.rentals.remove(owner.principal, id);
     },
 
-    models: () => ({
-      data: d.registry.list().map((m) => ({ id: m.id, name: m.name, kind: m.kind, max_context: m.max_context, supports_vision: m.supports_vision === true })),
-    }),
+    /** The served models with their residency (state, device, memory, idle time, requests in flight), as `appliance ps` shows it. */
+    models() {
+      const residency = new Map(models.list().data.map((s) => [s.id, s]));
+      return {
+        data: d.registry.list().map((m) => ({
+          ...residency.get(m.id),
+          id: m.id,
+          name: m.name,
+          kind: m.kind,
+          max_context: m.max_context,
+          supports_vision: m.supports_vision === true,
+        })),
+      };
+    },
 
     admin: {
       accounts: () => ({
         data: d.accounts.listAccounts().map((a) => ({ id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, active_keys: a.active_keys })),
       }),
+      loadModel: (id: string) => models.load(id),
+      unloadModel: (id: string) => models.unload(id),
       credit(name: string, body: { usd?: unknown }) {
         if (typeof body.usd !== "number" || !Number.isFinite(body.usd) || body.usd <= 0 || body.usd > 1_000_000)
           throw new ApiError("invalid_request", "usd must be a number > 0 and ≤ 1,000,000", { param: "usd" });

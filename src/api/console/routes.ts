@@ -71,5 +71,14 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf:
     .post("/console/api/admin/accounts/:name/credit", ({ request, params, body }) => {
       requireAdmin(signedIn(request));
       return views.admin.credit(params.name, bodyOf(body));
+    })
+    // A model id with "/" comes percent-encoded (%2F) in one segment; the edge decodes it.
+    .post("/console/api/admin/models/:id/load", ({ request, params }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.loadModel(params.id);
+    })
+    .post("/console/api/admin/models/:id/unload", ({ request, params }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.unloadModel(params.id);
     });
 }

@@ -29,6 +29,10 @@ export function accessOf(route: string): Access {
   // A rental's notebook through the proxy: authenticated by the rental's notebook token, which the
   // route itself checks (src/api/rentals/proxy.ts), never by an API key.
   if (route === "/rentals/:id" || route === "/rentals/:id/*") return { key: false };
+  // The admin API (/api/v1/admin/…): a key of any scope, answered only for admin accounts (the
+  // routes check, as GET /metrics does). Decided here, not in requiredScope, so an unknown path
+  // under it is still a 401 without a key.
+  if (route.startsWith("/api/v1/admin/")) return { key: true, scope: null };
   return { key: true, scope: requiredScope(route) };
 }
 

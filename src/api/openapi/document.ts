@@ -1,7 +1,7 @@
 import { Kind } from "@sinclair/typebox";
 import { VERSION } from "../../version";
 import { SESSION_COOKIE } from "../../console/auth";
-import { accessOf, requiredScope } from "../http/auth";
+import { accessOf } from "../http/auth";
 import { ERROR_TABLE } from "../http/errors";
 import { AnthropicErrorBody, OpenAIErrorBody } from "./hand-schemas";
 import { CSRF_HEADER, needsCsrf, OPERATIONS, PathString, TAGS, tagOf, type OperationDoc } from "./operations";
@@ -240,7 +240,9 @@ function errorResponses(
   if (o.body) statuses.add(413);
   if (o.params) statuses.add(404);
   if (o.security.length) statuses.add(401);
-  const scoped = requiredScope(o.path) !== null;
+  // A scope means the key's rate limits apply (429); the admin API asks for a key but no scope.
+  const access = accessOf(o.path);
+  const scoped = access.key && access.scope !== null;
   if (scoped || o.path.startsWith("/console/api/")) statuses.add(403);
   if (scoped) statuses.add(429);
   // The error envelope follows the wire format (formatFor in src/api/http/errors.ts).

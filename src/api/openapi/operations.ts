@@ -122,6 +122,25 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "GET /v1/batches/:id": { operationId: "retrieveBatch", summary: "Retrieve a batch", ok: json("The batch object.") },
   "POST /v1/batches/:id/cancel": { operationId: "cancelBatch", summary: "Cancel a batch", ok: json("The batch object.") },
 
+  "GET /api/v1/admin/models": {
+    operationId: "listModelResidency",
+    summary: "Which models are loaded, where, and how busy (keys of admin accounts)",
+    description: "A key of any scope, of an admin account. What `appliance ps` shows.",
+    errors: [403],
+    ok: json(
+      "`{object:\"list\", data:[{id, kind, state: loaded|loading|unloaded, pinned, keep_alive_s, device, gpu_layers, context_size, slots, memory_mb:{gpu, cpu}, in_flight, waiting, idle_s, last_used}]}`",
+    ),
+  },
+  "POST /api/v1/admin/models/*": {
+    operationId: "loadOrUnloadModel",
+    summary: "Load or unload a model (keys of admin accounts)",
+    description:
+      "The path after `models/` is `{id}/load` or `{id}/unload`; the id may contain `/`. A load is placed by the memory planner (idle models are unloaded to make room) and answers the model's status once loaded, or 503 `model_unavailable` with the planner's reason. An unload answers `{id, result}`: `unloaded`, `when_idle` (requests hold it: it unloads when they end) or `not_loaded`.",
+    wildcard: "model_action",
+    errors: [403, 429, 503],
+    ok: json("The model's status (load) or `{id, result}` (unload)."),
+  },
+
   "GET /api/v1/gpus": { operationId: "listGpus", summary: "List the rentable GPU nodes", ok: json("`{object:\"list\", data:[gpu node]}`") },
   "POST /api/v1/rentals": {
     operationId: "createRental",
@@ -174,7 +193,24 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "GET /console/api/gpus": { operationId: "listConsoleGpus", summary: "The rentable GPU nodes", ok: json("`{data:[gpu node]}`") },
   "GET /console/api/rentals": { operationId: "listConsoleRentals", summary: "The account's rentals", ok: json("`{data:[rental]}`") },
   "POST /console/api/rentals/:id/stop": { operationId: "stopConsoleRental", summary: "Stop one of the account's rentals", ok: json("The rental.") },
-  "GET /console/api/models": { operationId: "listConsoleModels", summary: "The served models (for the playground)", ok: json("`{data:[model]}`") },
+  "GET /console/api/models": {
+    operationId: "listConsoleModels",
+    summary: "The served models, with their residency (state, device, memory, idle time, requests in flight)",
+    ok: json("`{data:[model]}`"),
+  },
+  "POST /console/api/admin/models/:id/load": {
+    operationId: "consoleLoadModel",
+    summary: "Load a model (admin)",
+    description: "The id percent-encoded (`%2F` for `/`). Placed by the memory planner; 503 `model_unavailable` with its reason when it cannot fit.",
+    errors: [429, 503],
+    ok: json("The model's status once loaded."),
+  },
+  "POST /console/api/admin/models/:id/unload": {
+    operationId: "consoleUnloadModel",
+    summary: "Unload a model (admin)",
+    description: "The id percent-encoded (`%2F` for `/`). Requests holding it finish first (`when_idle`).",
+    ok: json("`{id, result: \"unloaded\" | \"when_idle\" | \"not_loaded\"}`"),
+  },
   "GET /console/api/admin/accounts": { operationId: "listAccounts", summary: "Every account (admin)", ok: json("`{data:[account]}`") },
   "POST /console/api/admin/accounts/:name/credit": {
     operationId: "creditAccount",
@@ -202,6 +238,7 @@ export const TAGS: { tag: string; prefix: string; description: string }[] = [
   { tag: "Files", prefix: "/v1/files", description: "Batch inputs and results (spec §2.10)." },
   { tag: "Batches", prefix: "/v1/batches", description: "JSONL batches at half price (spec §2.10)." },
   { tag: "Models", prefix: "/v1/models", description: "The served models (spec §2.1)." },
+  { tag: "Admin", prefix: "/api/v1/admin", description: "Keys of admin accounts, of any scope: the models' residency (`appliance ps`)." },
   { tag: "GPU rentals", prefix: "/api/v1", description: "Needs a key with the `rental` scope (spec §2.2, §2.3)." },
   { tag: "Console API", prefix: "/console/api", description: "What the web console calls: session cookie, never an API key." },
   { tag: "Console", prefix: "/console", description: "The web console's pages and files." },
