@@ -59,6 +59,13 @@ interface InsightsInternals {
 }
 
 const PAD = 256; // llama.cpp pads a context's cells to 256 (node-llama-cpp's contextSizePad)
+/**
+ * ggml's Vulkan backend cannot run an operation on a tensor larger than the device's largest
+ * storage buffer, and llama.cpp aborts the process when it meets one, in a dry run as in a real
+ * load (measured on llvmpipe: a layer's K of 192 MiB aborts, 128 MiB does not). A dry run is not
+ * risked on Vulkan past this size: those settings are estimated from the dimensions instead.
+ */
+const VULKAN_SAFE_TENSOR = 128 * 1024 * 1024;
 const pad = (n: number, to: number) => Math.ceil(n / to) * to;
 const F32 = 4;
 
@@ -220,7 +227,8 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     gpu.cache = kv.gpu;
     cpu.cache = kv.cpu;
     let done = false;
-    if (simulate && g > 0) {
+    const largestTensor = Math.max(cells * shape.kvHeads * Math.max(shape.headK, shape.headV) * 2, context * pad(batch, 64) * (shape.flash ? 2 : 4));
+    if (simulate && g > 0 && (o.llama!.gpu !== "vulkan" || largestTensor <= VULKAN_SAFE_TENSOR)) {
       const r = await internals._simulateContextResourceUsage!.call(insights, { contextSize: context, modelGpuLayers: g, batchSize: batch, sequences: slots, flashAttention: "auto" }).catch(() => null);
       if (r) {
         gpu.compute = Math.max(0, r.gpuVram - kv.gpu);
