@@ -10,7 +10,7 @@ import { createBatchWorker, type BatchWorker } from "./batches/worker";
 import { createChatService, type ChatService } from "./chat/service";
 import { createClassifyService, type ClassifyService } from "./classify/service";
 import { diffusionFactory } from "./engines/diffusion/factory";
-import { llamaChatFactory } from "./engines/llama/factory";
+import { chatRuntime, llamaChatFactory } from "./engines/llama/factory";
 import { transformersFactories } from "./engines/transformers/factory";
 import { createEmbeddingsService, type EmbeddingsService } from "./embeddings/service";
 import { createFilesService, type FilesService } from "./files/service";
@@ -28,6 +28,7 @@ import { createConsoleViews, type ConsoleViews } from "./console/views";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
 import { rentalsRepo } from "./store/rentals";
 import type { MemoryPlanner } from "./engines/residency";
+import { createPlanner } from "./planner/planner";
 import { createRentalsService, type RentalsService } from "./rentals/service";
 import { publicBaseOf } from "./rentals/access";
 
@@ -72,7 +73,7 @@ export function createServices(
     engines?: EngineFactories;
     discoveredGpus?: DiscoveredGpu[];
     launchers?: Record<string, Launcher>;
-    /** The memory planner (src/planner/planner.ts); absent, models are loaded without memory accounting. */
+    /** The memory planner; default src/planner/planner.ts on this host's devices. */
     planner?: MemoryPlanner;
   } = {},
 ): AppDeps {
@@ -80,6 +81,7 @@ export function createServices(
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const limits = createLimits(db, config.limits, clock);
   const meter = createMeter(db, config, limits, clock);
+  const planner = opts.planner ?? createPlanner(config, { logger, runtime: chatRuntime(config, logger) });
   const registry = createRegistry(config.models, config.retired_models, {
     baseDir: config.models_dir,
     created: clock.now(),
@@ -92,7 +94,7 @@ export function createServices(
     },
     residency: {
       keepAliveS: config.engines.keep_alive_s,
-      ...(opts.planner ? { planner: opts.planner } : {}),
+      planner,
       // A GPU a rental holds takes no model (src/engines/residency.ts places them elsewhere, or refuses).
       blocked: (d) => {
         const mine = deviceGpus(d, opts.discoveredGpus ?? []);
@@ -139,9 +141,9 @@ export function createServices(
     reserved: () =>
       reservedNodes(nodes, gpusInUse(r.share_gpus ? registry.holding().filter((h) => h.busy).map((h) => h.engine) : registry.engines(), inferenceGpuSet, opts.discoveredGpus ?? []), true),
     beforeLaunch: async (uuids) => {
-      if (!r.share_gpus || !opts.planner || uuids.length === 0) return;
+      if (!r.share_gpus || uuids.length === 0) return;
       const wanted = new Set(uuids.map((u) => u.toLowerCase()));
-      const devices = await opts.planner.devices();
+      const devices = await planner.devices();
       const on = new Set(devices.filter((d) => deviceGpus(d, opts.discoveredGpus ?? []).some((u) => wanted.has(u))).map((d) => d.id));
       const stay = await registry.vacate((id) => on.has(id));
       if (stay.length) throw new Error(`its GPU is in use by ${stay.map((id) => `model "${id}"`).join(", ")}`);

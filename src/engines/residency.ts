@@ -165,7 +165,16 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       return;
     }
     const planner = o.planner;
-    const profile = await planner.profile(m, (role) => r.file(role));
+    let profile: ModelProfile;
+    try {
+      profile = await planner.profile(m, (role) => r.file(role));
+    } catch (e) {
+      // Files the planner cannot read: the engine says at load what is wrong with them, or loads
+      // what the planner does not know; either way without memory accounting, said once here.
+      o.logger?.warn("memory planner cannot read the model's files: loading it without memory accounting", { model: m.id, error: (e as Error).message });
+      await engine.load();
+      return;
+    }
     for (;;) {
       const devices = await planner.devices();
       const wants = planner.wants(m, devices);

@@ -28,7 +28,7 @@ class StandIn implements ModelEngine {
 
 /** A GPU of `gpuMb` (and a host of `cpuMb`); each model takes its fixed MB on the GPU, or `cpuFallback` on the host. */
 function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number; cpuFallback?: boolean } = {}) {
-  const models = new Map<string, { r: Resident & { holds: number }; e: StandIn }>();
+  const models = new Map<string, { r: Resident & { holds: number }; e: StandIn; pending: boolean }>();
   const gpu: DeviceInfo = { id: "cuda:0", kind: "cuda", name: "Test GPU", uuid: "GPU-1", totalMb: gpuMb, freeMb: gpuMb, budgetMb: gpuMb };
   const cpu: DeviceInfo = { id: "cpu", kind: "cpu", name: "host", totalMb: o.cpuMb ?? 1e6, freeMb: o.cpuMb ?? 1e6, budgetMb: o.cpuMb ?? 1e6 };
   let blocked: string | null = null;

@@ -44,6 +44,10 @@ export interface ChatTestOptions {
   device?: "cpu" | "vulkan";
   /** GPUs as nvidia-smi would list them, for the rental inventory. */
   discoveredGpus?: import("../../src/rentals/inventory").DiscoveredGpu[];
+  /** More [engines] settings (keep_alive_s, gpu_memory_mb, cpu_memory_mb). */
+  engines?: Record<string, unknown>;
+  /** The built-in chat models (chat, small-chat, tight); false: only extraModels. */
+  builtIn?: boolean;
 }
 
 export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {
@@ -52,11 +56,13 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
   const t = testApp({
     config: {
       ...o.config,
-      engines: { device: o.device ?? "cpu", threads: 1 },
+      engines: { device: o.device ?? "cpu", threads: 1, ...o.engines },
       models: [
+        ...(o.builtIn === false ? [] : [
         { id: "chat", name: "Tiny chat", kind: "chat", files: { model: chat }, max_context: 4096, slots: o.slots ?? 2, queue: o.queue, queue_wait_s: o.queueWaitS, load: "first_use" },
         { id: "small-chat", name: "Tiny small chat", kind: "chat", files: { model: small }, max_context: 16384, slots: 1, load: "first_use" },
         { id: "tight", name: "Tiny context", kind: "chat", files: { model: chat }, max_context: 256, slots: 1, load: "first_use" },
+        ]),
         ...(o.extraModels ?? []),
       ],
     },

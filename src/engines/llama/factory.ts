@@ -4,7 +4,7 @@ import type { Logger } from "../../log";
 import type { EngineFactories } from "../registry";
 import { LlamaChatEngine, type LlamaChatEngineOptions } from "./chat-engine";
 import { slotQueue } from "../manifest";
-import { llamaRuntime } from "./runtime";
+import { llamaRuntime, type LlamaRuntime } from "./runtime";
 
 /** Chat engines on llama.cpp, configured from the manifest and `[engines]`. */
 export function llamaChatFactory(
@@ -13,7 +13,7 @@ export function llamaChatFactory(
   extra: Pick<LlamaChatEngineOptions, "testTokenBias"> = {},
 ): NonNullable<EngineFactories["chat"]> {
   const threads = config.engines.threads || availableParallelism();
-  const runtime = () => llamaRuntime({ device: config.engines.device, threads, logger });
+  const runtime = chatRuntime(config, logger);
   return (m, file) =>
     new LlamaChatEngine({
       modelId: m.id,
@@ -29,4 +29,10 @@ export function llamaChatFactory(
       logger,
       ...extra,
     });
+}
+
+/** The chat engines' llama.cpp runtime (one per process): the memory planner asks it about devices too. */
+export function chatRuntime(config: Pick<Config, "engines">, logger: Logger): () => Promise<LlamaRuntime> {
+  const threads = config.engines.threads || availableParallelism();
+  return () => llamaRuntime({ device: config.engines.device, threads, logger });
 }
