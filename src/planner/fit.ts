@@ -77,7 +77,8 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
         reason: `${name} cannot have the ${fmt(wants.minContext)}-token context it needs at least: its trained context is ${fmt(profile.trainedContext ?? 0)} tokens and the configured maximum ${fmt(wants.maxContext)}`,
       };
   }
-  const stepped = chat && typeof wants.contextSize !== "number";
+  // a model trained for fewer than 256 tokens gets exactly that
+  const stepped = chat && typeof wants.contextSize !== "number" && cMax >= STEP;
   const ctxAt = (k: number) => (stepped ? k * STEP : cMin);
   const kMin = stepped ? cMin / STEP : 0;
   const kMax = stepped ? Math.floor(cMax / STEP) : 0;

@@ -210,7 +210,10 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     const slots = Math.max(1, Math.floor(s.slots));
     const key = `${g}/${context}/${slots}`;
     let hit = memo.get(key);
-    if (!hit) memo.set(key, (hit = compute(g, context, slots)));
+    if (!hit) {
+      if (memo.size >= 4096) memo.clear(); // fits ask tens each; a long-running server asks many
+      memo.set(key, (hit = compute(g, context, slots)));
+    }
     return hit;
   };
 
