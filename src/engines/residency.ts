@@ -32,7 +32,8 @@ export interface MemoryPlanner {
   devices(): Promise<DeviceInfo[]>;
   profile(m: ModelManifest, file: (role: string) => string): Promise<ModelProfile>;
   wants(m: ModelManifest, devices: readonly DeviceInfo[]): LoadWants;
-  fit(profile: ModelProfile, wants: LoadWants, gpus: Room[], cpu: Room): Promise<Fit>;
+  /** `name` is the model's id, for the refusal's sentence. */
+  fit(profile: ModelProfile, wants: LoadWants, gpus: Room[], cpu: Room, name: string): Promise<Fit>;
 }
 
 export interface Placement {
@@ -182,7 +183,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       const idle = others.filter((x) => x.holds === 0 && !pinned(x.manifest)).sort((a, b) => stateOf(a).lastUsed - stateOf(b).lastUsed);
       const busy = others.filter((x) => x.holds > 0 && !pinned(x.manifest));
       // The best this model can have once idle models make room; then only the room it needs is made.
-      const best = await planner.fit(profile, wants, ...rooms(roomsWith(devices, new Set(idle), r)));
+      const best = await planner.fit(profile, wants, ...rooms(roomsWith(devices, new Set(idle), r)), `"${m.id}"`);
       if (best.ok) {
         const gone = new Set<Resident>();
         for (const x of idle) {
@@ -197,7 +198,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         return;
       }
       const all = roomsWith(devices, new Set([...idle, ...busy]), r);
-      const someday = await planner.fit(profile, wants, ...rooms(all));
+      const someday = await planner.fit(profile, wants, ...rooms(all), `"${m.id}"`);
       if (!someday.ok) {
         const rented = all.blocked.length ? ` (not usable now: ${all.blocked.join("; ")})` : "";
         throw new ApiError("model_unavailable", `model "${m.id}" cannot be loaded: ${someday.reason}${rented}`, { headers: { "retry-after": "60" } });

@@ -39,7 +39,7 @@ export function createPlanner(config: Pick<Config, "engines" | "models">, o: Pla
       return profileModel(m, file, { llama: m.kind === "chat" ? await llama() : undefined });
     },
     wants: (m, devices) => wantsOf(m, config.engines.device, devices),
-    fit: (profile, wants, gpus, cpu) => fitModel(profile, wants, gpus, cpu),
+    fit: (profile, wants, gpus, cpu, name) => fitModel(profile, wants, gpus, cpu, name),
   };
 }
 
