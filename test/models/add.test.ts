@@ -83,7 +83,7 @@ test("models add writes a chat model's entry from its GGUF, keeps the file's com
       files: { model: `models/tiny-chat/${basename(chat)}` },
       vision: false,
       slots: 2,
-      load: "start",
+      load: "first_use", // the default: loaded on demand
     }),
   ]);
   const { s, post } = await serve(t.config);
@@ -176,7 +176,7 @@ test("models add takes a catalogue entry's manifest extras and checks the catalo
     vision: false,
     slots: 3,
     price: { input_per_m: 0.5 },
-    load: "start",
+    load: "first_use", // the default: loaded on demand
     device: "cpu",
   });
   // A file the catalogue names but the folder lacks: incomplete.
