@@ -181,7 +181,8 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
 
   const kvSplit = (g: number, cells: number, slots: number, batch: number) => {
     const swa = insights.swaSize;
-    const swaCells = swa && swa < cells / slots && (insights.trainContextSize ?? Infinity) > swa ? Math.min(cells, pad(slots * swa + batch + 1, PAD)) : cells;
+    // Each sequence keeps its own window (llama-kv-cache-iswa.cpp: node-llama-cpp's contexts are not unified).
+    const swaCells = swa && swa < cells / slots && (insights.trainContextSize ?? Infinity) > swa ? Math.min(cells, slots * pad(Math.min(cells / slots, swa + batch + 1), PAD)) : cells;
     const est = internals._estimateContextCacheMemorySplitInBytes;
     if (typeof est === "function") {
       const r = est.call(insights, {

@@ -116,13 +116,11 @@ describe("gemma-3-27b-it (Q4_K_M + F16 projector) against published figures", ()
     within((await at(65_536)).parts.cacheMb - (await at(32_768)).parts.cacheMb, 2_560, 0.01);
   });
 
-  // Known gap, marked `failing` so the suite says when it closes: the profile counts one window
-  // shared by all slots (pad(slots × 1,024 + batch + 1), what a unified cache takes), but
-  // node-llama-cpp's contexts are not unified, and llama.cpp then gives every sequence its own
-  // window: size_swa = PAD(min(cells, n_swa + n_ubatch), 256) per stream (src/llama-kv-cache-iswa.cpp
-  // in the llama.cpp node-llama-cpp 3.22.1 ships; its dry run below agrees). At the catalogue's
-  // 2 × 32k the gap is 312 MiB (-4.7%); at 4 × 16k, 936 MiB (-12%). Drop `.failing` once fixed.
-  test.failing("each slot keeps its own window: 4 × 16k caches 4 × 1,280 + 4 × 728 MiB", async () => {
+  // node-llama-cpp's contexts are not unified, so llama.cpp gives every sequence its own window:
+  // size_swa = PAD(min(cells, n_swa + n_ubatch), 256) per stream (src/llama-kv-cache-iswa.cpp in the
+  // llama.cpp node-llama-cpp 3.22.1 ships; its dry run below agrees). Counting one shared window
+  // instead was 312 MiB short at the catalogue's 2 × 32k and 936 MiB (-12%) at 4 × 16k.
+  test("each slot keeps its own window: 4 × 16k caches 4 × 1,280 + 4 × 728 MiB", async () => {
     // [iswa] 320 MiB of global KV per 4k tokens; a window of 1,792 cells (1,024 + a 513-token
     // batch, padded to 256) in each of 52 local layers at 8 KiB a cell. 5% as above.
     const f = await g().profile.footprint(full(g().profile, 16_384, 4));
