@@ -119,7 +119,14 @@ function elementCount(t: GgufTensor): number {
   return t.dims.reduce((a, b) => a * b, 1);
 }
 
-function resolveAlignment(file: GgufFile): { alignment: number; metadata: Array<readonly [string, GgufValue]> } {
+/** What the preamble says of a tensor: name, GGML-order dims, ggml type id. */
+export interface GgufTensorInfo {
+  name: string;
+  dims: readonly number[];
+  type: number;
+}
+
+function resolveAlignment(file: Pick<GgufFile, "metadata">): { alignment: number; metadata: Array<readonly [string, GgufValue]> } {
   const metadata = [...file.metadata];
   const existing = metadata.find(([k]) => k === "general.alignment");
   if (!existing) {
@@ -132,8 +139,21 @@ function resolveAlignment(file: GgufFile): { alignment: number; metadata: Array<
   return { alignment: v.value, metadata };
 }
 
-/** Serialises everything before the tensor data (header, KV, tensor infos, padding). */
-export function encodeGgufPreamble(file: GgufFile): { preamble: Uint8Array; alignment: number; offsets: number[] } {
+/** The data bytes of a tensor this writer streams (F32, F16, Q8_0). */
+function streamedBytes(t: GgufTensorInfo): number {
+  if (t.type === GgmlType.Q8_0 && t.dims[0]! % Q8_0_BLOCK !== 0) throw new Error(`${t.name}: Q8_0 needs ne[0] to be a multiple of ${Q8_0_BLOCK}`);
+  return tensorByteSize(t.type as GgmlType, t.dims.reduce((a, b) => a * b, 1));
+}
+
+/**
+ * Serialises everything before the tensor data (header, KV, tensor infos, padding). `bytesOf`
+ * sizes each tensor's data (default: the types this writer streams; sparse.ts passes the K-quants').
+ * `dataBytes` is the data section's size, padding included.
+ */
+export function encodeGgufPreamble(
+  file: { metadata: GgufFile["metadata"]; tensors: readonly GgufTensorInfo[] },
+  bytesOf: (t: GgufTensorInfo) => number = streamedBytes,
+): { preamble: Uint8Array; alignment: number; offsets: number[]; dataBytes: number } {
   const { alignment, metadata } = resolveAlignment(file);
   const keys = new Set<string>();
   for (const [key] of metadata) {
@@ -150,22 +170,24 @@ export function encodeGgufPreamble(file: GgufFile): { preamble: Uint8Array; alig
     writeValue(b, value);
   }
   const offsets: number[] = [];
+  const names = new Set<string>();
   let offset = 0;
   for (const t of file.tensors) {
+    if (names.has(t.name)) throw new Error(`duplicate tensor ${t.name}`);
+    names.add(t.name);
     if (t.dims.length < 1 || t.dims.length > 4) throw new Error(`${t.name}: ggml tensors have 1 to 4 dims`);
-    if (t.type === GgmlType.Q8_0 && t.dims[0]! % Q8_0_BLOCK !== 0)
-      throw new Error(`${t.name}: Q8_0 needs ne[0] to be a multiple of ${Q8_0_BLOCK}`);
+    const bytes = bytesOf(t);
     b.string(t.name);
     b.u32(t.dims.length);
     for (const d of t.dims) b.u64(d);
     b.u32(t.type);
     b.u64(offset);
     offsets.push(offset);
-    offset += tensorByteSize(t.type, elementCount(t));
+    offset += bytes;
     offset += (alignment - (offset % alignment)) % alignment;
   }
   b.padTo(alignment);
-  return { preamble: b.bytes(), alignment, offsets };
+  return { preamble: b.bytes(), alignment, offsets, dataBytes: offset };
 }
 
 /** Elements staged before each encode+write; a multiple of the Q8_0 block size. */
