@@ -81,6 +81,7 @@ export function createServices(
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const limits = createLimits(db, config.limits, clock);
   const meter = createMeter(db, config, limits, clock);
+  const rentalRows = rentalsRepo(db);
   const planner = opts.planner ?? createPlanner(config, { logger, runtime: chatRuntime(config, logger) });
   const registry = createRegistry(config.models, config.retired_models, {
     baseDir: config.models_dir,
@@ -99,7 +100,7 @@ export function createServices(
       blocked: (d) => {
         const mine = deviceGpus(d, opts.discoveredGpus ?? []);
         if (!mine.length) return null;
-        const r = rentalsRepo(db).active().find((x) => nodes.find((n) => n.node_id === x.node_id)?.gpu_uuids.some((u) => mine.includes(u.toLowerCase())));
+        const r = rentalRows.active().find((x) => nodes.find((n) => n.node_id === x.node_id)?.gpu_uuids.some((u) => mine.includes(u.toLowerCase())));
         return r ? `is rented (${r.id})` : null;
       },
     },

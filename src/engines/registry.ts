@@ -336,9 +336,6 @@ export function createRegistry(
     async settled(): Promise<void> {
       await Promise.all(disposed);
     },
-    async unload(id: string): Promise<void> {
-      await served.get(id)?.made?.unload();
-    },
     /** Each served model's residency: loaded where, how much memory, idle for how long (`appliance ps`). */
     status: (): ResidencyStatus[] => [...served.values()].map((s) => residency.status(s)),
     /** An admin's load of `id` (placed by the planner like a request's), or unload (once idle). */

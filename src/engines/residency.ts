@@ -21,6 +21,8 @@ export interface Resident {
   readonly manifest: ModelManifest;
   /** The model's engine, made on first call. */
   engine(): ModelEngine;
+  /** The engine if it has been made (reads never make one). */
+  readonly made?: ModelEngine;
   /** Requests holding it now. */
   readonly holds: number;
   file(role: string): string;
@@ -92,8 +94,9 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
   const now = o.now ?? Date.now;
   const states = new WeakMap<Resident, State>();
   let lock: Promise<unknown> = Promise.resolve();
-  /** Wakes requests waiting for busy models to let go of memory. */
-  let released = Promise.withResolvers<void>();
+  /** Wakes requests waiting for busy models to let go of memory (made only while one waits). */
+  let released: PromiseWithResolvers<void> | null = null;
+  const loaded = (r: Resident) => r.made?.loaded === true;
 
   const stateOf = (r: Resident): State => {
     let s = states.get(r);
@@ -109,15 +112,14 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
   }
 
   function wake(): void {
-    const r = released;
-    released = Promise.withResolvers<void>();
-    r.resolve();
+    released?.resolve();
+    released = null;
   }
 
   async function unload(r: Resident, why: string): Promise<void> {
     const s = stateOf(r);
-    const e = r.engine();
-    if (!e.loaded) return void (s.placement = null);
+    const e = r.made;
+    if (!e?.loaded) return void (s.placement = null);
     const freed = s.placement?.footprint;
     await e.unload();
     s.placement = null;
@@ -133,7 +135,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     let cpuFreed = 0;
     for (const r of residents()) {
       const p = r === self ? null : stateOf(r).placement;
-      if (!p || !r.engine().loaded) continue;
+      if (!p || !loaded(r)) continue;
       const into = gone.has(r) ? freed : held;
       into.set(p.device, (into.get(p.device) ?? 0) + p.footprint.gpuMb);
       if (gone.has(r)) cpuFreed += p.footprint.cpuMb;
@@ -179,7 +181,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     for (;;) {
       const devices = await planner.devices();
       const wants = planner.wants(m, devices);
-      const others = [...residents()].filter((x) => x !== r && stateOf(x).placement && x.engine().loaded);
+      const others = [...residents()].filter((x) => x !== r && stateOf(x).placement && loaded(x));
       const idle = others.filter((x) => x.holds === 0 && !pinned(x.manifest)).sort((a, b) => stateOf(a).lastUsed - stateOf(b).lastUsed);
       const busy = others.filter((x) => x.holds > 0 && !pinned(x.manifest));
       // The best this model can have once idle models make room; then only the room it needs is made.
@@ -207,7 +209,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       const left = deadline - now();
       if (left <= 0)
         throw new ApiError("workers_busy", `model "${m.id}" waits for memory held by requests to ${busy.map((x) => `"${x.manifest.id}"`).join(", ")}; retry shortly`, { headers: { "retry-after": "5" } });
-      await Promise.race([released.promise, Bun.sleep(Math.min(left, 1000))]);
+      await Promise.race([(released ??= Promise.withResolvers<void>()).promise, Bun.sleep(Math.min(left, 1000))]);
     }
   }
 
@@ -217,7 +219,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     const s = stateOf(r);
     if (s.timer) clearTimeout(s.timer);
     s.timer = null;
-    if (!r.engine().loaded) return;
+    if (!loaded(r)) return;
     if (s.unloadWhenIdle) {
       s.unloadWhenIdle = false;
       void serially(() => (r.holds === 0 ? unload(r, "asked by an admin") : Promise.resolve()));
@@ -226,7 +228,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     if (pinned(r.manifest)) return;
     const keep = keepAliveOf(r.manifest);
     if (keep < 0) return;
-    const fire = () => void serially(() => (r.holds === 0 && r.engine().loaded ? unload(r, `idle for ${keep} s (keep_alive_s)`) : Promise.resolve()));
+    const fire = () => void serially(() => (r.holds === 0 && loaded(r) ? unload(r, `idle for ${keep} s (keep_alive_s)`) : Promise.resolve()));
     if (keep === 0) return fire();
     s.timer = setTimeout(fire, keep * 1000);
     s.timer.unref?.();
@@ -271,7 +273,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     },
     /** An admin's unload: now when idle, else once the requests holding it end. */
     async unload(r: Resident): Promise<"unloaded" | "when_idle" | "not_loaded"> {
-      if (!r.engine().loaded) return "not_loaded";
+      if (!loaded(r)) return "not_loaded";
       if (r.holds > 0) {
         stateOf(r).unloadWhenIdle = true;
         return "when_idle";
@@ -288,7 +290,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         const stay: string[] = [];
         for (const r of residents()) {
           const p = stateOf(r).placement;
-          if (!p || !r.engine().loaded || !on(p.device)) continue;
+          if (!p || !loaded(r) || !on(p.device)) continue;
           if (r.holds > 0 || pinned(r.manifest)) stay.push(r.manifest.id);
           else await unload(r, "its GPU is being rented");
         }
@@ -296,19 +298,19 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       });
     },
     /** Where `r` is placed (null when not loaded, or loaded outside the planner). */
-    placement: (r: Resident): Placement | null => (r.engine().loaded ? stateOf(r).placement : null),
+    placement: (r: Resident): Placement | null => (loaded(r) ? stateOf(r).placement : null),
     status(r: Resident): ResidencyStatus {
       const s = stateOf(r);
-      const e = r.engine();
-      const p = e.loaded ? s.placement : null;
-      const idleFor = e.loaded && r.holds === 0 && s.lastUsed > 0 ? Math.round((now() - s.lastUsed) / 1000) : null;
+      const e = r.made;
+      const p = loaded(r) ? s.placement : null;
+      const idleFor = loaded(r) && r.holds === 0 && s.lastUsed > 0 ? Math.round((now() - s.lastUsed) / 1000) : null;
       return {
         id: r.manifest.id,
         kind: r.manifest.kind,
-        state: e.loaded ? "loaded" : s.loading ? "loading" : "unloaded",
+        state: loaded(r) ? "loaded" : s.loading ? "loading" : "unloaded",
         pinned: pinned(r.manifest),
         keep_alive_s: pinned(r.manifest) ? -1 : keepAliveOf(r.manifest),
-        device: p?.device ?? (e.loaded ? (e.device ?? null) : null),
+        device: p?.device ?? (loaded(r) ? (e?.device ?? null) : null),
         gpu_layers: p?.settings.gpuLayers ?? null,
         context_size: p?.settings.contextSize ?? null,
         slots: p?.settings.slots ?? null,

@@ -57,7 +57,7 @@ function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number
   const residency = createResidency(() => [...models.values()].map((x) => x.r), { planner, keepAliveS: -1, now: () => t, blocked: () => blocked });
   function add(id: string, load: "start" | "first_use" = "first_use") {
     const e = new StandIn(id);
-    const r = { manifest: { id, kind: "chat", load, slots: 1 } as ModelManifest, engine: () => e, holds: 0, file: () => "" };
+    const r = { manifest: { id, kind: "chat", load, slots: 1 } as ModelManifest, engine: () => e, made: e, holds: 0, file: () => "" };
     models.set(id, { r, e, pending: false } as any);
   }
   for (const id of Object.keys(sizes)) add(id);

@@ -61,7 +61,7 @@ test("a model can be unloaded and is loaded again on the next request", async ()
   await client.chat.completions.create({ model: "chat", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
   const engine = t.deps.registry.chatEngine("chat");
   expect(engine.loaded).toBe(true);
-  await t.deps.registry.unload("chat");
+  expect(await t.deps.registry.adminUnload("chat")).toBe("unloaded");
   expect(engine.loaded).toBe(false);
   const r = await client.chat.completions.create({ model: "chat", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
   expect(r.choices).toHaveLength(1);
