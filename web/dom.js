@@ -150,6 +150,26 @@ export function makePoller(signal, ms, load) {
 }
 
 /**
+ * A poller whose failed refresh shows its error once (not again on every retry), clears it when a
+ * refresh succeeds again, and keeps trying; `load` schedules the next refresh itself on success.
+ */
+export function makeRefresher(signal, ms, load) {
+  let failed = false;
+  const poller = makePoller(signal, ms, async () => {
+    try {
+      await load();
+      if (failed) { failed = false; clearMessages(); }
+    } catch (err) {
+      if (signal.aborted) return;
+      if (!failed) showError(err);
+      failed = true;
+      poller.schedule();
+    }
+  });
+  return poller;
+}
+
+/**
  * Mark a control busy while an async action runs; repeated activations are ignored meanwhile.
  * (aria-disabled rather than disabled, so keyboard focus is not thrown away.)
  */

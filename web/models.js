@@ -1,7 +1,7 @@
 // Models page: what this appliance serves, and which models are in memory now (state, device,
 // memory, idle time, requests in flight; live while the page is open). Admins load and unload.
 import { api } from './api.js';
-import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makePoller } from './dom.js';
+import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher } from './dom.js';
 
 const POLL_MS = 5000;
 
@@ -86,18 +86,7 @@ export async function render({ view, signal, account }) {
     });
   }
 
-  let pollFailed = false;
-  const poller = makePoller(signal, POLL_MS, async () => {
-    try {
-      await load();
-      if (pollFailed) { pollFailed = false; clearMessages(); }
-    } catch (err) {
-      if (signal.aborted) return;
-      if (!pollFailed) showError(err);
-      pollFailed = true;
-      poller.schedule();
-    }
-  });
+  const poller = makeRefresher(signal, POLL_MS, load);
 
   async function load() {
     const res = await api('/models', { signal });

@@ -1,6 +1,6 @@
 // Rentals page: available GPUs and the account's rentals (live status while any is active).
 import { api } from './api.js';
-import { h, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makePoller } from './dom.js';
+import { h, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher } from './dom.js';
 
 const ACTIVE = new Set(['pending', 'running', 'stopping']);
 const STOPPABLE = new Set(['pending', 'running']);
@@ -70,18 +70,7 @@ export async function render({ view, signal }) {
     });
   }
 
-  let pollFailed = false;
-  const poller = makePoller(signal, POLL_MS, async () => {
-    try {
-      await loadRentals();
-      if (pollFailed) { pollFailed = false; clearMessages(); }
-    } catch (err) {
-      if (signal.aborted) return;
-      if (!pollFailed) showError(err);
-      pollFailed = true;
-      poller.schedule();
-    }
-  });
+  const poller = makeRefresher(signal, POLL_MS, loadRentals);
 
   async function loadRentals() {
     const res = await api('/rentals', { signal });

@@ -1,8 +1,6 @@
 import { Elysia } from "elysia";
 import { scrapeResponse, type ScrapeDeps } from "../metrics/collect";
-import { accountsRepo } from "../store/accounts";
-import { principalOf } from "./http/context";
-import { ApiError } from "./http/errors";
+import { adminKeysOnly } from "./http/admin";
 
 /**
  * GET /metrics — Prometheus text exposition, for keys of admin accounts only (the edge has
@@ -10,10 +8,6 @@ import { ApiError } from "./http/errors";
  * src/metrics/listen.ts.
  */
 export function metricsRoutes(deps: ScrapeDeps) {
-  const accounts = accountsRepo(deps.db);
-  return new Elysia({ name: "metrics" }).get("/metrics", ({ request }) => {
-    const principal = principalOf(request);
-    if (accounts.byId(principal.accountId)?.role !== "admin") throw new ApiError("admin_only", "/metrics needs a key of an admin account");
-    return scrapeResponse(deps);
-  });
+  const adminOnly = adminKeysOnly(deps.db, "/metrics");
+  return new Elysia({ name: "metrics" }).get("/metrics", ({ request }) => (adminOnly(request), scrapeResponse(deps)));
 }

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { validateConfig } from "../../src/config";
 import { SESSION_COOKIE } from "../../src/console/auth";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
+import { launchChromium, adminPasswordOf, signIn } from "../helpers/browser";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 
@@ -17,8 +18,6 @@ import { cli } from "../helpers/cli";
 // Debian's system store (update-ca-certificates) still gave ERR_CERT_AUTHORITY_INVALID here.
 // Certificate errors are never ignored: a second browser with an empty HOME is refused.
 
-const CHROMIUM = process.env.APPLIANCE_CHROMIUM ?? "/usr/bin/chromium";
-const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const dir = tempDir("appliance-console-https-");
 const trustingHome = join(dir, "home-trusting");
 const bareHome = join(dir, "home-bare");
@@ -44,7 +43,7 @@ function launch(home: string, caFile?: string): Promise<Browser> {
     // "C,,": a CA trusted to issue server certificates; no e-mail or code-signing trust.
     certutil(["-d", db, "-A", "-t", "C,,", "-n", "appliance-ca", "-i", caFile]);
   }
-  return chromium.launch({ executablePath: CHROMIUM, args: ARGS, env: { ...process.env, HOME: home } });
+  return launchChromium({ env: { ...process.env, HOME: home } });
 }
 
 beforeAll(async () => {
@@ -60,7 +59,7 @@ beforeAll(async () => {
   });
   const banner: string[] = [];
   server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
-  adminPassword = /password ([0-9A-Za-z]{20})/.exec(banner.join("\n"))![1]!;
+  adminPassword = adminPasswordOf(banner);
   [trusting, untrusting] = await Promise.all([launch(trustingHome, ca), launch(bareHome)]);
 }, 60_000);
 
@@ -96,9 +95,7 @@ test("a browser trusting the CA signs in over https, gets a Secure HttpOnly sess
   expect(security.issuer).toStartWith("Appliance local CA");
   expect(security.protocol).toMatch(/^TLS 1\.[23]$/);
 
-  await page.getByLabel("Account").fill("admin");
-  await page.getByLabel("Password").fill(adminPassword);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await signIn(page, "admin", adminPassword);
   await page.locator("#keys-table").waitFor();
 
   const cookies = await context.cookies(url("/console"));

@@ -1,18 +1,18 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { ensureChatModel } from "../../models/cache";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
+import { launchChromium, adminPasswordOf, signIn } from "../helpers/browser";
 import { tempDir } from "../helpers/app";
 
 // The console's Models page in a real browser (Debian's chromium through playwright-core) against
 // the real server: each model's state, device, memory and idle time, and an admin loading and
 // unloading a model from the page. A screenshot goes to test/output/console/models-loaded.png.
 
-const CHROMIUM = process.env.APPLIANCE_CHROMIUM ?? "/usr/bin/chromium";
 const SHOTS = join(import.meta.dir, "..", "output", "console");
 const dir = tempDir("appliance-console-models-");
 let server: RunningServer;
@@ -35,11 +35,8 @@ beforeAll(async () => {
   });
   const banner: string[] = [];
   server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
-  adminPassword = /password ([0-9A-Za-z]{20})/.exec(banner.join("\n"))![1]!;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  adminPassword = adminPasswordOf(banner);
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 700 } });
 }, 120_000);
 
@@ -53,9 +50,7 @@ const state = (id: string) => server.deps.registry.status().find((s) => s.id ===
 
 test("an admin sees each model's residency, loads a model from the page and unloads it", async () => {
   await page.goto(`${server.url}/console#/models`);
-  await page.getByLabel("Account").fill("admin");
-  await page.getByLabel("Password").fill(adminPassword);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await signIn(page, "admin", adminPassword);
 
   const chat = page.locator('#models-table tr[data-model-id="chat"]');
   const small = page.locator('#models-table tr[data-model-id="small-chat"]');

@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { ensureChatModel } from "../../models/cache";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
 import { rentalsRepo } from "../../src/store/rentals";
+import { launchChromium, adminPasswordOf, signIn as signInWith } from "../helpers/browser";
 import { tempDir } from "../helpers/app";
 import { processesOf, rentalConfig } from "../api/rentals/setup";
 
@@ -15,7 +16,6 @@ import { processesOf, rentalConfig } from "../api/rentals/setup";
 // real server over HTTP, signed in with the admin password the first start printed. Screenshots
 // of the main pages go to test/output/console/.
 
-const CHROMIUM = process.env.APPLIANCE_CHROMIUM ?? "/usr/bin/chromium";
 const SHOTS = join(import.meta.dir, "..", "output", "console");
 const dir = tempDir("appliance-console-");
 let server: RunningServer;
@@ -38,11 +38,8 @@ beforeAll(async () => {
   });
   const banner: string[] = [];
   server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
-  adminPassword = /password ([0-9A-Za-z]{20})/.exec(banner.join("\n"))![1]!;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  adminPassword = adminPasswordOf(banner);
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
 }, 120_000);
 
@@ -65,11 +62,7 @@ async function eventually<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 1
   }
 }
 
-async function signIn(account: string, password: string) {
-  await page.getByLabel("Account").fill(account);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-}
+const signIn = (account: string, password: string) => signInWith(page, account, password);
 
 test("a wrong password is refused with a readable message", async () => {
   await page.goto(`${server.url}/console`);

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
 import { rentalsRepo } from "../../src/store/rentals";
 import { rentalConfig, until } from "../api/rentals/setup";
+import { launchChromium, adminPasswordOf, signIn } from "../helpers/browser";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 
@@ -19,7 +20,6 @@ import { cli } from "../helpers/cli";
 // Certificate trust is not what this test is about: the context ignores certificate errors
 // (test/web/console-https.browser.test.ts trusts the CA for real).
 
-const CHROMIUM = process.env.APPLIANCE_CHROMIUM ?? "/usr/bin/chromium";
 const dir = tempDir("appliance-isolation-");
 let server: RunningServer;
 let browser: Browser;
@@ -39,11 +39,8 @@ beforeAll(async () => {
   });
   const banner: string[] = [];
   server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
-  adminPassword = /password ([0-9A-Za-z]{20})/.exec(banner.join("\n"))![1]!;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  adminPassword = adminPasswordOf(banner);
+  browser = await launchChromium();
   context = await browser.newContext({ ignoreHTTPSErrors: true });
   page = await context.newPage();
 }, 120_000);
@@ -93,9 +90,7 @@ const settle = (ms) => new Promise((r) => setTimeout(r, ms));
 test("a page the renter serves on /rentals/{id}/ cannot read or act on the console a signed-in admin holds; the notebook's own fetches, imports and WebSocket still work", async () => {
   // The admin signs in to the console.
   await page.goto(`${server.url}/console`);
-  await page.getByLabel("Account").fill("admin");
-  await page.getByLabel("Password").fill(adminPassword);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await signIn(page, "admin", adminPassword);
   await page.locator("#keys-table").waitFor();
   const session = await page.evaluate(async () => (await fetch("/console/api/session")).status);
   expect(session).toBe(200); // the session the renter's page is after is there

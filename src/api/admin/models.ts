@@ -1,9 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { Elysia } from "elysia";
 import { modelControl, type ModelsRegistry } from "../../control/models";
-import { accountsRepo } from "../../store/accounts";
-import { principalOf } from "../http/context";
-import { ApiError } from "../http/errors";
+import { adminKeysOnly } from "../http/admin";
 
 /**
  * The models' residency for operators (issue 28), the HTTP face of `appliance ps`:
@@ -14,11 +12,8 @@ import { ApiError } from "../http/errors";
  * answered, as GET /metrics. Ids may contain "/": the POSTs are one wildcard route.
  */
 export function adminModelsRoutes(deps: { db: Database; registry: ModelsRegistry }) {
-  const accounts = accountsRepo(deps.db);
   const models = modelControl(deps.registry);
-  const adminOnly = (request: Request) => {
-    if (accounts.byId(principalOf(request).accountId)?.role !== "admin") throw new ApiError("admin_only", "/api/v1/admin needs a key of an admin account");
-  };
+  const adminOnly = adminKeysOnly(deps.db, "/api/v1/admin");
   return new Elysia({ name: "admin-models" })
     .get("/api/v1/admin/models", ({ request }) => (adminOnly(request), models.list()))
     .post("/api/v1/admin/models/*", ({ request, params }) => (adminOnly(request), models.act(params["*"]))); // decoded by the edge (src/app.ts)

@@ -1,0 +1,24 @@
+import { chromium, type Browser, type Page } from "playwright-core";
+
+// The web console's browser tests share these: Debian's chromium (test/setup-browser.sh) driven by
+// playwright-core, headless, and the console's sign-in form.
+
+export const CHROMIUM = process.env.APPLIANCE_CHROMIUM ?? "/usr/bin/chromium";
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
+/** Chromium, with `env` for its process (e.g. a HOME holding an NSS database that trusts a CA). */
+export function launchChromium(o: { env?: Record<string, string | undefined> } = {}): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: ARGS, ...(o.env ? { env: o.env } : {}) });
+}
+
+/** The admin password the first start's banner printed. */
+export function adminPasswordOf(banner: readonly string[]): string {
+  return /password ([0-9A-Za-z]{20})/.exec(banner.join("\n"))![1]!;
+}
+
+/** Fills the console's sign-in form and submits it. */
+export async function signIn(page: Page, account: string, password: string): Promise<void> {
+  await page.getByLabel("Account").fill(account);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
