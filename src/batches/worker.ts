@@ -3,6 +3,7 @@ import type { AccountService } from "../accounts/service";
 import type { ChatService } from "../chat/service";
 import type { Clock } from "../clock";
 import type { EmbeddingsService } from "../embeddings/service";
+import { slotCount } from "../engines/manifest";
 import type { Registry } from "../engines/registry";
 import type { FilesService } from "../files/service";
 import type { Logger } from "../log";
@@ -56,7 +57,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
 
   function capacity(model: string): number {
     const m = deps.registry.resolve(model);
-    return m.kind === "chat" ? Math.max(1, m.slots - 1) : EMBEDDING_LINES_IN_FLIGHT;
+    return m.kind === "chat" ? Math.max(1, slotCount(m) - 1) : EMBEDDING_LINES_IN_FLIGHT;
   }
 
   function tick(): void {

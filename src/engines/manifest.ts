@@ -23,7 +23,11 @@ export const ModelManifest = T.Object(
     files: T.Record(T.String(), T.String({ minLength: 1 }), { description: "role → path, e.g. model, mmproj" }),
     max_context: T.Integer({ minimum: 1 }),
     vision: T.Boolean({ default: false }),
-    slots: T.Integer({ minimum: 1, maximum: 256, default: 1, description: "worker slots (parallel sequences)" }),
+    slots: T.Union([T.Integer({ minimum: 1, maximum: 256 }), T.Literal("auto")], {
+      default: 1,
+      description: 'worker slots (parallel sequences); "auto" (chat): the most that fit at the chosen context, up to max_slots',
+    }),
+    max_slots: T.Optional(T.Integer({ minimum: 1, maximum: 256, description: 'ceiling for slots = "auto"; default 4' })),
     price: T.Optional(ModelPrice),
     load: T.Union([T.Literal("start"), T.Literal("first_use")], {
       default: "first_use",
@@ -36,6 +40,11 @@ export const ModelManifest = T.Object(
       }),
     ),
     // Chat engine (llama.cpp) settings.
+    context: T.Optional(
+      T.Union([T.Literal("auto"), T.Integer({ minimum: 1 })], {
+        description: 'tokens per slot (chat); "auto": the most that fit, up to the trained context and max_context; default max_context',
+      }),
+    ),
     gpu_layers: T.Optional(T.Union([T.Literal("auto"), T.Integer({ minimum: 0 })], { description: "layers offloaded to CUDA; auto by default" })),
     threads: T.Optional(T.Integer({ minimum: 1, description: "compute threads; default engines.threads" })),
     batch_size: T.Optional(T.Integer({ minimum: 1 })),
@@ -54,8 +63,18 @@ const ONNX_KINDS: readonly ModelKind[] = ["embedding", "classifier", "image"];
  * the config reports it as `models[i].<field>: <message>`. A device is one engine's backend:
  * "vulkan" is llama.cpp's (chat), "webgpu" ONNX Runtime's (embedding, classifier, image).
  */
-export function manifestProblems(m: Pick<ModelManifest, "kind" | "device">): { field: keyof ModelManifest; message: string }[] {
+export function manifestProblems(
+  m: Pick<ModelManifest, "kind" | "device"> & Partial<Pick<ModelManifest, "slots" | "max_slots" | "context" | "max_context">>,
+): { field: keyof ModelManifest; message: string }[] {
   const onnx = ONNX_KINDS.includes(m.kind);
+  if (m.kind !== "chat" && m.slots === "auto")
+    return [{ field: "slots", message: `"auto" slots are chosen for chat models; ${article(m.kind)} ${m.kind} model takes a number` }];
+  if (m.kind !== "chat" && m.context !== undefined)
+    return [{ field: "context", message: `context per slot is a chat model's setting; ${article(m.kind)} ${m.kind} model's input size is max_context` }];
+  if (typeof m.context === "number" && m.max_context !== undefined && m.context > m.max_context)
+    return [{ field: "context", message: `${m.context} tokens per slot is more than max_context (${m.max_context}); raise max_context or lower context` }];
+  if (m.max_slots !== undefined && m.slots !== undefined && m.slots !== "auto")
+    return [{ field: "max_slots", message: `max_slots is the ceiling for slots = "auto"; with slots = ${m.slots} it has no effect: remove it or set slots = "auto"` }];
   if (m.device === "webgpu" && !onnx)
     return [{ field: "device", message: `"webgpu" is ONNX Runtime's provider, for embedding, classifier and image models; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "vulkan"` }];
   if (m.device === "vulkan" && onnx)
@@ -68,9 +87,26 @@ export function manifestProblems(m: Pick<ModelManifest, "kind" | "device">): { f
  * and by default hold a few: clients fan `n: 3` out as three concurrent n=1 requests (the Vercel
  * AI SDK does), which one worker serves one after another in seconds.
  */
-export function slotQueue(m: Pick<ModelManifest, "kind" | "slots" | "queue" | "queue_wait_s">): { maxQueue: number; maxWaitMs: number } {
+export function slotQueue(m: Pick<ModelManifest, "kind" | "slots" | "max_slots" | "queue" | "queue_wait_s">): { maxQueue: number; maxWaitMs: number } {
   const image = m.kind === "image";
-  return { maxQueue: m.queue ?? (image ? 4 : m.slots), maxWaitMs: (m.queue_wait_s ?? (image ? 60 : 30)) * 1000 };
+  return { maxQueue: m.queue ?? (image ? 4 : slotCount(m)), maxWaitMs: (m.queue_wait_s ?? (image ? 60 : 30)) * 1000 };
+}
+
+/**
+ * The shortest context an auto context may be: below it a chat model is refused rather than loaded
+ * uselessly small (a coding agent's first prompt alone is 13-23k tokens; 4k holds a chat).
+ */
+export const MIN_AUTO_CONTEXT = 4096;
+
+/** Ceiling for `slots = "auto"` when the manifest sets no max_slots. */
+export const DEFAULT_MAX_SLOTS = 4;
+
+/**
+ * The slots a model has at most: its number, or for "auto" its ceiling (the planner chooses at
+ * load, at most this). Queue sizes and batch widths are set from it before the model loads.
+ */
+export function slotCount(m: Pick<ModelManifest, "slots" | "max_slots">): number {
+  return m.slots === "auto" ? (m.max_slots ?? DEFAULT_MAX_SLOTS) : m.slots;
 }
 
 export const RetiredModel = T.Object(

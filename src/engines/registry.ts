@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from "node:path";
 import { ApiError } from "../api/http/errors";
 import { ConfigError } from "../config";
 import type { Logger } from "../log";
-import { slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "./manifest";
+import { slotCount, slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "./manifest";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
 import { createResidency, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
@@ -399,5 +399,5 @@ export function checkModelFiles(models: ModelManifest[], baseDir: string): void 
 function loadQueue(m: ModelManifest, batch: boolean): { maxQueue: number; maxWaitMs: number } {
   if (batch || m.kind === "embedding" || m.kind === "classifier") return { maxQueue: Infinity, maxWaitMs: batch ? Infinity : slotQueue(m).maxWaitMs };
   const q = slotQueue(m);
-  return { maxQueue: q.maxQueue + m.slots, maxWaitMs: q.maxWaitMs };
+  return { maxQueue: q.maxQueue + slotCount(m), maxWaitMs: q.maxWaitMs };
 }

@@ -18,6 +18,7 @@ import { HF_DEFAULT_CONTEXT, quantOf } from "./hf";
 //                  or id2label with real names), else embedding; max_context from the folder
 //                  (model-folder.ts: max_position_embeddings, model_max_length, max_seq_length)
 //   model_index.json (diffusers) or onnx/transformer_model*.onnx (the Z-Image bundle) → image
+// A chat model gets context = "auto" (the planner fits the context per slot at load, up to max_context).
 // A catalogue id adds its entry's name, its (curated) max_context — never above what the file was
 // trained for — and its `manifest` extras (slots, price, gpu_layers, device, …).
 
@@ -199,6 +200,8 @@ export async function manifestForFolder(o: { id: string; dir: string; modelsDir:
     kind: found.kind,
     files,
     max_context: entry ? catalogueContext(entry.max_context, found) : found.max_context,
+    // A chat model's context per slot is chosen at load to fit the memory there is (issue 28).
+    ...(found.kind === "chat" ? { context: extras.context ?? "auto" } : {}),
     vision: found.vision,
     slots: extras.slots ?? DEFAULT_SLOTS[found.kind],
   };

@@ -1,6 +1,6 @@
 import type { Config } from "../config";
 import type { MemoryPlanner } from "../engines/residency";
-import type { ModelManifest } from "../engines/manifest";
+import { MIN_AUTO_CONTEXT, slotCount, type ModelManifest } from "../engines/manifest";
 import type { LlamaRuntime } from "../engines/llama/runtime";
 import { onnxHostFacts } from "../engines/onnx-device";
 import type { Logger } from "../log";
@@ -39,14 +39,18 @@ export function createPlanner(config: Pick<Config, "engines" | "models">, o: Pla
       return profileModel(m, file, { llama: m.kind === "chat" ? await llama() : undefined });
     },
     wants: (m, devices) => wantsOf(m, config.engines.device, devices),
-    fit: (profile, wants, gpus, cpu, name) => fitModel(profile, wants, gpus, cpu, name),
+    // An auto context's floor is never above what the model was trained for (a model trained for
+    // 2,048 tokens gets them).
+    fit: (profile, wants, gpus, cpu, name) =>
+      fitModel(profile, { ...wants, minContext: Math.min(wants.minContext, profile.trainedContext ?? Infinity) }, gpus, cpu, name),
   };
 }
 
 /**
  * What a manifest asks of the planner. A chat model may use the GPU kind the runtime computes on,
  * then the CPU (all of it or the layers that do not fit); `device = "cpu"` keeps it there. An ONNX
- * model is accounted where its engine puts it. Context and slots are the manifest's.
+ * model is accounted where its engine puts it. Context and slots are the manifest's, or chosen by
+ * the planner where it says "auto" (chat).
  */
 export function wantsOf(m: ModelManifest, enginesDevice: Config["engines"]["device"], devices: readonly DeviceInfo[]): LoadWants {
   const asked = m.device ?? enginesDevice;
@@ -59,14 +63,17 @@ export function wantsOf(m: ModelManifest, enginesDevice: Config["engines"]["devi
     // onnx-device.ts: "cuda" when asked or on an NVIDIA host (auto), with its provider; else the CPU.
     kinds = asked !== "cpu" && asked !== "webgpu" && has("cuda") ? ["cuda"] : ["cpu"];
   }
-  const context = m.max_context;
+  const chat = m.kind === "chat";
+  // Chat: tokens per slot as the manifest says (default max_context), or auto up to max_context,
+  // never below MIN_AUTO_CONTEXT (or max_context when smaller). Other kinds: max_context is their size.
+  const context = chat && m.context !== undefined ? m.context : m.max_context;
   return {
     devices: kinds,
-    gpuLayers: m.kind === "chat" ? (m.gpu_layers ?? "auto") : "auto",
+    gpuLayers: chat ? (m.gpu_layers ?? "auto") : "auto",
     contextSize: context,
-    slots: m.slots,
-    maxContext: context,
-    maxSlots: m.slots,
-    minContext: Math.min(256, context),
+    slots: chat ? m.slots : slotCount(m),
+    maxContext: m.max_context,
+    maxSlots: slotCount(m),
+    minContext: Math.min(context === "auto" ? MIN_AUTO_CONTEXT : 256, m.max_context),
   };
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
 import { profileModel } from "../../src/planner/profile";
-import type { ModelManifest } from "../../src/engines/manifest";
+import { slotCount, type ModelManifest } from "../../src/engines/manifest";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
   // What the planner will count for each: two fit in the budget, three do not.
   const need = async (m: Omit<ModelManifest, "price">) => {
     const p = await profileModel(m as ModelManifest, () => file);
-    const f = await p.footprint({ device: "cpu", gpuLayers: 0, contextSize: m.max_context, slots: m.slots });
+    const f = await p.footprint({ device: "cpu", gpuLayers: 0, contextSize: m.max_context, slots: slotCount(m) });
     return f.gpuMb + f.cpuMb;
   };
   const one = await need(manifests[0]!);

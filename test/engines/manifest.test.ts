@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { manifestProblems, ModelManifest, slotQueue } from "../../src/engines/manifest";
+import { DEFAULT_MAX_SLOTS, manifestProblems, ModelManifest, slotCount, slotQueue } from "../../src/engines/manifest";
 
 // How many requests wait for a busy worker, and how long, by kind unless the manifest says.
 
@@ -46,4 +46,39 @@ test("the refusal says which device the kind takes instead", () => {
 
 test("a device that is no backend at all is refused by the schema", () => {
   expect(Value.Check(ModelManifest, Value.Default(ModelManifest, { ...base, kind: "embedding", device: "metal" }))).toBe(false);
+});
+
+// Context per slot and slots: numbers, or "auto" (chat) for the planner to choose (issue 28).
+
+const sizeCases = [
+  { name: "a chat model may leave context and slots to the planner", input: { kind: "chat", context: "auto", slots: "auto", max_slots: 6 }, expected: [] },
+  { name: "a chat model may fix its context below max_context", input: { kind: "chat", context: 256, slots: 2 }, expected: [] },
+  { name: "a context above max_context is refused", input: { kind: "chat", context: 1024 }, expected: ["context"] },
+  { name: "max_slots without auto slots is refused (it would do nothing)", input: { kind: "chat", slots: 2, max_slots: 4 }, expected: ["max_slots"] },
+  { name: "auto slots are refused for an image model", input: { kind: "image", slots: "auto" }, expected: ["slots"] },
+  { name: "a context per slot is refused for an embedding model", input: { kind: "embedding", context: "auto" }, expected: ["context"] },
+] as const;
+
+for (const c of sizeCases)
+  test(c.name, () => {
+    const m = Value.Default(ModelManifest, structuredClone({ ...base, ...c.input })) as ModelManifest;
+    expect(Value.Check(ModelManifest, m)).toBe(true);
+    expect(manifestProblems(m).map((p) => p.field)).toEqual([...c.expected]);
+  });
+
+test("the refusals say what to do", () => {
+  expect(manifestProblems({ kind: "chat", context: 1024, max_context: 512 })[0]!.message).toBe("1024 tokens per slot is more than max_context (512); raise max_context or lower context");
+  expect(manifestProblems({ kind: "image", slots: "auto" })[0]!.message).toBe(`"auto" slots are chosen for chat models; an image model takes a number`);
+});
+
+test("queues and batch widths are sized for the most slots an auto model may get", () => {
+  expect(slotCount({ slots: "auto" })).toBe(DEFAULT_MAX_SLOTS);
+  expect(slotCount({ slots: "auto", max_slots: 7 })).toBe(7);
+  expect(slotCount({ slots: 3 })).toBe(3);
+  expect(slotQueue({ kind: "chat", slots: "auto", max_slots: 6 })).toEqual({ maxQueue: 6, maxWaitMs: 30_000 });
+});
+
+test("zero or non-integer sizes are refused by the schema", () => {
+  for (const bad of [{ context: 0 }, { slots: 0 }, { slots: "many" }, { context: 1.5 }, { max_slots: 0 }])
+    expect(Value.Check(ModelManifest, Value.Default(ModelManifest, { ...base, kind: "chat", ...bad }))).toBe(false);
 });

@@ -79,6 +79,7 @@ test("models add writes a chat model's entry from its GGUF, keeps the file's com
       // the GGUF's own name and trained context (8,192 for the tiny model: below the 16,384 cap)
       name: "appliance-qwen3-chat-tiny",
       max_context: 8192,
+      context: "auto", // per slot: the planner fits it at load, up to max_context
       // relative to models_dir, which is the config file's folder here
       files: { model: `models/tiny-chat/${basename(chat)}` },
       vision: false,

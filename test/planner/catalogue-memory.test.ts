@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { GgufInsights, getLlama, readGgufFileInfo } from "node-llama-cpp";
-import type { ModelManifest } from "../../src/engines/manifest";
+import { slotCount, type ModelManifest } from "../../src/engines/manifest";
 import { fitModel } from "../../src/planner/fit";
 import { profileModel } from "../../src/planner/profile";
 import type { DeviceInfo, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/planner/types";
@@ -72,9 +72,9 @@ const wantsFor = (m: ModelManifest, over: Partial<LoadWants> = {}): LoadWants =>
   devices: ["cuda", "cpu"],
   gpuLayers: m.gpu_layers ?? "auto",
   contextSize: "auto",
-  slots: m.slots,
+  slots: slotCount(m),
   maxContext: m.max_context,
-  maxSlots: m.slots,
+  maxSlots: slotCount(m),
   minContext: 4096,
   ...over,
 });

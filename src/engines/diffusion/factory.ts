@@ -1,7 +1,7 @@
 import { availableParallelism } from "node:os";
 import type { Config } from "../../config";
 import type { Logger } from "../../log";
-import { slotQueue } from "../manifest";
+import { slotCount, slotQueue } from "../manifest";
 import { resolveOnnxDevice } from "../onnx-device";
 import type { EngineFactories } from "../registry";
 import { DiffusionImageEngine } from "./engine";
@@ -18,8 +18,8 @@ export function diffusionFactory(config: Pick<Config, "engines">, logger: Logger
       return new DiffusionImageEngine({
         modelId: m.id,
         dir: file("model"),
-        slots: m.slots,
-        threads: Math.max(1, Math.floor(total / m.slots)),
+        slots: slotCount(m),
+        threads: Math.max(1, Math.floor(total / slotCount(m))),
         device: resolveOnnxDevice(m.device ?? config.engines.device, m.id, logger),
         ...slotQueue(m),
         logger,

@@ -39,8 +39,8 @@ export interface LlamaChatEngineOptions {
   /** The multimodal projector (mmproj GGUF) of a vision model. */
   projectorPath?: string;
   runtime: () => Promise<LlamaRuntime>;
-  /** Tokens per slot. */
-  contextSize: number;
+  /** Tokens per slot, or the range node-llama-cpp fits to the device (a manifest's "auto" loaded without the planner). */
+  contextSize: number | { min: number; max: number };
   slots: number;
   threads: number;
   gpuLayers: "auto" | number;
@@ -111,7 +111,8 @@ export class LlamaChatEngine implements ChatEngine {
     return this.opts.modelId;
   }
   get contextSize() {
-    return this.state?.context.contextSize ?? this.opts.contextSize;
+    const o = this.opts.contextSize;
+    return this.state?.context.contextSize ?? (typeof o === "number" ? o : o.max);
   }
   get thinks() {
     return this.state?.thinks ?? false;

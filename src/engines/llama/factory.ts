@@ -3,7 +3,7 @@ import type { Config } from "../../config";
 import type { Logger } from "../../log";
 import type { EngineFactories } from "../registry";
 import { LlamaChatEngine, type LlamaChatEngineOptions } from "./chat-engine";
-import { slotQueue } from "../manifest";
+import { MIN_AUTO_CONTEXT, slotQueue } from "../manifest";
 import { llamaRuntime, type LlamaRuntime } from "./runtime";
 
 /** Chat engines on llama.cpp, configured from the manifest and `[engines]`. */
@@ -20,8 +20,10 @@ export function llamaChatFactory(
       modelPath: file("model"),
       ...(m.vision ? { projectorPath: file("mmproj") } : {}),
       runtime,
-      contextSize: m.max_context,
-      slots: m.slots,
+      // The planner's settings replace these at load; they are what loads without it (files it
+      // cannot read): "auto" then lets node-llama-cpp fit the context to the device, one slot.
+      contextSize: m.context === "auto" ? { min: Math.min(MIN_AUTO_CONTEXT, m.max_context), max: m.max_context } : (m.context ?? m.max_context),
+      slots: m.slots === "auto" ? 1 : m.slots,
       threads: m.threads ?? threads,
       gpuLayers: m.gpu_layers ?? "auto",
       batchSize: m.batch_size,
