@@ -1,4 +1,6 @@
 import type { CudaChoice } from "../engines/llama/cuda-probe";
+import type { Config } from "../config";
+import type { MemoryPlan } from "../planner/plan-all";
 import type { CommandRunner } from "../rentals/inventory";
 
 // What `appliance doctor` reports: one line per check. Every check is a plain function of what was
@@ -46,6 +48,11 @@ export interface Probes {
   onnxLibDir(): string | null;
   /** The multimodal addon: its path when built, else null (error: its folder could not be worked out). */
   addon(): { path: string | null; error?: string };
+  /**
+   * Where the config's models would go (src/planner/plan-all.ts) on the devices as they are now;
+   * `vulkan`: the chat engine will compute on Vulkan, so its runtime is loaded to read that device.
+   */
+  memoryPlan(config: Config, vulkan: boolean): Promise<MemoryPlan>;
 }
 
 export const ok = (name: string, detail: string): Check => ({ name, status: "ok", detail });

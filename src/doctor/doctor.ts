@@ -4,6 +4,7 @@ import { fail, ok, type Check, type Probes } from "./check";
 import { probeWebGpu } from "../engines/onnx-device";
 import { chatBackend, checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "./engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
+import { checkMemoryPlan } from "./memory";
 import { checkTlsCert } from "./tls";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
@@ -48,7 +49,9 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
     // onnxruntime's WebGPU adapter is probed only when a model asks for it (a one-node session),
     // and CUDA's decode test only runs where the files say CUDA (a child decodes on a tiny model).
     const webgpu = served.some((m) => m.device === "webgpu") ? await probeWebGpu() : undefined;
-    const decode = chatBackend(config.engines.device, gpus, cuda, vulkan).device === "cuda" ? await probes.cudaDecode() : undefined;
+    const backend = chatBackend(config.engines.device, gpus, cuda, vulkan).device;
+    const decode = backend === "cuda" ? await probes.cudaDecode() : undefined;
+    const plan = await probes.memoryPlan(config, backend === "vulkan" && config.models.some((m) => m.kind === "chat")).catch((e: Error) => ({ error: e.message }));
     checks.push(
       checkChatEngine(config, served, gpus, cuda, vulkan, decode),
       checkOnnxEngines(config, served, gpus, cuda, webgpu),
@@ -56,6 +59,7 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       checkChatDecoding(addon, served),
       checkThreads(config, probes.cores()),
       ...checkModels(config, probes),
+      checkMemoryPlan(plan),
       checkDataDir(config.server.data_dir, probes),
       checkDisk(config.server.data_dir, probes),
       await checkPort(config.server, probes),

@@ -1,7 +1,11 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, statfsSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
-import { join } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
+import { chatRuntime } from "../engines/llama/factory";
+import { createLogger } from "../log";
+import { planModels } from "../planner/plan-all";
+import { createPlanner } from "../planner/planner";
 import { chooseCudaBuild } from "../engines/llama/cuda-probe";
 import { builtAddon } from "../engines/llama/native/addon-path";
 import { installedPackageDir } from "../engines/installed";
@@ -57,6 +61,12 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
     cudaDecode: () => chooseCudaBuild(),
     llamaVulkan,
     onnxLibDir: onnxRuntimeLibDir,
+    async memoryPlan(config, vulkan) {
+      const logger = createLogger({ level: "error", write: () => {} });
+      const planner = createPlanner(config, { logger, runtime: vulkan ? chatRuntime(config, logger) : undefined });
+      const base = config.models_dir;
+      return planModels(planner, config.models.map((m) => ({ manifest: m, file: (role: string) => (isAbsolute(m.files[role]!) ? m.files[role]! : resolve(base, m.files[role]!)) })));
+    },
     addon() {
       try {
         return { path: builtAddon() };

@@ -47,12 +47,15 @@ const plural = (n: number, one: string, many = `${one}s`) => `${fmt(n)} ${n === 
 
 function describe(profile: ModelProfile, s: LoadSettings): string {
   if (profile.kind === "chat") {
-    const layers = s.device === "cpu" ? "" : `with ${fmt(s.gpuLayers)} of ${plural(profile.layers, "layer")}, `;
-    return `${layers}a ${fmt(s.contextSize)}-token context × ${plural(s.slots, "slot")}`;
+    const layers = s.device === "cpu" ? "" : `${fmt(s.gpuLayers)} of ${plural(profile.layers, "layer")}, `;
+    return `with ${layers}${article(s.contextSize)} ${fmt(s.contextSize)}-token context × ${plural(s.slots, "slot")}`;
   }
   const size = profile.kind === "image" ? `${fmt(s.contextSize)}×${fmt(s.contextSize)} images` : `${fmt(s.contextSize)}-token inputs`;
   return `${size}, ${plural(s.slots, profile.kind === "image" ? "worker" : "slot")}`;
 }
+
+/** "an" before a number read aloud with a vowel first (8,192: "eight thousand…"; 11,000; 18,432), else "a". */
+const article = (n: number) => (/^(8|1[18](,|$))/.test(fmt(n)) ? "an" : "a");
 
 const label = (r: Room) => (r.device.kind === "cpu" ? "the CPU" : `${r.device.id} (${r.device.name})`);
 

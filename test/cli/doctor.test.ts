@@ -42,7 +42,7 @@ test("the demo config on this machine exits 0 and says what the engines will use
   const r = cli(dir, ["-c", file, "-d", data, "doctor"], { APPLIANCE_PORT: String(await freePort()) });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
-  for (const name of ["config", "gpus", "cuda runtime", "vulkan", "chat engine", "onnx engines", "image input", "threads", "demo models", "data dir", "disk space", "port"]) {
+  for (const name of ["config", "gpus", "cuda runtime", "vulkan", "chat engine", "onnx engines", "image input", "threads", "demo models", "memory plan", "data dir", "disk space", "port"]) {
     expect(r.stdout).toMatch(new RegExp(`^[✓!] ${name} `, "m"));
   }
   if (cpuOnly) {
@@ -72,3 +72,20 @@ test("no config at all exits 0; a taken port exits 1", async () => {
     await new Promise((r) => held.close(r));
   }
 });
+
+test("the memory plan names each model's device, context × slots and MB, and fails for a model that cannot fit", async () => {
+  const { ensureChatModel } = await import("../../models/cache");
+  const model = await ensureChatModel("chat");
+  const file = config(
+    "plan.toml",
+    `[engines]\ndevice = "cpu"\nthreads = 1\ncpu_memory_mb = 40\n\n` +
+      `[[models]]\nid = "small"\nname = "Small"\nkind = "chat"\nfiles = { model = ${JSON.stringify(model)} }\nmax_context = 2048\n\n` +
+      `[[models]]\nid = "wide"\nname = "Wide"\nkind = "chat"\nfiles = { model = ${JSON.stringify(model)} }\nmax_context = 8192\nslots = 64\n`,
+  );
+  const r = cli(dir, ["-c", file, "doctor"], { APPLIANCE_PORT: String(await freePort()) });
+  expect(r.code).toBe(1);
+  expect(r.stdout).toMatch(/^✗ memory plan +1 model of 2 cannot be loaded on this machine: wide$/m);
+  expect(r.stdout).toMatch(/^ +small \(chat\): cpu, 2,048 tokens × 1 slot, \d+ MB RAM$/m);
+  expect(r.stdout).toMatch(/^ +wide \(chat\): cannot be loaded here: "wide" needs [\d,]+ MB of RAM on the CPU .*: [\d,]+ MB missing$/m);
+  expect(r.stdout).toMatch(/^ +RAM: [\d,]+ MB free of [\d,]+ MB, 40 MB allowed \(engines\.cpu_memory_mb\)$/m);
+}, 60_000);

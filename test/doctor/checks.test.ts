@@ -316,6 +316,7 @@ describe("runDoctor", () => {
       "ok chat decoding",
       "ok threads",
       "ok demo models",
+      "ok memory plan",
       "ok data dir",
       "ok disk space",
       "ok port",

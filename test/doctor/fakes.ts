@@ -42,6 +42,8 @@ export function fakeProbes(over: Partial<Probes> = {}): Probes {
     llamaVulkan: () => null,
     onnxLibDir: () => null,
     addon: () => ({ path: "/opt/appliance/lib/appliance-llama.node" }),
+    // a plan with nothing placed: tests of the memory plan give their own (test/doctor/memory.test.ts)
+    memoryPlan: async () => ({ devices: [{ id: "cpu", kind: "cpu", name: "CPU", totalMb: 16384, freeMb: 12000, budgetMb: 16384 }], models: [] }),
     ...over,
   };
 }
