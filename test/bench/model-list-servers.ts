@@ -1,5 +1,5 @@
-// Child process for the /v1/models benchmark: `bare` serves the same JSON from a bare Bun.serve
-// handler; `app` runs the real server (auth, limits, logging) on a fresh data dir.
+// Child process for the GET /v1/models benchmark (model-list.ts): `bare` serves the same JSON from
+// a bare Bun.serve handler; `app` runs the real server (auth, limits, logging) on a fresh data dir.
 // Prints "READY <url> <key>" on stderr once listening.
 // The models are the generated tiny ones (real files: the server checks them at start), loaded on
 // first use, which this bench never makes: it measures the edge, not an engine.

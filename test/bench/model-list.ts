@@ -13,7 +13,7 @@ interface Result {
 }
 
 async function measure(mode: "bare" | "app", concurrency: number, seconds: number): Promise<Result> {
-  const server = Bun.spawn([process.execPath, join(HERE, "models-servers.ts"), mode], { stdout: "ignore", stderr: "pipe" });
+  const server = Bun.spawn([process.execPath, join(HERE, "model-list-servers.ts"), mode], { stdout: "ignore", stderr: "pipe" });
   try {
     // The server logs on stderr too: read until the READY line (or the child's end).
     const reader = server.stderr.getReader();
@@ -38,7 +38,7 @@ async function measure(mode: "bare" | "app", concurrency: number, seconds: numbe
   }
 }
 
-export async function benchModels(opts: { seconds?: number; rounds?: number } = {}) {
+export async function benchModelList(opts: { seconds?: number; rounds?: number } = {}) {
   const seconds = opts.seconds ?? Number(process.env.BENCH_SECONDS ?? 5);
   const rounds = opts.rounds ?? Number(process.env.BENCH_ROUNDS ?? 2);
   const best = (rs: Result[], f: (r: Result) => number, max: boolean) => rs.reduce((a, b) => ((max ? f(b) > f(a) : f(b) < f(a)) ? b : a));

@@ -6,13 +6,15 @@ import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
 import { benchFormats } from "./formats";
 import { benchFuzz } from "./fuzz";
-import { benchModels } from "./models";
+import { benchModelList } from "./model-list";
+import { benchModelLoad } from "./model-load";
 import { benchSoak } from "./soak";
 import { benchTls } from "./tls";
 import { benchVsLlamaServer } from "./vs-llama-server";
 
 const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = {
-  models: () => benchModels(),
+  "model-list": () => benchModelList(),
+  "model-load": () => benchModelLoad(),
   chat: () => benchChat(),
   formats: () => benchFormats(),
   embeddings: () => benchEmbeddings(),
@@ -25,16 +27,19 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   fuzz: (args) => benchFuzz(args),
 };
 
+/** Names that run several benchmarks in turn (`bench models`: the model list, then models loaded on demand). */
+const GROUPS: Record<string, string[]> = { models: ["model-list", "model-load"] };
+
 // Words of the form key=value are settings for the benchmarks named (e.g. `fuzz count=20000`).
 const argv = process.argv.slice(2);
 const settings = argv.filter((a) => a.includes("="));
 const named = argv.filter((a) => !a.includes("="));
-const names = named.length ? named : Object.keys(BENCHES);
+const names = (named.length ? named : Object.keys(BENCHES)).flatMap((n) => GROUPS[n] ?? [n]);
 let failed = false;
 for (const name of names) {
   const bench = BENCHES[name];
   if (!bench) {
-    console.error(`unknown benchmark "${name}" (have: ${Object.keys(BENCHES).join(", ")})`);
+    console.error(`unknown benchmark "${name}" (have: ${[...Object.keys(BENCHES), ...Object.keys(GROUPS)].join(", ")})`);
     process.exit(2);
   }
   console.log(`\n== ${name}`);
