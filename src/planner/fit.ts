@@ -1,4 +1,4 @@
-import type { DeviceKind, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "./types";
+import type { DeviceInfo, DeviceKind, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "./types";
 
 // Settings for a model on the first device it fits, from its profile and the room each device
 // has for it. Deterministic: the same profile, wants and rooms give the same answer; every search
@@ -20,8 +20,34 @@ import type { DeviceKind, Fit, Footprint, LoadSettings, LoadWants, ModelProfile,
 //            every request; another slot only adds parallelism). One slot in a partial offload:
 //            the GPU is already short, and a slot's cache would cost layers.
 // Fixed numbers are taken as given, above the trained context included (the config said so).
+//
+// Two more constraints, where the profile and the device tell them:
+//   a CPU placement inside a GPU runtime still holds llama.cpp's compute buffer on the runtime's
+//            GPU (ggml offloads a prompt's matrix products there, copying the weights over): its
+//            footprint's gpuMb must fit the first room of `profile.runtimeGpu`'s kind, which the
+//            fit names as `gpuDevice`.
+//   a device's largest tensor (`maxTensorBytes`, Vulkan): llama.cpp aborts the process when one
+//            layer's K or V cache is larger, so a GPU placement never has a context × slots whose
+//            `profile.largestTensorBytes` exceeds it (an auto context stops below; fixed settings
+//            are refused with the reason, and the next device is tried). Footprints are not even
+//            asked for such settings: a Vulkan dry run of them would abort too.
 // Image models' `contextSize` is the image side: auto is the largest a request may ask
 // (profile.trainedContext); embedding and classifier models' is their max tokens.
+
+// Fields the planner's types will carry (types.ts is edited elsewhere); read here where present.
+/** A device's limit on one tensor: Vulkan's (devices.ts vulkanTensorLimit); absent: none known. */
+export interface GpuLimits {
+  maxTensorBytes?: number;
+}
+/** What a profile may tell beyond its footprint (gguf-profile.ts). */
+export interface ProfileLimits {
+  /** The GPU kind of the runtime the profile was read for: a CPU placement there still computes on that GPU. */
+  runtimeGpu?: DeviceKind;
+  /** The largest tensor a GPU placement with these settings allocates on the device (a layer's K or V cache), bytes. */
+  largestTensorBytes?(s: LoadSettings): number;
+}
+/** A fit whose gpuMb lies on another device than the one it computes on (a CPU placement inside a GPU runtime). */
+export type Placed = Extract<Fit, { ok: true }> & { gpuDevice?: string };
 
 const STEP = 256;
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -30,6 +56,8 @@ interface Tried {
   missingMb: number;
   sentence: string;
   device: string;
+  /** Refused for a tensor over the device's limit, not for memory. */
+  tensor?: boolean;
 }
 
 /** The largest integer in [lo, hi] for which `ok` holds (ok monotone: true then false), or lo - 1. */
@@ -58,10 +86,13 @@ function describe(profile: ModelProfile, s: LoadSettings): string {
 const article = (n: number) => (/^(8|1[18](,|$))/.test(fmt(n)) ? "an" : "a");
 
 const label = (r: Room) => (r.device.kind === "cpu" ? "the CPU" : `${r.device.id} (${r.device.name})`);
+const MiB = 2 ** 20;
+const mib = (bytes: number) => fmt(Math.ceil(bytes / MiB));
 
 export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Room[], cpu: Room, name = "the model"): Promise<Fit> {
   const chat = profile.kind === "chat";
   const fp = (s: LoadSettings): Promise<Footprint> => profile.footprint(s);
+  const limits = profile as ModelProfile & ProfileLimits;
 
   // The context sizes allowed, as [cMin, cMax] in tokens (chat: multiples of 256 between them).
   let cMin: number;
@@ -93,28 +124,54 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
   const onCpu = async (): Promise<Fit | null> => {
     const room = cpu.availableMb;
     const at = (c: number, s: number): LoadSettings => ({ device: "cpu", gpuLayers: 0, contextSize: c, slots: s });
-    const fits = async (c: number, s: number) => (await fp(at(c, s))).cpuMb <= room;
+    // Inside a GPU runtime the CPU placement's gpuMb is on that runtime's first GPU; none given: no room.
+    const gpuRoom = gpus.find((r) => r.device.kind === limits.runtimeGpu) ?? null;
+    const fitsIn = (f: Footprint) => f.cpuMb <= room && f.gpuMb <= (gpuRoom?.availableMb ?? 0);
+    const fits = async (c: number, s: number) => fitsIn(await fp(at(c, s)));
     const k = await largest(kMin, kMax, (k) => fits(ctxAt(k), sMin));
     if (k < kMin) {
-      const need = (await fp(at(cMin, sMin))).cpuMb;
-      tried.push({
-        device: "cpu",
-        missingMb: need - room,
-        sentence: `${name} needs ${fmt(need)} MB of RAM on the CPU ${describe(profile, at(cMin, sMin))}; ${fmt(room)} MB are free for it: ${fmt(need - room)} MB missing`,
-      });
+      const least = at(cMin, sMin);
+      const f = await fp(least);
+      const ram = f.cpuMb - room;
+      const gpu = f.gpuMb - (gpuRoom?.availableMb ?? 0);
+      const where = describe(profile, least);
+      const sentence =
+        ram >= gpu
+          ? `${name} needs ${fmt(f.cpuMb)} MB of RAM on the CPU ${where}; ${fmt(room)} MB are free for it: ${fmt(ram)} MB missing`
+          : gpuRoom
+            ? `${name} needs ${fmt(f.gpuMb)} MB on ${label(gpuRoom)} beside ${fmt(f.cpuMb)} MB of RAM on the CPU ${where} (llama.cpp computes a CPU model's prompts on its ${limits.runtimeGpu} GPU); ${fmt(gpuRoom.availableMb)} MB are free for it there: ${fmt(gpu)} MB missing`
+            : `${name} needs ${fmt(f.gpuMb)} MB on a ${limits.runtimeGpu ?? "GPU"} device beside its RAM on the CPU ${where} (llama.cpp computes a CPU model's prompts on the runtime's GPU), and no such device is usable: ${fmt(gpu)} MB missing`;
+      tried.push({ device: "cpu", missingMb: Math.max(ram, gpu), sentence });
       return null;
     }
     const c = ctxAt(k);
     const s = await largest(sMin, sMax, (s) => fits(c, s));
     const settings = at(c, s);
-    return { ok: true, device: cpu.device.id, settings, footprint: await fp(settings) };
+    const footprint = await fp(settings);
+    const placed: Placed = { ok: true, device: cpu.device.id, settings, footprint };
+    if (footprint.gpuMb > 0 && gpuRoom) placed.gpuDevice = gpuRoom.device.id;
+    return placed;
   };
 
   const onGpu = async (r: Room, kind: DeviceKind): Promise<Fit | null> => {
     const L = profile.layers;
     const at = (g: number, c: number, s: number): LoadSettings => ({ device: kind, gpuLayers: g, contextSize: c, slots: s });
-    const gpuOk = async (g: number, c: number, s: number) => (await fp(at(g, c, s))).gpuMb <= r.availableMb;
+    // The device's tensor limit, checked before any footprint is asked (monotone in context and slots).
+    const limit = (r.device as DeviceInfo & GpuLimits).maxTensorBytes;
+    const tensor = (c: number, s: number) => (limit !== undefined && limits.largestTensorBytes ? limits.largestTensorBytes(at(L, c, s)) : 0);
+    const allowed = (c: number, s: number) => limit === undefined || tensor(c, s) <= limit;
+    if (!allowed(cMin, sMin)) {
+      tried.push({
+        device: r.device.id,
+        missingMb: 0,
+        tensor: true,
+        sentence: `${name} cannot run on ${label(r)} ${describe(profile, at(L, cMin, sMin))}: one layer's K or V cache would be ${mib(tensor(cMin, sMin))} MiB, more than the ${mib(limit!)} MiB the device allows a tensor (llama.cpp would abort); a shorter context or fewer slots fit`,
+      });
+      return null;
+    }
+    const gpuOk = async (g: number, c: number, s: number) => allowed(c, s) && (await fp(at(g, c, s))).gpuMb <= r.availableMb;
     const fits = async (g: number, c: number, s: number) => {
+      if (!allowed(c, s)) return false;
       const f = await fp(at(g, c, s));
       return f.gpuMb <= r.availableMb && f.cpuMb <= cpu.availableMb;
     };
@@ -191,8 +248,10 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
     const f = await fp({ device: kind, gpuLayers: profile.layers, contextSize: cMin, slots: sMin });
     return { ok: false, missingMb: f.gpuMb, reason: `${name} can run on ${kinds}, and there is no such device here (it needs ${fmt(f.gpuMb)} MB on a GPU ${describe(profile, { device: kind, gpuLayers: profile.layers, contextSize: cMin, slots: sMin })})` };
   }
-  const best = tried.reduce((a, b) => (b.missingMb < a.missingMb ? b : a));
-  const others = tried.filter((t) => t !== best).map((t) => `${t.device}: ${fmt(t.missingMb)} MB missing`);
+  // The closest device by memory; one refused for a tensor only when no device was short of memory.
+  const memory = tried.filter((t) => !t.tensor);
+  const best = (memory.length ? memory : tried).reduce((a, b) => (b.missingMb < a.missingMb ? b : a));
+  const others = tried.filter((t) => t !== best).map((t) => `${t.device}: ${t.tensor ? "a K or V cache over its largest tensor" : `${fmt(t.missingMb)} MB missing`}`);
   const none = absent.length ? `; no ${absent.join(" or ")} device here` : "";
   return {
     ok: false,

@@ -1,6 +1,8 @@
 import { statSync } from "node:fs";
 import { GgmlType, GgufInsights, readGgufFileInfo, type GgufFileInfo, type Llama } from "node-llama-cpp";
-import type { Footprint, LoadSettings, ModelProfile } from "./types";
+import { vulkanMaxTensorBytes } from "./devices";
+import type { ProfileLimits } from "./fit";
+import type { DeviceKind, Footprint, LoadSettings, ModelProfile } from "./types";
 import { fileVersion, noParts, toFootprint, VersionCache, type Parts } from "./footprint";
 
 // A chat model's memory, read from its GGUF's header and tensor table (no weights are read), for
@@ -22,6 +24,16 @@ import { fileVersion, noParts, toFootprint, VersionCache, type Parts } from "./f
 //   projector the mmproj's tensors, plus the vision tower's activations for one image; on the GPU
 //             when layers are (the engine's `useGpu: device !== "cpu"`)
 //
+// A CPU placement (no layer offloaded) inside a GPU runtime is not GPU-free: ggml's scheduler runs
+// every operation of a micro-batch of 32 tokens or more whose weights are in RAM on the GPU
+// (`op_offload`, which node-llama-cpp leaves on), copying the weights and K/V over, so llama.cpp
+// reserves a GPU compute buffer for it. Measured on llvmpipe (Vulkan0 compute buffer, batch 512,
+// one sequence): the tiny model 5.3 MiB at 4k tokens, 19.5 at 16k; long-chat 76.5 at 64k (its
+// f16 KQ mask is 64 of them); bench-64m 24.6 at 4k, 20.0 at 1k × 4, 8.1 with a batch of 128 and
+// 0.06 with one of 16 (below the offload threshold); qwen3-1.7b's shapes 61 at 4k, 130 at 16k.
+// The dry run reproduces each to the 0.01 MiB; from dimensions it is the full offload's graph plus
+// one layer's K and V copied over (-9% to +15% on these). Its host side is the inputs alone.
+//
 // node-llama-cpp's other estimator (estimateContextResourceRequirements, "V1") fits its graph
 // term per architecture: on the generated qwen3 models it under-counts the compute buffer by ~30%
 // with flash attention and over-counts it 2-8x without; V2 is the dry run above, which needs a
@@ -34,6 +46,8 @@ export interface GgufProfileOptions {
   llama?: Llama;
   /** The manifest's batch_size, when set (the engine passes it to createContext). */
   batchSize?: number;
+  /** false: estimate from the dimensions even with a GPU runtime at hand (tests compare both). */
+  dryRun?: boolean;
 }
 
 /** node-llama-cpp 3.22.1 internals used here; each use checks that it is there. */
@@ -59,13 +73,8 @@ interface InsightsInternals {
 }
 
 const PAD = 256; // llama.cpp pads a context's cells to 256 (node-llama-cpp's contextSizePad)
-/**
- * ggml's Vulkan backend cannot run an operation on a tensor larger than the device's largest
- * storage buffer, and llama.cpp aborts the process when it meets one, in a dry run as in a real
- * load (measured on llvmpipe: a layer's K of 192 MiB aborts, 128 MiB does not). A dry run is not
- * risked on Vulkan past this size: those settings are estimated from the dimensions instead.
- */
-const VULKAN_SAFE_TENSOR = 128 * 1024 * 1024;
+/** ggml offloads an operation on RAM-held weights to the GPU from this many tokens in a micro-batch (CUDA's and Vulkan's op_offload_min_batch_size). */
+const OFFLOAD_MIN_BATCH = 32;
 const pad = (n: number, to: number) => Math.ceil(n / to) * to;
 const F32 = 4;
 
@@ -126,18 +135,25 @@ function shapeOf(info: GgufFileInfo, insights: GgufInsights): Shape {
  *   the output     logits of every token of the micro-batch (vocab + 2·embd floats a token)
  *   partial offload  one block's weights more on the GPU: the scheduler copies CPU-held weights
  *                  over for the big matrix products of a prompt
- * On a GPU the host keeps the mask and the token embeddings it computes (token_embd stays in RAM).
+ * On a GPU the host keeps the mask and the token embeddings it computes (token_embd stays in RAM),
+ * and the logits where the device cannot hold them or the output weight (`logitsOnHost`: ggml
+ * runs an operation on a tensor over the device's limit on the CPU).
  */
-function analyticCompute(s: Shape, o: { gpuLayers: number; layers: number; ub: number; kv: number; blockBytes: number }): { gpu: number; cpu: number } {
+function analyticCompute(s: Shape, o: { gpuLayers: number; layers: number; ub: number; kv: number; slots: number; blockBytes: number; gpuRuntime: boolean; logitsOnHost: boolean }): { gpu: number; cpu: number } {
   const { ub, kv } = o;
   const q = s.heads * s.headK;
   const kvw = s.kvHeads * (s.headK + s.headV);
   const block = Math.max(3 * s.ff + 4 * s.embd, 2 * q + kvw + 2 * s.embd) * ub * F32;
   const mask = s.flash ? kv * pad(ub, 64) * 2 : kv * ub * F32 * (1 + s.heads);
   const logits = (s.vocab + 2 * s.embd) * ub * F32;
-  const graph = Math.max(block + mask, logits);
-  if (o.gpuLayers === 0) return { gpu: 0, cpu: graph };
-  const host = (s.flash ? kv * pad(ub, 64) * 2 : kv * ub * F32) + 2 * s.embd * ub * F32;
+  const cpuGraph = Math.max(block + mask, logits);
+  const graph = o.logitsOnHost ? block + mask : cpuGraph;
+  const host = (s.flash ? kv * pad(ub, 64) * 2 : kv * ub * F32) + 2 * s.embd * ub * F32 + (o.logitsOnHost ? logits : 0);
+  if (o.gpuLayers === 0) {
+    if (!o.gpuRuntime || ub < OFFLOAD_MIN_BATCH) return { gpu: 0, cpu: cpuGraph };
+    // a CPU placement in a GPU runtime: the graph on the GPU, with one layer's K and V (RAM-held) copied over
+    return { gpu: graph + kv * o.slots * s.kvHeads * (s.headK + s.headV) * 2, cpu: host };
+  }
   return { gpu: graph + (o.gpuLayers < o.layers ? o.blockBytes : 0), cpu: host };
 }
 
@@ -150,6 +166,27 @@ function projectorCompute(mm: GgufFileInfo): number {
   if (!side || !patch || !embd) return 0;
   const patches = (side / patch) ** 2;
   return patches * (3 * maxOf(v.feed_forward_length, 4 * embd) + 4 * embd) * F32;
+}
+
+/**
+ * The offloadable weights larger than `limit` bytes and their layer (a block's index; the output
+ * layer's is `blocks`), sized by their offsets in the file (the last of a split file's later parts
+ * is left out: its part's size is not at hand). Input-layer weights are in RAM anyway.
+ */
+function oversizedWeights(info: GgufFileInfo, path: string, limit: number, blocks: number): { layer: number; bytes: number }[] {
+  const tensors = [...(info.fullTensorInfo ?? [])].sort((a, b) => (a.filePart ?? 1) - (b.filePart ?? 1) || (a.fileOffset as number) - (b.fileOffset as number));
+  const end = statSync(path).size;
+  const out: { layer: number; bytes: number }[] = [];
+  tensors.forEach((t, i) => {
+    const block = /^blk\.(\d+)\./.exec(t.name);
+    if (!block && !t.name.startsWith("output")) return;
+    const next = tensors[i + 1];
+    const part = t.filePart ?? 1;
+    const stop = next && (next.filePart ?? 1) === part ? Number(next.fileOffset) : part === 1 ? end : null;
+    if (stop === null || stop - Number(t.fileOffset) <= limit) return;
+    out.push({ layer: block ? Number(block[1]) : blocks, bytes: stop - Number(t.fileOffset) });
+  });
+  return out;
 }
 
 const fileInfos = new VersionCache<GgufFileInfo>();
@@ -174,7 +211,18 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
   const projector = mmInsights ? { weights: mmInsights.modelSize, compute: projectorCompute(mm!) } : null;
   const shape = shapeOf(info, insights);
   const layers = insights.totalLayers;
-  const simulate = o.llama !== undefined && o.llama.gpu !== false && typeof internals._simulateContextResourceUsage === "function";
+  const runtimeGpu: DeviceKind | undefined = o.llama?.gpu === "cuda" || o.llama?.gpu === "vulkan" ? o.llama.gpu : undefined;
+  const simulate = o.dryRun !== false && o.llama !== undefined && o.llama.gpu !== false && typeof internals._simulateContextResourceUsage === "function";
+  // ggml's Vulkan backend cannot run an operation on a tensor larger than the device allows (its
+  // largest storage buffer; devices.ts reads it, else the spec's 128 MiB) and llama.cpp aborts the
+  // process when a cache tensor is, in a dry run as in a real load (llvmpipe: a 128 MiB K loads,
+  // 128 MiB + 256 tokens' worth aborts). A dry run is not risked past it: those settings are
+  // estimated from the dimensions (and the fitter never chooses them for the device).
+  const vulkanLimit = o.llama?.gpu === "vulkan" ? vulkanMaxTensorBytes() : Infinity;
+  // llama.cpp keeps a weight larger than the device allows a tensor in RAM (llama-model.cpp asks the
+  // device whether it can run the weight's operation; measured on llvmpipe: qwen3-1.7b's 243 MiB
+  // output.weight stays in RAM, its Vulkan0 model buffer is 807 MiB where the whole split says 1,050).
+  const heldBack = vulkanLimit < Infinity ? oversizedWeights(info, modelPath, vulkanLimit, shape.blocks) : [];
   // One block's weights: what the second offloaded layer adds to the first (the output layer).
   const split = (g: number) => insights.estimateModelResourceRequirements({ gpuLayers: g });
   const blockBytes = layers > 2 ? split(2).gpuVram - split(1).gpuVram : split(layers).gpuVram;
@@ -204,6 +252,9 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     return { gpu: onGpu * perLayer, cpu: (shape.blocks - onGpu) * perLayer };
   };
 
+  // One layer's K (or V) for every sequence: llama.cpp's cache tensor is [embd_gqa, cells per sequence, sequences], f16.
+  const kvTensor = (cells: number) => cells * shape.kvHeads * Math.max(shape.headK, shape.headV) * 2;
+
   const memo = new Map<string, Promise<Footprint>>();
   const footprint = async (s: LoadSettings): Promise<Footprint> => {
     const g = s.device === "cpu" ? 0 : Math.max(0, Math.min(layers, Math.floor(s.gpuLayers)));
@@ -225,14 +276,16 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     const gpu: Parts = noParts();
     const cpu: Parts = noParts();
     const w = split(g);
-    gpu.weights = w.gpuVram;
-    cpu.weights = w.cpuRam;
+    // a weight of layer `il` is offloaded when il >= blocks + 1 - g (the output layer is il = blocks)
+    const kept = heldBack.reduce((n, t) => n + (t.layer >= shape.blocks + 1 - g ? t.bytes : 0), 0);
+    gpu.weights = w.gpuVram - kept;
+    cpu.weights = w.cpuRam + kept;
     const kv = kvSplit(g, cells, slots, batch);
     gpu.cache = kv.gpu;
     cpu.cache = kv.cpu;
     let done = false;
-    const largestTensor = Math.max(cells * shape.kvHeads * Math.max(shape.headK, shape.headV) * 2, context * pad(batch, 64) * (shape.flash ? 2 : 4));
-    if (simulate && g > 0 && (o.llama!.gpu !== "vulkan" || largestTensor <= VULKAN_SAFE_TENSOR)) {
+    const largestTensor = Math.max(kvTensor(cells), context * pad(batch, 64) * (shape.flash ? 2 : 4));
+    if (simulate && largestTensor <= vulkanLimit) {
       const r = await internals._simulateContextResourceUsage!.call(insights, { contextSize: context, modelGpuLayers: g, batchSize: batch, sequences: slots, flashAttention: "auto" }).catch(() => null);
       if (r) {
         gpu.compute = Math.max(0, r.gpuVram - kv.gpu);
@@ -241,7 +294,8 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
       }
     }
     if (!done) {
-      const c = analyticCompute(shape, { gpuLayers: g, layers, ub: batch, kv: context, blockBytes });
+      const logitsOnHost = heldBack.some((t) => t.layer === shape.blocks) || shape.vocab * batch * F32 > vulkanLimit;
+      const c = analyticCompute(shape, { gpuLayers: g, layers, ub: batch, kv: context, slots, blockBytes, gpuRuntime: runtimeGpu !== undefined, logitsOnHost });
       gpu.compute = c.gpu;
       // the host's logits buffer: one row per sequence (llama.cpp's output_reserve)
       cpu.compute = c.cpu + shape.vocab * slots * F32;
@@ -250,11 +304,15 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     return toFootprint(gpu, cpu);
   };
 
-  return {
+  const profile: ModelProfile & ProfileLimits = {
     kind: "chat",
     layers,
     trainedContext: insights.trainContextSize,
     fileBytes: statSync(modelPath).size + (o.projectorPath ? statSync(o.projectorPath).size : 0),
     footprint,
+    runtimeGpu,
+    // The K and V caches of offloaded blocks are on the device (the output layer is the first offloaded).
+    largestTensorBytes: (s) => (s.device !== "cpu" && s.gpuLayers >= 2 ? kvTensor(pad(Math.max(1, s.contextSize), PAD) * Math.max(1, Math.floor(s.slots))) : 0),
   };
+  return profile;
 }

@@ -1,6 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import type { Llama } from "node-llama-cpp";
-import { discoverDevices, NVIDIA_SMI_QUERY, parseMeminfo, parseNvidiaSmi } from "../../src/planner/devices";
+import { existsSync } from "node:fs";
+import type { GpuLimits } from "../../src/planner/fit";
+import type { DeviceInfo } from "../../src/planner/types";
+import { discoverDevices, NVIDIA_SMI_QUERY, parseMeminfo, parseNvidiaSmi, readVulkanLimits, VULKAN_MIN_TENSOR_LIMIT, vulkanTensorLimit, type VulkanDeviceLimits } from "../../src/planner/devices";
 
 // nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used,memory.free --format=csv,noheader,nounits
 // as a two-GPU host prints it (MiB; an RTX 4090 reports 24564 total, an H100 SXM 81559).
@@ -59,6 +62,44 @@ describe("meminfo", () => {
   });
 });
 
+const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+// The Vulkan loader's answers: Mesa's llvmpipe as measured here (maxMemoryAllocationSize 2 GiB),
+// and a discrete GPU with made-up but typical figures (a 4 GiB storage buffer range).
+const LLVMPIPE: VulkanDeviceLimits = { name: "llvmpipe (LLVM 15.0.6, 256 bits)", type: 4, maxStorageBufferRange: 128 * MiB, maxBufferBytes: 2 * GiB, indexing64: false };
+const RADEON: VulkanDeviceLimits = { name: "a discrete GPU", type: 2, maxStorageBufferRange: 4 * GiB - 1, maxBufferBytes: 4 * GiB, indexing64: false };
+
+describe("Vulkan's largest tensor", () => {
+  test("ggml's devices: the GPUs, or those GGML_VK_VISIBLE_DEVICES names; the least limit among them", () => {
+    expect(vulkanTensorLimit([LLVMPIPE, RADEON], undefined)).toEqual({ bytes: 4 * GiB - 1 });
+    expect(vulkanTensorLimit([LLVMPIPE, RADEON], "0")).toEqual({ bytes: 128 * MiB });
+    expect(vulkanTensorLimit([LLVMPIPE, RADEON], "1,0")).toEqual({ bytes: 128 * MiB });
+    const small = { ...RADEON, type: 1, maxStorageBufferRange: 2 * GiB };
+    expect(vulkanTensorLimit([RADEON, small], undefined)).toEqual({ bytes: 2 * GiB });
+  });
+
+  test("the storage buffer range does not bind a device with 64-bit indexing; its largest buffer does", () => {
+    expect(vulkanTensorLimit([{ ...RADEON, indexing64: true, maxBufferBytes: 16 * GiB }], undefined)).toEqual({ bytes: 16 * GiB });
+    expect(vulkanTensorLimit([{ ...RADEON, maxStorageBufferRange: 4 * GiB - 1, maxBufferBytes: GiB }], undefined)).toEqual({ bytes: GiB });
+  });
+
+  test("unknown: the 128 MiB the Vulkan specification guarantees, and why", () => {
+    expect(VULKAN_MIN_TENSOR_LIMIT).toBe(128 * MiB);
+    expect(vulkanTensorLimit(null, undefined)).toMatchObject({ bytes: 128 * MiB, problem: expect.stringContaining("cannot read") });
+    expect(vulkanTensorLimit([LLVMPIPE], undefined)).toMatchObject({ bytes: 128 * MiB, problem: expect.stringContaining("none of the devices ggml uses") });
+  });
+
+  // Mesa's llvmpipe is what test/setup-vulkan.sh installs: the loader's answer for it, read through our own Vulkan instance.
+  test.skipIf(!["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"].some((d) => existsSync(d)))("the Vulkan loader's own answer for llvmpipe: 128 MiB of storage buffer range", () => {
+    const devices = readVulkanLimits();
+    expect(devices).not.toBeNull();
+    const lvp = devices!.find((d) => d.name.startsWith("llvmpipe"));
+    expect(lvp).toMatchObject({ type: 4, maxStorageBufferRange: 128 * MiB, indexing64: false });
+    expect(lvp!.maxBufferBytes).toBeGreaterThanOrEqual(GiB);
+    expect(readVulkanLimits()).toBe(devices); // read once a process
+  });
+});
+
 describe("discoverDevices", () => {
   const meminfo = () => MEMINFO;
 
@@ -103,10 +144,19 @@ describe("discoverDevices", () => {
     expect(r.devices[0]!.budgetMb).toBe(r.devices[0]!.totalMb);
   });
 
-  test("a Vulkan runtime's memory is one vulkan device named after its GPUs", async () => {
+  test("a Vulkan runtime's memory is one vulkan device named after its GPUs, with its largest tensor", async () => {
     const llama = fakeLlama({ gpu: "vulkan", total: 2 * 2 ** 30, free: 1.5 * 2 ** 30, names: ["llvmpipe (LLVM 15.0.6, 256 bits)"] });
-    const r = await discoverDevices({ cuda: false, meminfo, llama, gpuBudgetMb: 1024 });
-    expect(r.devices[1]).toEqual({ id: "vulkan:0", kind: "vulkan", name: "llvmpipe (LLVM 15.0.6, 256 bits)", totalMb: 2048, freeMb: 1536, budgetMb: 1024 });
+    const r = await discoverDevices({ cuda: false, meminfo, llama, gpuBudgetMb: 1024, vulkanLimits: () => [LLVMPIPE, RADEON] });
+    const vulkan: DeviceInfo & GpuLimits = { id: "vulkan:0", kind: "vulkan", name: "llvmpipe (LLVM 15.0.6, 256 bits)", totalMb: 2048, freeMb: 1536, budgetMb: 1024, maxTensorBytes: 4 * GiB - 1 };
+    expect(r.devices[1] as DeviceInfo & GpuLimits).toEqual(vulkan);
+    expect(r.problems).toEqual([]);
+  });
+
+  test("a Vulkan loader that cannot tell the limits: the spec's minimum, and a problem", async () => {
+    const llama = fakeLlama({ gpu: "vulkan", total: 2 * 2 ** 30, free: 2 ** 30, names: ["AMD Radeon RX 7900 XTX (RADV NAVI31)"] });
+    const r = await discoverDevices({ cuda: false, meminfo, llama, vulkanLimits: () => null });
+    expect(r.devices[1]).toMatchObject({ id: "vulkan:0", maxTensorBytes: 128 * MiB });
+    expect(r.problems).toEqual([expect.stringMatching(/^Vulkan: cannot read the devices' buffer limits .*128 MiB/)]);
   });
 
   test("a runtime that is not Vulkan adds no device", async () => {

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
 import type { ModelManifest } from "../../src/engines/manifest";
-import { fitModel } from "../../src/planner/fit";
+import { fitModel, type GpuLimits, type Placed, type ProfileLimits } from "../../src/planner/fit";
 import { profileModel } from "../../src/planner/profile";
 import type { DeviceInfo, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/planner/types";
 
@@ -175,5 +175,108 @@ describe("refusals", () => {
   test("a minimum context above what the model was trained for", async () => {
     const fit = await fitModel(bench, wants({ minContext: 8192 }), [RTX(20_000)], CPU(8000), "bench-64m");
     expect(fit).toEqual({ ok: false, missingMb: 0, reason: "bench-64m cannot have the 8,192-token context it needs at least: its trained context is 4,096 tokens and the configured maximum 1,048,576" });
+  });
+});
+
+// A made-up chat profile: 4 layers, trained for 128k tokens, 2 KiB of K a token in each layer (8 KV
+// heads of 128, f16, as qwen3-1.7b); 25 MB of weights a layer and 1 MB a 1k cells (all of them on
+// the GPU once a layer is: a simplification), 10 MB of RAM beside; on the CPU all of it in RAM and
+// `gpuOnCpu` MB on the runtime's GPU (llama.cpp's compute buffer).
+function madeUp(o: { runtimeGpu?: "vulkan" | "cuda"; gpuOnCpu?: number } = {}): ModelProfile & ProfileLimits & { asked: LoadSettings[] } {
+  const asked: LoadSettings[] = [];
+  const K_PER_TOKEN = 2048;
+  return {
+    kind: "chat",
+    layers: 4,
+    trainedContext: 131_072,
+    fileBytes: 100 * 2 ** 20,
+    asked,
+    runtimeGpu: o.runtimeGpu,
+    largestTensorBytes: (s) => (s.device !== "cpu" && s.gpuLayers >= 2 ? s.contextSize * s.slots * K_PER_TOKEN : 0),
+    footprint: async (s) => {
+      asked.push(s);
+      const cache = Math.ceil((s.contextSize * s.slots) / 1024);
+      const g = s.device === "cpu" ? 0 : s.gpuLayers;
+      const gpuMb = g > 0 ? 25 * g + cache : (o.gpuOnCpu ?? 0);
+      const cpuMb = 25 * (4 - g) + (g > 0 ? 10 : cache);
+      return { gpuMb, cpuMb, parts: { weightsMb: 100, cacheMb: cache, computeMb: gpuMb + cpuMb - 100 - cache, projectorMb: 0 } };
+    },
+  };
+}
+const MiB = 2 ** 20;
+const VULKAN = (availableMb: number, maxTensorBytes?: number): Room => {
+  const device: DeviceInfo & GpuLimits = { id: "vulkan:0", kind: "vulkan", name: "llvmpipe (LLVM 15.0.6, 256 bits)", totalMb: 65536, freeMb: 65536, budgetMb: 65536, maxTensorBytes };
+  return { device, availableMb };
+};
+const tensorOf = (s: LoadSettings) => s.contextSize * s.slots * 2048;
+
+describe("a device's largest tensor (Vulkan)", () => {
+  test("an auto context stops where a layer's K would outgrow the device's largest tensor", async () => {
+    const p = madeUp();
+    const fit = await fitModel(p, wants({ devices: ["vulkan"], maxSlots: 4 }), [VULKAN(60_000, 128 * MiB)], CPU(8000));
+    // 65,536 tokens × 2 KiB = 128 MiB: at the limit; one slot more or 256 tokens more is over it
+    expect(fit).toMatchObject({ ok: true, device: "vulkan:0", settings: { gpuLayers: 4, contextSize: 65_536, slots: 1 } });
+    // no footprint (a Vulkan dry run) was asked for settings over the limit
+    expect(p.asked.filter((s) => tensorOf(s) > 128 * MiB)).toEqual([]);
+  });
+
+  test("auto slots stop there too; without a limit the same model takes the room it has", async () => {
+    const fit = await fitModel(madeUp(), wants({ devices: ["vulkan"], maxContext: 16_384, maxSlots: 8 }), [VULKAN(60_000, 128 * MiB)], CPU(8000));
+    expect(fit).toMatchObject({ ok: true, settings: { contextSize: 16_384, slots: 4 } });
+    const free = await fitModel(madeUp(), wants({ devices: ["vulkan"], maxSlots: 4 }), [VULKAN(60_000)], CPU(8000));
+    expect(free).toMatchObject({ ok: true, settings: { contextSize: 131_072, slots: 4 } });
+  });
+
+  test("a partial offload keeps to the limit as well", async () => {
+    const p = madeUp();
+    // 90 MB: not every layer even at 1k tokens; 2 layers and 32k tokens (64 MiB of K) at most
+    const fit = await fitModel(p, wants({ devices: ["vulkan"], minContext: 1024, maxSlots: 4 }), [VULKAN(90, 64 * MiB)], CPU(8000));
+    expect(fit).toMatchObject({ ok: true, settings: { gpuLayers: 2, contextSize: 32_768, slots: 1 } });
+    expect(p.asked.filter((s) => tensorOf(s) > 64 * MiB)).toEqual([]);
+  });
+
+  test("fixed settings over the limit are refused with the reason, not loaded to abort", async () => {
+    const fit = await fitModel(madeUp(), wants({ devices: ["vulkan"], contextSize: 98_304, slots: 1 }), [VULKAN(60_000, 128 * MiB)], CPU(8000), "qwen3");
+    expect(fit).toEqual({
+      ok: false,
+      missingMb: 0,
+      reason:
+        "qwen3 cannot run on vulkan:0 (llvmpipe (LLVM 15.0.6, 256 bits)) with 4 of 4 layers, a 98,304-token context × 1 slot: one layer's K or V cache would be 192 MiB, more than the 128 MiB the device allows a tensor (llama.cpp would abort); a shorter context or fewer slots fit",
+    });
+  });
+
+  test("refused on the GPU for its tensor, the model goes to the CPU where allowed; memory shortfalls come first in a refusal", async () => {
+    const onCpu = await fitModel(madeUp(), wants({ devices: ["vulkan", "cpu"], contextSize: 98_304, slots: 1 }), [VULKAN(60_000, 128 * MiB)], CPU(8000));
+    expect(onCpu).toMatchObject({ ok: true, device: "cpu", settings: { device: "cpu", contextSize: 98_304 } });
+    const none = await fitModel(madeUp(), wants({ devices: ["vulkan", "cpu"], contextSize: 98_304, slots: 1 }), [VULKAN(60_000, 128 * MiB)], CPU(50), "qwen3");
+    expect(none).toMatchObject({ ok: false, missingMb: 196 - 50 });
+    if (!none.ok) expect(none.reason).toMatch(/^qwen3 needs 196 MB of RAM on the CPU .* \(also tried vulkan:0: a K or V cache over its largest tensor\)$/);
+  });
+});
+
+describe("a CPU placement inside a GPU runtime", () => {
+  test("its compute buffer must fit the runtime's GPU, which the fit names", async () => {
+    const p = madeUp({ runtimeGpu: "vulkan", gpuOnCpu: 25 });
+    const fit = await fitModel(p, wants({ devices: ["cpu"], maxContext: 4096 }), [RTX(20_000), VULKAN(30)], CPU(8000));
+    expect(fit).toMatchObject({ ok: true, device: "cpu", gpuDevice: "vulkan:0", settings: { device: "cpu", contextSize: 4096 }, footprint: { gpuMb: 25 } });
+  });
+
+  test("no room for it there: refused, saying where", async () => {
+    const p = madeUp({ runtimeGpu: "vulkan", gpuOnCpu: 25 });
+    const fit = await fitModel(p, wants({ devices: ["cpu"], maxContext: 4096 }), [VULKAN(20)], CPU(8000), "m");
+    expect(fit).toEqual({
+      ok: false,
+      missingMb: 5,
+      reason:
+        "m needs 25 MB on vulkan:0 (llvmpipe (LLVM 15.0.6, 256 bits)) beside 101 MB of RAM on the CPU with a 256-token context × 1 slot (llama.cpp computes a CPU model's prompts on its vulkan GPU); 20 MB are free for it there: 5 MB missing",
+    });
+    const gone = await fitModel(p, wants({ devices: ["cpu"], maxContext: 4096 }), [], CPU(8000), "m");
+    expect(gone).toMatchObject({ ok: false, missingMb: 25, reason: expect.stringMatching(/^m needs 25 MB on a vulkan device beside its RAM .* no such device is usable: 25 MB missing$/) });
+  });
+
+  test("a CPU runtime's CPU placement needs no GPU", async () => {
+    const fit = (await fitModel(madeUp(), wants({ devices: ["cpu"], maxContext: 4096 }), [], CPU(8000))) as Placed;
+    expect(fit).toMatchObject({ ok: true, device: "cpu", footprint: { gpuMb: 0 } });
+    expect(fit.gpuDevice).toBeUndefined();
   });
 });

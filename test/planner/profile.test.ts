@@ -9,7 +9,8 @@ import { CHAT_PRESETS } from "../../models/presets";
 import { ensureProjector } from "../../models/projector-cache";
 import type { ModelManifest } from "../../src/engines/manifest";
 import { profileModel } from "../../src/planner/profile";
-import type { LoadSettings } from "../../src/planner/types";
+import type { ProfileLimits } from "../../src/planner/fit";
+import type { LoadSettings, ModelProfile } from "../../src/planner/types";
 
 // Profiles of the generated models, read from their files: a chat model's cache grows with
 // context × slots exactly as K and V cells do, its weights are its tensors, and an ONNX model's
@@ -103,6 +104,18 @@ describe("chat models (GGUF)", () => {
     const five = await p.footprint(gpu(5, 4096));
     const all = await p.footprint(gpu(p.layers, 4096));
     expect(all.gpuMb - five.gpuMb).toBeGreaterThanOrEqual(6 * perLayerKvMb);
+  });
+
+  test("its largest device tensor is one layer's K for every slot, there once a block is offloaded; a CPU runtime is no GPU runtime", async () => {
+    const path = await ensureChatModel("bench-64m");
+    const p = (await profileModel(manifest("bench", "chat"), files({ model: path }))) as ModelProfile & ProfileLimits;
+    const spec = CHAT_PRESETS["bench-64m"];
+    const k = (cells: number) => cells * spec.kvHeads * spec.headDim * 2;
+    expect(p.largestTensorBytes!(gpu(p.layers, 4096, 2))).toBe(k(8192));
+    expect(p.largestTensorBytes!(gpu(2, 1000))).toBe(k(1024)); // padded to 256 cells, as the cache
+    expect(p.largestTensorBytes!(gpu(1, 4096))).toBe(0); // the output layer alone: no cache on the GPU
+    expect(p.largestTensorBytes!(cpu(4096))).toBe(0);
+    expect(p.runtimeGpu).toBeUndefined();
   });
 
   test("a vision model's projector follows the layers", async () => {

@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { Llama } from "node-llama-cpp";
+import { ensureChatModelSpec } from "../../models/cache";
+import type { ChatModelSpec } from "../../models/presets";
+import { discoverDevices } from "../../src/planner/devices";
+import { fitModel, type GpuLimits } from "../../src/planner/fit";
+import { profileGguf } from "../../src/planner/gguf-profile";
+import type { DeviceInfo, LoadWants } from "../../src/planner/types";
+import { admitLlvmpipe } from "../helpers/vulkan";
+
+// A Vulkan device's largest tensor as a constraint of the fit, on Mesa's llvmpipe through
+// node-llama-cpp's Vulkan build (test/setup-vulkan.sh). The model has one block of 8 KV heads of
+// 128 (2 KiB of K a token, as qwen3-1.7b) and a trained context of 128k tokens: its K at 128k is
+// 256 MiB, twice the 128 MiB llvmpipe's maxStorageBufferRange allows, and llama.cpp aborts the
+// process on such a cache. The planner reads the limit from the Vulkan loader (devices.ts), and an
+// auto context stops at 64k × 1 slot; a context of 64k + 256 aborts a process of its own, which
+// shows the limit is the device's and not a margin of ours. Each run is a process of its own (one
+// llama.cpp build a process; the abort takes its process down).
+//
+// The model is loaded without node-llama-cpp's memory checks (`ignoreMemorySafetyChecks`, and
+// `useMmap` given, which "auto" would otherwise decide by more dry runs): with them, loadModel
+// dry-runs contexts up to the model's trained one to size its own guess, and that alone aborts
+// the process for this model whatever context is asked next (the third run shows it). A planned
+// load has its settings already: the chat engine must load planned settings that way too.
+
+const SPEC: ChatModelSpec = {
+  name: "appliance-qwen3-wide-kv",
+  contextLength: 131_072,
+  embedding: 1024,
+  blocks: 1,
+  heads: 8,
+  kvHeads: 8,
+  headDim: 128,
+  feedForward: 1024,
+  vocabSize: 2048,
+  matrixType: "f16",
+  seed: 3,
+};
+const MiB = 2 ** 20;
+const LIMIT_CONTEXT = 65_536; // 65,536 × 8 × 128 × 2 bytes = 128 MiB
+
+/** How a load with planned settings must call loadModel (see above). */
+const PLANNED = { ignoreMemorySafetyChecks: true, useMmap: true } as const;
+
+const mode = process.env.APPLIANCE_VULKAN_LIMIT;
+
+if (mode === "fit") {
+  const lines: string[] = [];
+  let llama: Llama;
+  let restoreEnv: () => void = () => {};
+
+  beforeAll(async () => {
+    restoreEnv = admitLlvmpipe();
+    const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+    llama = await getLlama({ gpu: "vulkan", build: "never", skipDownload: true, progressLogs: false, maxThreads: 2, logLevel: LlamaLogLevel.info, logger: (_l, m) => lines.push(m) });
+  }, 60_000);
+
+  afterAll(async () => {
+    await llama?.dispose();
+    restoreEnv();
+  });
+
+  test("an auto context on llvmpipe stops at the largest K its storage buffers hold, and loads", async () => {
+    const path = await ensureChatModelSpec("wide-kv", SPEC);
+    const { devices } = await discoverDevices({ cuda: false, llama });
+    const device = devices.find((d) => d.kind === "vulkan") as DeviceInfo & GpuLimits;
+    expect(device.maxTensorBytes).toBe(128 * MiB);
+
+    const profile = await profileGguf(path, { llama });
+    const wants: LoadWants = { devices: ["vulkan"], gpuLayers: "auto", contextSize: "auto", slots: "auto", maxContext: 131_072, maxSlots: 4, minContext: 4096 };
+    const fit = await fitModel(profile, wants, [{ device, availableMb: 16_384 }], { device: devices[0]!, availableMb: 16_384 }, "wide-kv");
+    expect(fit).toMatchObject({ ok: true, device: "vulkan:0", settings: { device: "vulkan", gpuLayers: profile.layers, contextSize: LIMIT_CONTEXT, slots: 1 } });
+    if (!fit.ok) return;
+
+    // as the chat engine loads it (chat-engine.ts doLoad)
+    const from = lines.length;
+    const model = await llama.loadModel({ modelPath: path, gpuLayers: fit.settings.gpuLayers, ...PLANNED });
+    const context = await model.createContext({ contextSize: fit.settings.contextSize, sequences: fit.settings.slots, threads: 2, flashAttention: "auto" });
+    const kv = lines.slice(from).find((l) => /Vulkan0 KV buffer size/.test(l));
+    await context.dispose();
+    await model.dispose();
+    expect(kv).toMatch(/Vulkan0 KV buffer size =\s+256\.00 MiB/); // K and V, 128 MiB each
+  }, 120_000);
+} else if (mode === "over" || mode === "checks") {
+  test(mode === "over" ? "one step over the limit: llama.cpp aborts" : "node-llama-cpp's memory checks dry-run the trained context: llama.cpp aborts", async () => {
+    admitLlvmpipe();
+    const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+    const llama = await getLlama({ gpu: "vulkan", build: "never", skipDownload: true, progressLogs: false, maxThreads: 2, logLevel: LlamaLogLevel.error });
+    const model = await llama.loadModel({ modelPath: await ensureChatModelSpec("wide-kv", SPEC), gpuLayers: 2, ...(mode === "over" ? PLANNED : {}) });
+    await model.createContext({ contextSize: mode === "over" ? LIMIT_CONTEXT + 256 : 4096, sequences: 1, threads: 2, flashAttention: "auto" });
+    console.log("vulkan-limit: loaded");
+  }, 120_000);
+} else {
+  const run = async (mode: string) => {
+    const child = Bun.spawn([process.execPath, "test", import.meta.path], { env: { ...process.env, APPLIANCE_VULKAN_LIMIT: mode }, stdout: "pipe", stderr: "pipe" });
+    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    return { code, report: `${out}\n${err}` };
+  };
+
+  test("the fitter's auto context for a long-context model loads on llvmpipe without aborting (in a process of its own)", async () => {
+    const { code, report } = await run("fit");
+    expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
+    expect(report).toMatch(/\b1 pass\b/);
+  }, 300_000);
+
+  test("256 tokens more than that context abort the process that loads it: the limit is the device's own", async () => {
+    const { code, report } = await run("over");
+    expect(code).not.toBe(0);
+    expect(report).toContain("pre-allocated tensor (cache_k_l0) in a buffer (Vulkan0)");
+    expect(report).not.toContain("vulkan-limit: loaded");
+  }, 300_000);
+
+  test("with node-llama-cpp's memory checks on, even a 4k context aborts: its checks dry-run the trained 128k", async () => {
+    const { code, report } = await run("checks");
+    expect(code).not.toBe(0);
+    expect(report).toContain("pre-allocated tensor (cache_k_l0) in a buffer (Vulkan0)");
+    expect(report).not.toContain("vulkan-limit: loaded");
+  }, 300_000);
+}
