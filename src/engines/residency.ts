@@ -40,6 +40,8 @@ export interface MemoryPlanner {
 
 export interface Placement {
   device: string;
+  /** Where footprint.gpuMb lies when not on `device` (a CPU placement inside a GPU runtime). */
+  gpuDevice?: string;
   settings: LoadSettings;
   footprint: Footprint;
 }
@@ -137,7 +139,8 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       const p = r === self ? null : stateOf(r).placement;
       if (!p || !loaded(r)) continue;
       const into = gone.has(r) ? freed : held;
-      into.set(p.device, (into.get(p.device) ?? 0) + p.footprint.gpuMb);
+      const gpu = p.gpuDevice ?? p.device;
+      into.set(gpu, (into.get(gpu) ?? 0) + p.footprint.gpuMb);
       if (gone.has(r)) cpuFreed += p.footprint.cpuMb;
       else cpuHeld += p.footprint.cpuMb;
     }
@@ -155,7 +158,8 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
   }
 
   const fitsIn = (f: Extract<Fit, { ok: true }>, rooms: { gpus: Room[]; cpu: Room }): boolean =>
-    f.footprint.cpuMb <= rooms.cpu.availableMb && (f.footprint.gpuMb === 0 || f.footprint.gpuMb <= (rooms.gpus.find((g) => g.device.id === f.device)?.availableMb ?? 0));
+    f.footprint.cpuMb <= rooms.cpu.availableMb &&
+    (f.footprint.gpuMb === 0 || f.footprint.gpuMb <= (rooms.gpus.find((g) => g.device.id === (f.gpuDevice ?? f.device))?.availableMb ?? 0));
 
   /** Loads `r` where the planner puts it, unloading idle models first when it needs their room. */
   async function bringIn(r: Resident, deadline: number): Promise<void> {
@@ -191,11 +195,11 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         for (const x of idle) {
           if (fitsIn(best, roomsWith(devices, gone, r))) break;
           const p = stateOf(x).placement!;
-          if (p.device === best.device || p.footprint.cpuMb > 0) gone.add(x);
+          if ((p.gpuDevice ?? p.device) === (best.gpuDevice ?? best.device) || p.footprint.cpuMb > 0) gone.add(x);
         }
         for (const x of gone) await unload(x, `to make room for ${m.id}`);
         await engine.load(best.settings);
-        s.placement = { device: best.device, settings: best.settings, footprint: best.footprint };
+        s.placement = { device: best.device, gpuDevice: best.gpuDevice, settings: best.settings, footprint: best.footprint };
         o.logger?.info("model placed", { model: m.id, ...best.settings, device: best.device, memory_mb: { gpu: best.footprint.gpuMb, cpu: best.footprint.cpuMb }, unloaded: [...gone].map((x) => x.manifest.id) });
         return;
       }
@@ -290,7 +294,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         const stay: string[] = [];
         for (const r of residents()) {
           const p = stateOf(r).placement;
-          if (!p || !loaded(r) || !on(p.device)) continue;
+          if (!p || !loaded(r) || !on(p.gpuDevice ?? p.device)) continue;
           if (r.holds > 0 || pinned(r.manifest)) stay.push(r.manifest.id);
           else await unload(r, "its GPU is being rented");
         }

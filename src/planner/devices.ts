@@ -2,7 +2,6 @@ import { dlopen, FFIType, ptr } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { freemem, totalmem } from "node:os";
 import type { Llama } from "node-llama-cpp";
-import type { GpuLimits } from "./fit";
 import type { DeviceInfo } from "./types";
 
 // The devices models can be placed on and their memory, as the host reports it now:
@@ -105,7 +104,7 @@ async function vulkanDevices(llama: Llama, o: DiscoverOptions, problems: string[
     const totalMb = Math.floor(vram.total / 2 ** 20);
     const limit = vulkanTensorLimit((o.vulkanLimits ?? readVulkanLimits)());
     if (limit.problem) problems.push(limit.problem);
-    const device: DeviceInfo & GpuLimits = {
+    const device: DeviceInfo = {
       id: "vulkan:0",
       kind: "vulkan",
       name: names.join(" + "),

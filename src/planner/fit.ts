@@ -34,21 +34,6 @@ import type { DeviceInfo, DeviceKind, Fit, Footprint, LoadSettings, LoadWants, M
 // Image models' `contextSize` is the image side: auto is the largest a request may ask
 // (profile.trainedContext); embedding and classifier models' is their max tokens.
 
-// Fields the planner's types will carry (types.ts is edited elsewhere); read here where present.
-/** A device's limit on one tensor: Vulkan's (devices.ts vulkanTensorLimit); absent: none known. */
-export interface GpuLimits {
-  maxTensorBytes?: number;
-}
-/** What a profile may tell beyond its footprint (gguf-profile.ts). */
-export interface ProfileLimits {
-  /** The GPU kind of the runtime the profile was read for: a CPU placement there still computes on that GPU. */
-  runtimeGpu?: DeviceKind;
-  /** The largest tensor a GPU placement with these settings allocates on the device (a layer's K or V cache), bytes. */
-  largestTensorBytes?(s: LoadSettings): number;
-}
-/** A fit whose gpuMb lies on another device than the one it computes on (a CPU placement inside a GPU runtime). */
-export type Placed = Extract<Fit, { ok: true }> & { gpuDevice?: string };
-
 const STEP = 256;
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
@@ -92,7 +77,7 @@ const mib = (bytes: number) => fmt(Math.ceil(bytes / MiB));
 export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Room[], cpu: Room, name = "the model"): Promise<Fit> {
   const chat = profile.kind === "chat";
   const fp = (s: LoadSettings): Promise<Footprint> => profile.footprint(s);
-  const limits = profile as ModelProfile & ProfileLimits;
+  const limits = profile;
 
   // The context sizes allowed, as [cMin, cMax] in tokens (chat: multiples of 256 between them).
   let cMin: number;
@@ -148,7 +133,7 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
     const s = await largest(sMin, sMax, (s) => fits(c, s));
     const settings = at(c, s);
     const footprint = await fp(settings);
-    const placed: Placed = { ok: true, device: cpu.device.id, settings, footprint };
+    const placed: Extract<Fit, { ok: true }> = { ok: true, device: cpu.device.id, settings, footprint };
     if (footprint.gpuMb > 0 && gpuRoom) placed.gpuDevice = gpuRoom.device.id;
     return placed;
   };
@@ -157,7 +142,7 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
     const L = profile.layers;
     const at = (g: number, c: number, s: number): LoadSettings => ({ device: kind, gpuLayers: g, contextSize: c, slots: s });
     // The device's tensor limit, checked before any footprint is asked (monotone in context and slots).
-    const limit = (r.device as DeviceInfo & GpuLimits).maxTensorBytes;
+    const limit = r.device.maxTensorBytes;
     const tensor = (c: number, s: number) => (limit !== undefined && limits.largestTensorBytes ? limits.largestTensorBytes(at(L, c, s)) : 0);
     const allowed = (c: number, s: number) => limit === undefined || tensor(c, s) <= limit;
     if (!allowed(cMin, sMin)) {

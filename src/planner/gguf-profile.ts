@@ -1,7 +1,6 @@
 import { statSync } from "node:fs";
 import { GgmlType, GgufInsights, readGgufFileInfo, type GgufFileInfo, type Llama } from "node-llama-cpp";
 import { vulkanMaxTensorBytes } from "./devices";
-import type { ProfileLimits } from "./fit";
 import type { DeviceKind, Footprint, LoadSettings, ModelProfile } from "./types";
 import { fileVersion, noParts, toFootprint, VersionCache, type Parts } from "./footprint";
 
@@ -304,7 +303,7 @@ export async function profileGguf(modelPath: string, o: GgufProfileOptions = {})
     return toFootprint(gpu, cpu);
   };
 
-  const profile: ModelProfile & ProfileLimits = {
+  const profile: ModelProfile = {
     kind: "chat",
     layers,
     trainedContext: insights.trainContextSize,

@@ -67,8 +67,8 @@ export async function planModels(planner: MemoryPlanner, inputs: readonly PlanIn
     const layers = m.kind === "chat" ? profile.layers : undefined;
     const beside = await planner.fit(profile, wants, ...rooms(all), `"${m.id}"`);
     if (beside.ok) {
-      hold(all, beside.device, beside.footprint);
-      if (pinned) hold(pinnedOnly, beside.device, beside.footprint);
+      hold(all, beside.gpuDevice ?? beside.device, beside.footprint);
+      if (pinned) hold(pinnedOnly, beside.gpuDevice ?? beside.device, beside.footprint);
       planned.set(m.id, { ...base, fits: "together", device: beside.device, settings: beside.settings, footprint: beside.footprint, layers });
       continue;
     }

@@ -23,6 +23,8 @@ export interface DeviceInfo {
   freeMb: number;
   /** What the appliance's models may hold on it in all: the total, or less where the config caps it. */
   budgetMb: number;
+  /** Vulkan: the largest tensor ggml can run an operation on there, bytes (devices.ts); absent: no known limit. */
+  maxTensorBytes?: number;
 }
 
 /** Memory a model takes with given settings. */
@@ -57,6 +59,10 @@ export interface ModelProfile {
   fileBytes: number;
   /** Memory with these settings. */
   footprint(s: LoadSettings): Promise<Footprint>;
+  /** The GPU kind of the runtime the profile was read for (chat: the llama.cpp build): a CPU placement there still holds footprint.gpuMb on that GPU. */
+  runtimeGpu?: DeviceKind;
+  /** The largest tensor a GPU placement with these settings allocates on the device (chat: one layer's K or V cache for every slot), bytes. */
+  largestTensorBytes?(s: LoadSettings): number;
 }
 
 /** What the config asks for; `auto` lets the planner choose. */
@@ -82,7 +88,14 @@ export interface Room {
 }
 
 export type Fit =
-  | { ok: true; device: string; settings: LoadSettings; footprint: Footprint }
+  | {
+      ok: true;
+      device: string;
+      settings: LoadSettings;
+      footprint: Footprint;
+      /** Where footprint.gpuMb lies when not on `device` (a CPU placement inside a GPU runtime holds llama.cpp's compute buffer there). */
+      gpuDevice?: string;
+    }
   | {
       ok: false;
       /** MB missing on the closest device (GPU, or host RAM for the CPU) with the smallest settings allowed. */

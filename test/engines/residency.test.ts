@@ -27,7 +27,7 @@ class StandIn implements ModelEngine {
 }
 
 /** A GPU of `gpuMb` (and a host of `cpuMb`); each model takes its fixed MB on the GPU, or `cpuFallback` on the host. */
-function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number; cpuFallback?: boolean } = {}) {
+function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number; cpuFallback?: boolean; onCpuHoldingGpu?: Record<string, number> } = {}) {
   const models = new Map<string, { r: Resident & { holds: number }; e: StandIn; pending: boolean }>();
   const gpu: DeviceInfo = { id: "cuda:0", kind: "cuda", name: "Test GPU", uuid: "GPU-1", totalMb: gpuMb, freeMb: gpuMb, budgetMb: gpuMb };
   const cpu: DeviceInfo = { id: "cpu", kind: "cpu", name: "host", totalMb: o.cpuMb ?? 1e6, freeMb: o.cpuMb ?? 1e6, budgetMb: o.cpuMb ?? 1e6 };
@@ -45,6 +45,12 @@ function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number
       const id = [...models.values()].find((x) => x.r.manifest.kind === p.kind && x.pending)?.r.manifest.id;
       const need = sizes[id!]!;
       const room = gpus[0];
+      // A CPU placement inside a GPU runtime: its compute buffer (MB) on the GPU, booked as gpuDevice.
+      const onGpu = o.onCpuHoldingGpu?.[id!];
+      if (onGpu !== undefined) {
+        if (!room || onGpu > room.availableMb) return { ok: false, missingMb: onGpu - (room?.availableMb ?? 0), reason: `${id} needs ${onGpu} MB on the GPU beside the CPU` };
+        return { ok: true, device: "cpu", gpuDevice: room.device.id, settings: { device: "cpu", gpuLayers: 0, contextSize: 512, slots: 1 }, footprint: { gpuMb: onGpu, cpuMb: need, parts: { weightsMb: need, cacheMb: 0, computeMb: onGpu, projectorMb: 0 } } };
+      }
       if (room && need <= room.availableMb)
         return { ok: true, device: room.device.id, settings: { device: "cuda", gpuLayers: 10, contextSize: 512, slots: 1 }, footprint: { gpuMb: need, cpuMb: 0, parts: { weightsMb: need, cacheMb: 0, computeMb: 0, projectorMb: 0 } } };
       if (o.cpuFallback && need <= cpuRoom.availableMb)
@@ -163,4 +169,20 @@ test("an admin's unload of a busy model waits for its requests; of an idle one, 
   for (let i = 0; i < 20 && w.engine("a").loaded; i++) await Bun.sleep(5);
   expect(w.engine("a").loaded).toBe(false);
   expect(await w.residency.unload(w.resident("a"))).toBe("not_loaded");
+});
+
+test("a CPU placement's compute buffer on the GPU is booked there: it counts against the GPU's room, is unloaded for it, and for a rental of it", async () => {
+  const w = world(100, { small: 10, big: 80 }, { onCpuHoldingGpu: { small: 30 } });
+  (await w.request("small")).release();
+  expect(w.residency.status(w.resident("small"))).toMatchObject({ state: "loaded", device: "cpu", memory_mb: { gpu: 30, cpu: 10 } });
+  // 80 MB on a GPU of 100 with 30 booked: the idle CPU model goes, since its buffer is in the way.
+  (await w.request("big")).release();
+  expect(w.engine("small").unloads).toBe(1);
+  expect(w.engine("big").loaded).toBe(true);
+  // Back on the CPU beside big? 30 MB more on the GPU do not fit beside 80: big (idle) goes.
+  (await w.request("small")).release();
+  expect([w.engine("small").loaded, w.engine("big").loaded]).toEqual([true, false]);
+  // A rental of the GPU unloads the CPU model holding a buffer there.
+  expect(await w.residency.vacate((d) => d === "cuda:0")).toEqual([]);
+  expect(w.engine("small").loaded).toBe(false);
 });

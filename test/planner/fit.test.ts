@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
 import type { ModelManifest } from "../../src/engines/manifest";
-import { fitModel, type GpuLimits, type Placed, type ProfileLimits } from "../../src/planner/fit";
+import { fitModel } from "../../src/planner/fit";
 import { profileModel } from "../../src/planner/profile";
-import type { DeviceInfo, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/planner/types";
+import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/planner/types";
 
 // Fitting over the profiles of generated chat GGUFs and made-up devices: every answer is checked
 // against the profile itself (what was chosen fits; one step more would not).
@@ -182,7 +182,7 @@ describe("refusals", () => {
 // heads of 128, f16, as qwen3-1.7b); 25 MB of weights a layer and 1 MB a 1k cells (all of them on
 // the GPU once a layer is: a simplification), 10 MB of RAM beside; on the CPU all of it in RAM and
 // `gpuOnCpu` MB on the runtime's GPU (llama.cpp's compute buffer).
-function madeUp(o: { runtimeGpu?: "vulkan" | "cuda"; gpuOnCpu?: number } = {}): ModelProfile & ProfileLimits & { asked: LoadSettings[] } {
+function madeUp(o: { runtimeGpu?: "vulkan" | "cuda"; gpuOnCpu?: number } = {}): ModelProfile & { asked: LoadSettings[] } {
   const asked: LoadSettings[] = [];
   const K_PER_TOKEN = 2048;
   return {
@@ -205,7 +205,7 @@ function madeUp(o: { runtimeGpu?: "vulkan" | "cuda"; gpuOnCpu?: number } = {}): 
 }
 const MiB = 2 ** 20;
 const VULKAN = (availableMb: number, maxTensorBytes?: number): Room => {
-  const device: DeviceInfo & GpuLimits = { id: "vulkan:0", kind: "vulkan", name: "llvmpipe (LLVM 15.0.6, 256 bits)", totalMb: 65536, freeMb: 65536, budgetMb: 65536, maxTensorBytes };
+  const device: DeviceInfo = { id: "vulkan:0", kind: "vulkan", name: "llvmpipe (LLVM 15.0.6, 256 bits)", totalMb: 65536, freeMb: 65536, budgetMb: 65536, maxTensorBytes };
   return { device, availableMb };
 };
 const tensorOf = (s: LoadSettings) => s.contextSize * s.slots * 2048;
@@ -275,7 +275,7 @@ describe("a CPU placement inside a GPU runtime", () => {
   });
 
   test("a CPU runtime's CPU placement needs no GPU", async () => {
-    const fit = (await fitModel(madeUp(), wants({ devices: ["cpu"], maxContext: 4096 }), [], CPU(8000))) as Placed;
+    const fit = (await fitModel(madeUp(), wants({ devices: ["cpu"], maxContext: 4096 }), [], CPU(8000))) as Extract<Fit, { ok: true }>;
     expect(fit).toMatchObject({ ok: true, device: "cpu", footprint: { gpuMb: 0 } });
     expect(fit.gpuDevice).toBeUndefined();
   });

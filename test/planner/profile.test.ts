@@ -9,7 +9,7 @@ import { CHAT_PRESETS } from "../../models/presets";
 import { ensureProjector } from "../../models/projector-cache";
 import type { ModelManifest } from "../../src/engines/manifest";
 import { profileModel } from "../../src/planner/profile";
-import type { ProfileLimits } from "../../src/planner/fit";
+
 import type { LoadSettings, ModelProfile } from "../../src/planner/types";
 
 // Profiles of the generated models, read from their files: a chat model's cache grows with
@@ -108,7 +108,7 @@ describe("chat models (GGUF)", () => {
 
   test("its largest device tensor is one layer's K for every slot, there once a block is offloaded; a CPU runtime is no GPU runtime", async () => {
     const path = await ensureChatModel("bench-64m");
-    const p = (await profileModel(manifest("bench", "chat"), files({ model: path }))) as ModelProfile & ProfileLimits;
+    const p = (await profileModel(manifest("bench", "chat"), files({ model: path }))) as ModelProfile;
     const spec = CHAT_PRESETS["bench-64m"];
     const k = (cells: number) => cells * spec.kvHeads * spec.headDim * 2;
     expect(p.largestTensorBytes!(gpu(p.layers, 4096, 2))).toBe(k(8192));

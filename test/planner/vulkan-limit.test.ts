@@ -3,7 +3,7 @@ import type { Llama } from "node-llama-cpp";
 import { ensureChatModelSpec } from "../../models/cache";
 import type { ChatModelSpec } from "../../models/presets";
 import { discoverDevices } from "../../src/planner/devices";
-import { fitModel, type GpuLimits } from "../../src/planner/fit";
+import { fitModel } from "../../src/planner/fit";
 import { profileGguf } from "../../src/planner/gguf-profile";
 import type { DeviceInfo, LoadWants } from "../../src/planner/types";
 import { admitLlvmpipe } from "../helpers/vulkan";
@@ -63,7 +63,7 @@ if (mode === "fit") {
   test("an auto context on llvmpipe stops at the largest K its storage buffers hold, and loads", async () => {
     const path = await ensureChatModelSpec("wide-kv", SPEC);
     const { devices } = await discoverDevices({ cuda: false, llama });
-    const device = devices.find((d) => d.kind === "vulkan") as DeviceInfo & GpuLimits;
+    const device = devices.find((d) => d.kind === "vulkan") as DeviceInfo;
     expect(device.maxTensorBytes).toBe(128 * MiB);
 
     const profile = await profileGguf(path, { llama });
@@ -80,6 +80,27 @@ if (mode === "fit") {
     await context.dispose();
     await model.dispose();
     expect(kv).toMatch(/Vulkan0 KV buffer size =\s+256\.00 MiB/); // K and V, 128 MiB each
+  }, 120_000);
+} else if (mode === "server") {
+  test("the server loads the model with context and slots auto on llvmpipe: 64k × 1, no abort", async () => {
+    const restore = admitLlvmpipe();
+    const { chatTestApp } = await import("../helpers/chat");
+    const path = await ensureChatModelSpec("wide-kv", SPEC);
+    const t = await chatTestApp({
+      device: "vulkan",
+      builtIn: false,
+      extraModels: [{ id: "wide", name: "Wide", kind: "chat", files: { model: path }, max_context: 131_072, context: "auto", slots: "auto" }],
+    });
+    try {
+      const key = t.key({ creditUsd: 5 });
+      const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "wide", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
+      expect(res.status).toBe(200);
+      expect(t.deps.registry.status().find((s) => s.id === "wide")).toMatchObject({ device: "vulkan:0", context_size: LIMIT_CONTEXT, slots: 1 });
+      expect(t.logs.find((l) => l.msg === "chat model loaded" && l.model === "wide")).toMatchObject({ device: "vulkan", context_per_slot: LIMIT_CONTEXT, slots: 1 });
+    } finally {
+      await t.close();
+      restore();
+    }
   }, 120_000);
 } else if (mode === "over" || mode === "checks") {
   test(mode === "over" ? "one step over the limit: llama.cpp aborts" : "node-llama-cpp's memory checks dry-run the trained context: llama.cpp aborts", async () => {
@@ -99,6 +120,12 @@ if (mode === "fit") {
 
   test("the fitter's auto context for a long-context model loads on llvmpipe without aborting (in a process of its own)", async () => {
     const { code, report } = await run("fit");
+    expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
+    expect(report).toMatch(/\b1 pass\b/);
+  }, 300_000);
+
+  test("the server plans and loads that model with context and slots auto through the chat engine (in a process of its own)", async () => {
+    const { code, report } = await run("server");
     expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
     expect(report).toMatch(/\b1 pass\b/);
   }, 300_000);

@@ -169,7 +169,11 @@ export class LlamaChatEngine implements ChatEngine {
     const o = settings ? { ...this.opts, gpuLayers: settings.gpuLayers, contextSize: settings.contextSize, slots: settings.slots } : this.opts;
     const started = performance.now();
     const { llama, device: backend, gpus } = await o.runtime();
-    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers });
+    // Planned settings load as given: node-llama-cpp's memory checks dry-run contexts up to the
+    // trained one (useMmap "auto" runs them too), and on Vulkan a K cache over the device's largest
+    // tensor aborts the process there (test/planner/vulkan-limit.test.ts).
+    const planned = settings ? { ignoreMemorySafetyChecks: true, useMmap: true } : {};
+    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers, ...planned });
     let threadpool: Threadpool | null = null;
     try {
       let created: LlamaContext | undefined;
