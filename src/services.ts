@@ -11,6 +11,8 @@ import { createChatService, type ChatService } from "./chat/service";
 import { createClassifyService, type ClassifyService } from "./classify/service";
 import { diffusionFactory } from "./engines/diffusion/factory";
 import { chatRuntime, llamaChatFactory } from "./engines/llama/factory";
+import type { LlamaRuntime } from "./engines/llama/runtime";
+import type { ModelEngine } from "./engines/types";
 import { transformersFactories } from "./engines/transformers/factory";
 import { createEmbeddingsService, type EmbeddingsService } from "./embeddings/service";
 import { createFilesService, type FilesService } from "./files/service";
@@ -25,7 +27,7 @@ import type { Launcher } from "./rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
 import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
-import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes } from "./rentals/reserved";
+import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./rentals/reserved";
 import { rentalsRepo } from "./store/rentals";
 import type { MemoryPlanner } from "./engines/residency";
 import { createPlanner } from "./planner/planner";
@@ -82,7 +84,10 @@ export function createServices(
   const limits = createLimits(db, config.limits, clock);
   const meter = createMeter(db, config, limits, clock);
   const rentalRows = rentalsRepo(db);
-  const planner = opts.planner ?? createPlanner(config, { logger, runtime: chatRuntime(config, logger) });
+  const runtime = chatRuntime(config, logger);
+  /** The chat engines' llama.cpp runtime once the planner has started it (before it places any chat model). */
+  let chatBackend: LlamaRuntime | null = null;
+  const planner = opts.planner ?? createPlanner(config, { logger, runtime: () => runtime().then((rt) => (chatBackend = rt)) });
   const registry = createRegistry(config.models, config.retired_models, {
     baseDir: config.models_dir,
     created: clock.now(),
@@ -121,6 +126,18 @@ export function createServices(
     defaults: { price_per_hour: r.price_per_hour, country: r.country || undefined, country_code: r.country_code || undefined, launcher: r.launcher },
   });
   const inferenceGpuSet = inferenceGpus(opts.discoveredGpus ?? [], process.env.CUDA_VISIBLE_DEVICES);
+  /**
+   * Engines as gpusInUse reads them. A chat model placed on the CPU inside a GPU runtime still
+   * computes its prompts on that runtime's GPU (ggml's op offload; the planner books its compute
+   * buffer there, src/planner/gguf-profile.ts) although its engine says "cpu": it counts as on the
+   * runtime's GPUs.
+   */
+  const inUse = (engines: readonly ModelEngine[]): EngineUse[] => {
+    const rt = chatBackend;
+    if (!rt || rt.device === "cpu") return [...engines];
+    const viaRuntime = new Set(registry.status().filter((s) => s.kind === "chat" && s.device === "cpu" && (s.memory_mb?.gpu ?? 0) > 0).map((s) => s.id));
+    return engines.map((e) => (e.loaded && e.device === "cpu" && viaRuntime.has(e.modelId) ? { loaded: true, device: rt.device, gpus: rt.gpus } : e));
+  };
   const batches = createBatchesService({ db, files, clock, notify: batchWorker.notify });
   const rentals = createRentalsService({
     db,
@@ -140,7 +157,7 @@ export function createServices(
     // rentals.share_gpus only those of models busy with requests or pinned (load = "start"): idle
     // ones are unloaded when the rental launches.
     reserved: () =>
-      reservedNodes(nodes, gpusInUse(r.share_gpus ? registry.holding().filter((h) => h.busy).map((h) => h.engine) : registry.engines(), inferenceGpuSet, opts.discoveredGpus ?? []), true),
+      reservedNodes(nodes, gpusInUse(inUse(r.share_gpus ? registry.holding().filter((h) => h.busy).map((h) => h.engine) : registry.engines()), inferenceGpuSet, opts.discoveredGpus ?? []), true),
     beforeLaunch: async (uuids) => {
       if (!r.share_gpus || uuids.length === 0) return;
       const wanted = new Set(uuids.map((u) => u.toLowerCase()));

@@ -16,13 +16,18 @@ import { admitLlvmpipe } from "../helpers/vulkan";
 // card a Vulkan driver drives, so the planner's device "vulkan:0" is that GPU (deviceGpus matches
 // by name). The real process launcher runs the stand-in notebook (test/fixtures/rentals/).
 // engines.cpu_memory_mb leaves "m" room in RAM beside its layers on the device, not on the CPU
-// alone: while the GPU is rented it has nowhere to go.
+// alone: while the GPU is rented it has nowhere to go. "c" is placed on the CPU (device = "cpu")
+// inside the Vulkan runtime, where llama.cpp still computes its prompts on the GPU: the planner
+// books its compute buffer there, so for rentals it is on the GPU too.
 
 let restoreEnv: () => void = () => {};
 let deviceName = "";
 let layers = 0;
 let cpuBudgetMb = 0;
 let context = 0;
+/** What "c" holds on the device though placed on the CPU; what "m" holds there. */
+let cGpuMb = 0;
+let mGpuMb = 0;
 let t: TestApp;
 let user: string;
 let renter: string;
@@ -40,7 +45,10 @@ async function rentalApp(shareGpus: boolean): Promise<TestApp> {
     device: "vulkan",
     discoveredGpus: discovered(deviceName),
     engines: { cpu_memory_mb: cpuBudgetMb, keep_alive_s: -1 },
-    extraModels: [{ id: "m", name: "m", kind: "chat", files: { model: file }, max_context: context, slots: 1 }],
+    extraModels: [
+      { id: "m", name: "m", kind: "chat", files: { model: file }, max_context: context, slots: 1 },
+      { id: "c", name: "c", kind: "chat", device: "cpu", files: { model: file }, max_context: 512, slots: 1 },
+    ],
     config: {
       rentals: {
         share_gpus: shareGpus,
@@ -71,10 +79,15 @@ beforeAll(async () => {
   const profile = await profileModel(manifest, () => file, { llama });
   layers = profile.layers;
   const fp = (gpuLayers: number, contextSize: number) => profile.footprint({ device: gpuLayers ? "vulkan" : "cpu", gpuLayers, contextSize, slots: 1 });
-  // A context whose RAM on the CPU alone is more than beside every layer on the device; the budget between.
-  for (let c = 4096; c <= 65536 && !context; c += 256) {
-    const budget = (await fp(0, c)).cpuMb - 1;
-    if ((await fp(layers, c)).cpuMb <= budget) [context, cpuBudgetMb] = [c, budget];
+  const c = await fp(0, 512);
+  cGpuMb = c.gpuMb;
+  expect(cGpuMb).toBeGreaterThan(0);
+  // A context for "m" whose RAM on the CPU alone is more than beside every layer on the device
+  // (and "c"); the budget between.
+  for (let ctx = 4096; ctx <= 65536 && !context; ctx += 256) {
+    const budget = (await fp(0, ctx)).cpuMb - 1;
+    const m = await fp(layers, ctx);
+    if (m.cpuMb + c.cpuMb <= budget) [context, cpuBudgetMb, mGpuMb] = [ctx, budget, m.gpuMb];
   }
   expect(context).toBeGreaterThan(0);
   t = await rentalApp(true);
@@ -87,10 +100,12 @@ afterAll(async () => {
   restoreEnv();
 });
 
-test("share_gpus: a rental on the GPU an idle model holds unloads it first; meanwhile a request for it is a 503 naming the rental; after it the model is placed on the GPU again", async () => {
+test("share_gpus: a rental on the GPU idle models hold unloads them first; meanwhile a request for one is a 503 naming the rental; after it the model is placed on the GPU again", async () => {
   expect((await chat(t, user, "m")).status).toBe(200);
   expect(status(t, "m")).toMatchObject({ state: "loaded", device: "vulkan:0", gpu_layers: layers, in_flight: 0 });
-  // Held only by an idle on-demand model: the GPU is listed free.
+  expect((await chat(t, user, "c")).status).toBe(200);
+  expect(status(t, "c")).toMatchObject({ state: "loaded", device: "cpu", gpu_layers: 0, memory_mb: { gpu: cGpuMb }, in_flight: 0 });
+  // Held only by idle on-demand models: the GPU is listed free.
   const gpus = (await (await t.request("GET", "/api/v1/gpus", { key: renter })).json()) as any;
   expect(gpus.data.map((g: any) => g.gpu_model)).toEqual([deviceName]);
   const nodeId = gpus.data[0].node_id;
@@ -100,17 +115,21 @@ test("share_gpus: a rental on the GPU an idle model holds unloads it first; mean
   const rental = (await created.json()) as any;
   const running = await until(() => getRental(t, renter, rental.rental_id), (r) => r.status !== "pending");
   expect(running.status).toBe("running");
-  // The model was unloaded before the notebook server started, for that reason.
-  const unloadedAt = t.logs.findIndex((l) => l.msg === "model unloaded" && l.model === "m");
-  expect(t.logs[unloadedAt]).toMatchObject({ reason: "its GPU is being rented", freed_mb: { gpu: expect.any(Number), cpu: expect.any(Number) } });
-  expect(unloadedAt).toBeLessThan(t.logs.findIndex((l) => l.msg === "rental launched" && l.rental === rental.rental_id));
-  expect(status(t, "m")).toMatchObject({ state: "unloaded", device: null });
+  // Both models were unloaded before the notebook server started, for that reason.
+  const launchedAt = t.logs.findIndex((l) => l.msg === "rental launched" && l.rental === rental.rental_id);
+  for (const [id, gpu] of [["m", mGpuMb], ["c", cGpuMb]] as const) {
+    const unloadedAt = t.logs.findIndex((l) => l.msg === "model unloaded" && l.model === id);
+    expect(t.logs[unloadedAt]).toMatchObject({ reason: "its GPU is being rented", freed_mb: { gpu } });
+    expect(unloadedAt).toBeLessThan(launchedAt);
+    expect(status(t, id)).toMatchObject({ state: "unloaded", device: null });
+  }
   // The notebook server was handed that GPU.
   const lab = (await (await fetch(running.connection.url)).json()) as any;
   expect(lab.gpus).toBe(GPU_UUID);
   expect(await nodeIds(t, renter)).toEqual([]);
 
-  // While it runs the model cannot use the GPU, and the CPU alone cannot hold it: a 503 that names the rental.
+  // While it runs "m" has nowhere to go (the RAM budget does not hold it on the CPU alone, and a CPU
+  // placement needs the GPU too): a 503 that names the rental.
   const refused = await chat(t, user, "m");
   expect(refused.status).toBe(503);
   expect(refused.headers.get("retry-after")).toBe("60");
@@ -120,6 +139,11 @@ test("share_gpus: a rental on the GPU an idle model holds unloads it first; mean
   expect(e.message).toMatch(/ MB missing; /);
   expect(e.message).toEndWith(` (not usable now: vulkan:0 (${deviceName}) is rented (${rental.rental_id}))`);
   expect(status(t, "m")).toMatchObject({ state: "unloaded", device: null });
+  // "c" fits in RAM, but its CPU placement needs the runtime's GPU for its prompts.
+  const alsoRefused = await chat(t, user, "c");
+  expect(alsoRefused.status).toBe(503);
+  expect(((await alsoRefused.json()) as any).error.message).toEndWith(` (not usable now: vulkan:0 (${deviceName}) is rented (${rental.rental_id}))`);
+  expect(status(t, "c").state).toBe("unloaded");
 
   const stopped = await t.request("DELETE", `/api/v1/rentals/${rental.rental_id}`, { key: renter });
   expect(((await stopped.json()) as any).status).toBe("stopped");
@@ -129,10 +153,13 @@ test("share_gpus: a rental on the GPU an idle model holds unloads it first; mean
   expect((await chat(t, user, "m")).status).toBe(200);
   expect(status(t, "m")).toMatchObject({ state: "loaded", device: "vulkan:0", gpu_layers: layers, context_size: context });
   expect(await (t.deps.registry.chatEngine("m") as any).placement()).toMatchObject({ device: "vulkan", gpuLayers: layers });
-  expect(t.logs.filter((l) => l.msg === "model unloaded").map((l) => [l.model, l.reason])).toEqual([["m", "its GPU is being rented"]]);
+  expect(t.logs.filter((l) => l.msg === "model unloaded").map((l) => [l.model, l.reason])).toEqual([
+    ["m", "its GPU is being rented"],
+    ["c", "its GPU is being rented"],
+  ]);
 }, 60_000);
 
-test("share_gpus: while a request streams on the model the GPU is neither listed free nor rentable; once it ends it is", async () => {
+test("share_gpus: while a request streams on a model on the GPU, or holds one placed on the CPU, the GPU is neither listed free nor rentable; once it ends it is", async () => {
   expect(status(t, "m")).toMatchObject({ state: "loaded", device: "vulkan:0" });
   const [nodeId] = await nodeIds(t, renter);
   expect(nodeId).toBeString();
@@ -154,9 +181,17 @@ test("share_gpus: while a request streams on the model the GPU is neither listed
   expect(body).toContain('"finish_reason":"length"'); // greedy: this model and prompt never stop early
   expect(status(t, "m")).toMatchObject({ state: "loaded", device: "vulkan:0", in_flight: 0 });
   expect(await nodeIds(t, renter)).toEqual([nodeId!]);
+
+  // A request holding "c" (on the CPU, its prompts on the GPU), as the chat service holds it.
+  const held = await t.deps.registry.use("c", "chat");
+  expect(status(t, "c")).toMatchObject({ state: "loaded", device: "cpu", memory_mb: { gpu: cGpuMb }, in_flight: 1 });
+  expect(await nodeIds(t, renter)).toEqual([]);
+  held.release();
+  expect(status(t, "c").in_flight).toBe(0);
+  expect(await nodeIds(t, renter)).toEqual([nodeId!]);
 }, 60_000);
 
-test("without share_gpus the GPU is not listed free, nor rentable, while a model is loaded on it, idle or not", async () => {
+test("without share_gpus the GPU is not listed free, nor rentable, while a model is loaded on it (or on the CPU inside its runtime), idle or not", async () => {
   const app = await rentalApp(false);
   try {
     const key = app.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"] });
@@ -169,6 +204,12 @@ test("without share_gpus the GPU is not listed free, nor rentable, while a model
     expect(((await refused.json()) as any).error.code).toBe("node_unavailable");
     expect(status(app, "m").state).toBe("loaded");
     expect(await app.deps.registry.adminUnload("m")).toBe("unloaded");
+    expect(await nodeIds(app, key)).toEqual([nodeId!]);
+    // Nor while one placed on the CPU is loaded: its prompts run on the GPU.
+    expect((await chat(app, key, "c")).status).toBe(200);
+    expect(status(app, "c")).toMatchObject({ state: "loaded", device: "cpu", memory_mb: { gpu: cGpuMb }, in_flight: 0 });
+    expect(await nodeIds(app, key)).toEqual([]);
+    expect(await app.deps.registry.adminUnload("c")).toBe("unloaded");
     expect(await nodeIds(app, key)).toEqual([nodeId!]);
   } finally {
     await app.close();
