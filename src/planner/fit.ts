@@ -237,7 +237,7 @@ export async function fitModel(profile: ModelProfile, wants: LoadWants, gpus: Ro
   const memory = tried.filter((t) => !t.tensor);
   const best = (memory.length ? memory : tried).reduce((a, b) => (b.missingMb < a.missingMb ? b : a));
   const others = tried.filter((t) => t !== best).map((t) => `${t.device}: ${t.tensor ? "a K or V cache over its largest tensor" : `${fmt(t.missingMb)} MB missing`}`);
-  const none = absent.length ? `; no ${absent.join(" or ")} device here` : "";
+  const none = absent.length ? `; no usable ${absent.join(" or ")} device here` : "";
   return {
     ok: false,
     missingMb: best.missingMb,

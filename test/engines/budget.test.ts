@@ -54,11 +54,14 @@ test("three models in turn under a budget for two: each request succeeds, the le
 }, 60_000);
 
 test("a request in flight is never cut to make room: the model it holds stays while another is unloaded", async () => {
-  // c is the least recently used, but streaming: a (idle) goes instead when b needs room.
-  const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "c", messages: [{ role: "user", content: "a long story" }], max_tokens: 60, stream: true } });
+  // c streams (greedy, so it cannot stop early); a request to a then makes c the least recently
+  // used: when b needs room, a (idle) goes all the same, not c.
+  const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "c", messages: [{ role: "user", content: "a long story" }], max_tokens: 60, temperature: 0, stream: true } });
   const reader = res.body!.getReader();
   await reader.read();
   expect(status("c").in_flight).toBe(1);
+  expect((await chat("a")).status).toBe(200);
+  expect(status("a").last_used! >= status("c").last_used!).toBe(true);
   expect((await chat("b")).status).toBe(200);
   expect(loaded()).toEqual(["b", "c"]);
   let body = "";
