@@ -1,4 +1,5 @@
-import { expect, test } from "bun:test";
+import { test } from "bun:test";
+import { expectPassed, runTestFile } from "../helpers/own-process";
 
 // Issue 28's GPU-sharing cases on the llvmpipe Vulkan device (vulkan-rental.cases.ts) run in a `bun test`
 // process of their own, as the product runs one llama.cpp runtime per process: a suite process
@@ -8,15 +9,7 @@ if (process.env.APPLIANCE_VULKAN_RENTAL_CASES === "1") {
   await import("./vulkan-rental.cases");
 } else {
   test("the Vulkan rental cases pass in a process of their own", async () => {
-    const child = Bun.spawn([process.execPath, "test", import.meta.path], {
-      env: { ...process.env, APPLIANCE_VULKAN_RENTAL_CASES: "1" },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-    const report = `${out}\n${err}`;
-    expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
-    expect(report).toMatch(/\b3 pass\b/);
-    expect(report).toMatch(/\b0 fail\b/);
+    const run = await runTestFile(import.meta.path, { APPLIANCE_VULKAN_RENTAL_CASES: "1" });
+    expectPassed(run, 3);
   }, 300_000);
 }

@@ -3,6 +3,7 @@ import type { Llama } from "node-llama-cpp";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
+import { expectPassed, runTestFile } from "../helpers/own-process";
 import { catalogue, isDownload, modelFolder, type DownloadEntry } from "../../models/catalogue";
 import { writeRealModel } from "../../models/gguf/real-archs";
 import type { ChatPresetName } from "../../models/presets";
@@ -129,17 +130,9 @@ if (process.env.APPLIANCE_VULKAN_ESTIMATE === "1") {
     }, 60_000);
 } else {
   test("the planner's estimates match llama.cpp's allocations on llvmpipe (in a process of its own)", async () => {
-    const child = Bun.spawn([process.execPath, "test", import.meta.path], {
-      env: { ...process.env, APPLIANCE_VULKAN_ESTIMATE: "1" },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-    const report = `${out}\n${err}`;
-    for (const line of report.split("\n")) if (line.startsWith("vulkan-estimate:")) console.log(line);
-    expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
-    expect(report).toMatch(new RegExp(`\\b${CASES.length} pass\\b`));
-    expect(report).toMatch(/\b0 fail\b/);
+    const run = await runTestFile(import.meta.path, { APPLIANCE_VULKAN_ESTIMATE: "1" });
+    for (const line of run.report.split("\n")) if (line.startsWith("vulkan-estimate:")) console.log(line);
+    expectPassed(run, CASES.length);
   }, 300_000);
 }
 

@@ -1,4 +1,5 @@
-import { expect, test } from "bun:test";
+import { test } from "bun:test";
+import { expectPassed, runTestFile } from "../../helpers/own-process";
 
 // The chat engine's Vulkan cases (vulkan.cases.ts) run in a `bun test` process of their own, as
 // the product runs one llama.cpp runtime per process: the llama addon takes its libllama/libggml
@@ -10,15 +11,7 @@ if (process.env.APPLIANCE_VULKAN_CASES === "1") {
   await import("./vulkan.cases");
 } else {
   test("the Vulkan cases pass in a process of their own", async () => {
-    const child = Bun.spawn([process.execPath, "test", import.meta.path], {
-      env: { ...process.env, APPLIANCE_VULKAN_CASES: "1" },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
-    const report = `${out}\n${err}`;
-    expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
-    expect(report).toMatch(/\b7 pass\b/);
-    expect(report).toMatch(/\b0 fail\b/);
+    const run = await runTestFile(import.meta.path, { APPLIANCE_VULKAN_CASES: "1" });
+    expectPassed(run, 7);
   }, 400_000);
 }
