@@ -4,6 +4,7 @@ import { profileModel } from "../../src/planner/profile";
 import { slotCount, type ModelManifest } from "../../src/engines/manifest";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
+import { readRest } from "../helpers/sse";
 
 // Several real models under a memory budget they cannot all fit in (issue 28), with the real
 // llama.cpp engine and the real planner: the host's memory capped by engines.cpu_memory_mb (the
@@ -64,12 +65,7 @@ test("a request in flight is never cut to make room: the model it holds stays wh
   expect(status("a").last_used! >= status("c").last_used!).toBe(true);
   expect((await chat("b")).status).toBe(200);
   expect(loaded()).toEqual(["b", "c"]);
-  let body = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    body += new TextDecoder().decode(value);
-  }
+  const body = await readRest(reader);
   expect(body).toContain("data: [DONE]");
   expect(body).not.toContain('"error"');
 }, 60_000);

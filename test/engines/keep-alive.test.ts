@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
+import { readRest } from "../helpers/sse";
 
 // Models on demand (issue 28) with the real llama.cpp engine on generated tiny models: a model
 // not loaded is loaded by the request that needs it; an idle one is unloaded after its
@@ -48,12 +49,7 @@ test("keep_alive_s = 0 unloads a model as soon as its last request ends, not whi
   const reader = res.body!.getReader();
   await reader.read(); // the stream has begun
   expect(status("gone")).toMatchObject({ state: "loaded", in_flight: 1 });
-  let body = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    body += new TextDecoder().decode(value);
-  }
+  const body = await readRest(reader);
   expect(body).toContain("[DONE]");
   for (let i = 0; i < 50 && status("gone").state !== "unloaded"; i++) await Bun.sleep(20);
   expect(status("gone")).toMatchObject({ state: "unloaded", in_flight: 0 });

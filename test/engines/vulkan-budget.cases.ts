@@ -10,6 +10,7 @@ import type { Footprint, ModelProfile } from "../../src/planner/types";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
 import { admitLlvmpipe } from "../helpers/vulkan";
+import { readRest } from "../helpers/sse";
 
 // Issue 28's memory budget on a device that reports its memory like a GPU: Mesa's llvmpipe through
 // node-llama-cpp's Vulkan build (vulkan-budget.test.ts runs this file in a process of its own).
@@ -123,12 +124,7 @@ test("a stream in flight is never cut to make room: the model it holds stays whi
   expect((await chat("b")).status).toBe(200);
   expect(loaded()).toEqual(["b", "c"]);
   expect(t.logs.filter((l) => l.msg === "model unloaded").map((l) => [l.model, l.reason]).at(-1)).toEqual(["a", "to make room for b"]);
-  let body = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    body += new TextDecoder().decode(value);
-  }
+  const body = await readRest(reader);
   expect(body).toContain("data: [DONE]");
   expect(body).toContain('"finish_reason":"length"'); // greedy: this model and prompt never stop early
   expect(body).not.toContain('"error"');

@@ -9,6 +9,7 @@ import { FAKE_JUPYTER, getRental, nodeIds, until } from "../api/rentals/setup";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
 import { admitLlvmpipe } from "../helpers/vulkan";
+import { readRest } from "../helpers/sse";
 
 // A GPU shared between inference and rentals (issue 28), end to end on Mesa's llvmpipe through
 // node-llama-cpp's Vulkan build (vulkan-rental.test.ts runs this file in a process of its own): the
@@ -171,12 +172,7 @@ test("share_gpus: while a request streams on a model on the GPU, or holds one pl
   expect(await nodeIds(t, renter)).toEqual([]);
   const refused = await t.request("POST", "/api/v1/rentals", { key: renter, body: { node_id: nodeId, type: "jupyter" } });
   expect(((await refused.json()) as any).error).toMatchObject({ code: "node_unavailable", message: expect.stringContaining("it is not offered (reserved") });
-  let body = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    body += new TextDecoder().decode(value);
-  }
+  const body = await readRest(reader);
   expect(body).toContain("data: [DONE]");
   expect(body).toContain('"finish_reason":"length"'); // greedy: this model and prompt never stop early
   expect(status(t, "m")).toMatchObject({ state: "loaded", device: "vulkan:0", in_flight: 0 });

@@ -25,3 +25,14 @@ export function parseTypedSse(text: string): TypedEvent[] {
       return { event, data };
     });
 }
+
+/** The rest of a response body a test has been reading chunk by chunk, as text. */
+export async function readRest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    text += decoder.decode(value, { stream: true });
+  }
+}
