@@ -65,8 +65,10 @@ export function wantsOf(m: ModelManifest, enginesDevice: Config["engines"]["devi
   }
   const chat = m.kind === "chat";
   // Chat: tokens per slot as the manifest says (default max_context), or auto up to max_context,
-  // never below MIN_AUTO_CONTEXT (or max_context when smaller). Other kinds: max_context is their size.
-  const context = chat && m.context !== undefined ? m.context : m.max_context;
+  // never below MIN_AUTO_CONTEXT (or max_context when smaller). Image models: the largest image a
+  // request may ask for (the profile's; their max_context is the prompt's tokens). Embedding and
+  // classifier models: max_context tokens.
+  const context = chat && m.context !== undefined ? m.context : m.kind === "image" ? "auto" : m.max_context;
   return {
     devices: kinds,
     gpuLayers: chat ? (m.gpu_layers ?? "auto") : "auto",
