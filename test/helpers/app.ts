@@ -13,6 +13,11 @@ import { rentalsRepo } from "../../src/store/rentals";
 
 export const BASE = "http://localhost";
 
+/** Ends every active rental: rentals outlive a server by design; a test's must not outlive the test. */
+export async function endRentals(deps: Pick<AppDeps, "db" | "rentals" | "accounts">): Promise<void> {
+  for (const r of rentalsRepo(deps.db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+}
+
 export function tempDir(prefix = "appliance-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
@@ -78,8 +83,7 @@ export function testApp(
       return app.handle(new Request(BASE + path, { method, headers, body }));
     },
     async close() {
-      // Rentals outlive a server by design; a test's must not outlive the test.
-      for (const r of rentalsRepo(deps.db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+      await endRentals(deps);
       await deps.rentals.stop();
       await deps.batchWorker.stop();
       await deps.registry.unloadAll();

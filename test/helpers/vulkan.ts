@@ -1,4 +1,5 @@
 import { dlopen, FFIType, ptr } from "bun:ffi";
+import type { Llama } from "node-llama-cpp";
 
 // ggml's Vulkan backend reads GGML_VK_VISIBLE_DEVICES with getenv() when it starts; Bun's
 // process.env does not reach the C environment, so the tests set it through libc. Test setup
@@ -34,3 +35,12 @@ export function admitLlvmpipe(): () => void {
 }
 
 export const LLVMPIPE_ENV = { GGML_VK_VISIBLE_DEVICES: "0" };
+
+/**
+ * node-llama-cpp's Vulkan build on llvmpipe in this process (after admitLlvmpipe), its log lines
+ * (info and up) appended to `lines`: how the planner's Vulkan tests read llama.cpp's allocations.
+ */
+export async function llvmpipeLlama(lines: string[]): Promise<Llama> {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  return getLlama({ gpu: "vulkan", build: "never", skipDownload: true, progressLogs: false, maxThreads: 2, logLevel: LlamaLogLevel.info, logger: (_level, message) => lines.push(message) });
+}

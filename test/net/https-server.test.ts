@@ -6,10 +6,9 @@ import tls from "node:tls";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { tempDir } from "../helpers/app";
+import { endRentals, tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 import { processesOf, rentalConfig, until } from "../api/rentals/setup";
-import { rentalsRepo } from "../../src/store/rentals";
 
 // HTTPS on the main port: `appliance tls init` makes a CA and a server certificate in a temp data
 // dir and writes [server.tls]; the server (demo models) serves over Bun's TLS; clients that trust
@@ -46,7 +45,7 @@ beforeAll(async () => {
   key = /(sk-apl-[0-9A-Za-z]{44})/.exec(banner.join("\n"))![1]!;
 }, 120_000);
 afterAll(async () => {
-  if (server) for (const r of rentalsRepo(server.deps.db).active()) await server.deps.rentals.remove(server.deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+  if (server) await endRentals(server.deps);
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });

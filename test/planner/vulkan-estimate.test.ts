@@ -8,7 +8,7 @@ import { catalogue, isDownload, modelFolder, type DownloadEntry } from "../../mo
 import { writeRealModel } from "../../models/gguf/real-archs";
 import type { ChatPresetName } from "../../models/presets";
 import { profileGguf } from "../../src/planner/gguf-profile";
-import { admitLlvmpipe } from "../helpers/vulkan";
+import { admitLlvmpipe, llvmpipeLlama } from "../helpers/vulkan";
 import { tempFolder } from "../models/llama";
 
 // The planner's chat-model estimates against what llama.cpp allocates on a real device: Mesa's
@@ -65,16 +65,7 @@ if (process.env.APPLIANCE_VULKAN_ESTIMATE === "1") {
 
   beforeAll(async () => {
     restoreEnv = admitLlvmpipe();
-    const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
-    llama = await getLlama({
-      gpu: "vulkan",
-      build: "never",
-      skipDownload: true,
-      progressLogs: false,
-      maxThreads: 2,
-      logLevel: LlamaLogLevel.info,
-      logger: (_level, message) => lines.push(message),
-    });
+    llama = await llvmpipeLlama(lines);
   }, 60_000);
 
   afterAll(async () => {

@@ -7,7 +7,7 @@ import { fitModel } from "../../src/planner/fit";
 import { profileGguf } from "../../src/planner/gguf-profile";
 import type { DeviceInfo, LoadWants } from "../../src/planner/types";
 import { expectPassed, runTestFile } from "../helpers/own-process";
-import { admitLlvmpipe } from "../helpers/vulkan";
+import { admitLlvmpipe, llvmpipeLlama } from "../helpers/vulkan";
 
 // A Vulkan device's largest tensor as a constraint of the fit, on Mesa's llvmpipe through
 // node-llama-cpp's Vulkan build (test/setup-vulkan.sh). The model has one block of 8 KV heads of
@@ -52,8 +52,7 @@ if (mode === "fit") {
 
   beforeAll(async () => {
     restoreEnv = admitLlvmpipe();
-    const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
-    llama = await getLlama({ gpu: "vulkan", build: "never", skipDownload: true, progressLogs: false, maxThreads: 2, logLevel: LlamaLogLevel.info, logger: (_l, m) => lines.push(m) });
+    llama = await llvmpipeLlama(lines);
   }, 60_000);
 
   afterAll(async () => {

@@ -7,9 +7,8 @@ import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { rentalsRepo } from "../../src/store/rentals";
 import { launchChromium, adminPasswordOf, signIn as signInWith } from "../helpers/browser";
-import { tempDir } from "../helpers/app";
+import { endRentals, tempDir } from "../helpers/app";
 import { processesOf, rentalConfig } from "../api/rentals/setup";
 
 // The web console in a real browser (Debian's chromium, driven by playwright-core) against the
@@ -45,7 +44,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (server) for (const r of rentalsRepo(server.deps.db).active()) await server.deps.rentals.remove(server.deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+  if (server) await endRentals(server.deps);
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });

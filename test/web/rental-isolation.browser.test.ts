@@ -5,10 +5,9 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { rentalsRepo } from "../../src/store/rentals";
 import { rentalConfig, until } from "../api/rentals/setup";
 import { launchChromium, adminPasswordOf, signIn } from "../helpers/browser";
-import { tempDir } from "../helpers/app";
+import { endRentals, tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 
 // A rental's notebook shares the appliance's origin (rentals.access = "proxy"): the renter's pages
@@ -47,7 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (server) for (const r of rentalsRepo(server.deps.db).active()) await server.deps.rentals.remove(server.deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+  if (server) await endRentals(server.deps);
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
