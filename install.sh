@@ -2,9 +2,9 @@
 # Installs the appliance from this checkout:
 #   - Bun from the npm registry when no bun is on PATH (nothing is fetched from outside the registry)
 #   - the project's dependencies (bun install, from the lockfile)
-#   - the appliance's llama.cpp addon: image input (llama.cpp's tools/mtmd), a persistent CPU
-#     threadpool and token sampling for chat, from the source node-llama-cpp ships, built with cmake
-#     and a C++ compiler; --no-vision skips it (then no image input, and chat runs without both)
+#   - the appliance's llama.cpp addon: the chat engine's decode loop and CPU threadpool, image input
+#     (llama.cpp's tools/mtmd) and JSON Schema grammars, from the source node-llama-cpp ships, built
+#     with cmake and a C++ compiler (chat models do not load without it)
 #   - the executable (`bun run build`: dist/appliance + dist/lib) installed under
 #     PREFIX/lib/appliance/current, `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
 #   - a default config (~/.config/appliance/config.toml) and data dir, and with --systemd a unit
@@ -17,7 +17,6 @@ set -euo pipefail
 
 BUN_VERSION="1.4.5"
 PREFIX="${HOME}/.local"
-VISION=1
 CUDA=auto
 CPU_ONLY=0
 SYSTEMD=0
@@ -25,12 +24,10 @@ CUDA_LIBS_DIR=""
 
 usage() {
   cat <<USAGE
-usage: ./install.sh [--prefix DIR] [--no-vision] [--cuda | --cpu-only] [--cuda-libs DIR] [--systemd]
+usage: ./install.sh [--prefix DIR] [--cuda | --cpu-only] [--cuda-libs DIR] [--systemd]
 
   --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance (the executable,
                  with its lib/ in DIR/lib/appliance/current), DIR/bin/bun
-  --no-vision    do not build the llama addon (vision models then refuse to load, and chat
-                 runs without its CPU threadpool and native sampling: slower on small machines)
   --cuda         ship node-llama-cpp's CUDA backends and fetch the CUDA libraries they and
                  onnxruntime's CUDA provider load (default: only when an NVIDIA GPU is present)
   --cuda-libs DIR  as --cuda, taking those archives from DIR instead of downloading them
@@ -45,7 +42,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) [ $# -ge 2 ] || { usage >&2; exit 2; }; PREFIX="$2"; shift 2 ;;
     --prefix=*) PREFIX="${1#--prefix=}"; shift ;;
-    --no-vision) VISION=0; shift ;;
+    --no-vision) echo "install.sh: error: --no-vision is gone: every chat model decodes through the llama addon, which install.sh builds (cmake, g++, git)" >&2; exit 2 ;;
     --cuda) CUDA=1; shift ;;
     --cpu-only) CUDA=0; CPU_ONLY=1; shift ;;
     --cuda-libs) [ $# -ge 2 ] || { usage >&2; exit 2; }; CUDA_LIBS_DIR="$2"; CUDA=1; shift 2 ;;
@@ -87,15 +84,14 @@ fi
 say "installing dependencies"
 (cd "$CHECKOUT" && "$BUN" install --frozen-lockfile) || die "bun install failed"
 
-# 2b. The llama addon (image input, CPU threadpool, sampling), linked against node-llama-cpp's own libraries
-#     (a few minutes the first time; skipped when already built).
-if [ "$VISION" = 1 ]; then
-  missing=""
-  for tool in cmake git c++; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
-  [ -z "$missing" ] || die "building the llama addon needs:$missing (Debian: apt install cmake g++ git); or run with --no-vision"
-  say "building the llama addon (image input, CPU threadpool, sampling)"
-  (cd "$CHECKOUT" && "$BUN" src/engines/llama/native/build.ts) || die "the llama addon did not build (see above); --no-vision skips it"
-fi
+# 2b. The llama addon (the chat decode loop, CPU threadpool, image input, grammars), linked against
+#     node-llama-cpp's own libraries (a few minutes the first time; skipped when already built).
+missing=""
+for tool in cmake git c++; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+[ -z "$missing" ] || die "building the llama addon needs:$missing (Debian: apt install cmake g++ git)"
+say "building the llama addon (chat decode loop, CPU threadpool, image input, grammars)"
+(cd "$CHECKOUT" && "$BUN" src/engines/llama/native/build.ts) || die "the llama addon did not build (see above)"
+
 
 # 3. The executable: dist/appliance and dist/lib (node-llama-cpp's CUDA backends only where an
 #    NVIDIA GPU is present, or with --cuda), installed under PREFIX/lib/appliance/current and linked

@@ -45,7 +45,7 @@ export const DEMO_GENERATORS: DemoGenerator[] = [
   },
   {
     kind: "chat",
-    // Image input needs the multimodal addon (install.sh builds it; --no-vision leaves it out).
+    // Image input needs the multimodal addon (install.sh builds it).
     available: () => builtAddon() !== null,
     ensure: async (dir) => ({
       ...chatDefaults,

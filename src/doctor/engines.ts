@@ -176,25 +176,25 @@ export function checkImageInput(addon: ReturnType<Probes["addon"]>, served: Serv
   const needs = vision.length ? `; needed by ${vision.join(", ")}` : "; no vision model configured";
   if (addon.path) return ok(name, `llama addon built (${addon.path})${needs}`);
   const why = addon.error ? `llama addon not found (${addon.error})` : "llama addon not built";
-  const hint = "./install.sh builds it (cmake, a C++17 compiler, git; a few minutes); --no-vision leaves it out";
+  const hint = "./install.sh builds it (cmake, a C++17 compiler, git; a few minutes)";
   if (vision.length) return fail(name, `${why}, but ${vision.join(", ")} take${vision.length === 1 ? "s" : ""} image input`, hint);
   return warn(name, `${why}: image input is unavailable${needs}`, hint);
 }
 
 /**
- * How chat models decode: a persistent CPU threadpool and token sampling from the llama addon
- * (without it, node-llama-cpp's prebuilt backend starts its threads again on every step and
- * samples each token in an async worker), the prompt batch.
+ * How chat models decode: on the llama addon's decode loop (a native thread per context that
+ * batches, decodes and samples every request, grammars included) with a persistent CPU threadpool.
+ * Without the addon no chat model loads.
  */
 export function checkChatDecoding(addon: ReturnType<Probes["addon"]>, served: Served[]): Check {
   const name = "chat decoding";
   const chat = served.filter((m) => m.kind === "chat");
   const batches = [...new Set(chat.map((m) => m.batchSize ?? DEFAULT_CHAT_BATCH))].join("/");
   const steps = `steps of all generating slots together, flash attention where the device has it (llama.cpp's "auto")${chat.length ? `; prompt batches of ${batches} tokens (models' batch_size)` : ""}`;
-  if (addon.path) return ok(name, `persistent CPU threadpool (idle workers poll at ${THREADPOOL_POLL} before sleeping) and token sampling (llama addon); ${steps}`);
-  const detail = `no persistent CPU threadpool or native token sampling: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}; ${steps}`;
-  const hint = "./install.sh builds it (cmake, a C++17 compiler, git); without it each decode step starts its threads again and every token is sampled in an async worker, slower where cores are few";
-  return chat.length ? warn(name, detail, hint) : ok(name, detail);
+  if (addon.path) return ok(name, `native decode loop and persistent CPU threadpool (idle workers poll at ${THREADPOOL_POLL} before sleeping; llama addon); ${steps}`);
+  const detail = `no decode loop: the llama addon is ${addon.error ? `not found (${addon.error})` : "not built"}`;
+  const hint = "./install.sh builds it (cmake, a C++17 compiler, git; a few minutes): chat models decode through it and do not load without it";
+  return chat.length ? fail(name, `${detail}, and ${chat.map((m) => m.id).join(", ")} ${chat.length === 1 ? "is a chat model" : "are chat models"}`, hint) : ok(name, `${detail}; no chat model configured`);
 }
 
 /** engines.threads (0 = one per core) against the cores this machine has. */

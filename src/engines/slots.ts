@@ -33,7 +33,7 @@ export interface PoolOptions {
   /**
    * Keep busy slots next to each other (in the order given to the pool) unless a slot further
    * away holds more than `margin` more of the prompt. llama.cpp decodes a step of a multi-sequence
-   * context as one micro-batch per run of consecutive sequence ids (decode-gate.ts, rule 4).
+   * context as one micro-batch per run of consecutive sequence ids (native/loop.cpp batches in that order).
    */
   adjacency?: { margin: number };
 }

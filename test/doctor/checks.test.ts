@@ -187,16 +187,16 @@ describe("image input and threads", () => {
     expect(checkImageInput({ path: "/a.node" }, served(config({ models: [vision] }))).status).toBe("ok");
   });
 
-  test("chat decoding: the threadpool when the addon is built, a warning for chat models without it", () => {
+  test("chat decoding: the decode loop when the addon is built; without it a chat model fails the check", () => {
     const chat: Served[] = [{ id: "qwen", kind: "chat" }];
     expect(checkChatDecoding({ path: "/a.node" }, chat)).toEqual({
       name: "chat decoding",
       status: "ok",
-      detail: "persistent CPU threadpool (idle workers poll at 10 before sleeping) and token sampling (llama addon); steps of all generating slots together, flash attention where the device has it (llama.cpp's \"auto\"); prompt batches of 512 tokens (models' batch_size)",
+      detail: "native decode loop and persistent CPU threadpool (idle workers poll at 10 before sleeping; llama addon); steps of all generating slots together, flash attention where the device has it (llama.cpp's \"auto\"); prompt batches of 512 tokens (models' batch_size)",
     });
     const without = checkChatDecoding({ path: null }, chat);
-    expect(without.status).toBe("warn");
-    expect(without.detail).toStartWith("no persistent CPU threadpool or native token sampling: the llama addon is not built");
+    expect(without.status).toBe("fail");
+    expect(without.detail).toBe("no decode loop: the llama addon is not built, and qwen is a chat model");
     expect(without.hint).toStartWith("./install.sh");
     expect(checkChatDecoding({ path: null }, []).status).toBe("ok");
   });

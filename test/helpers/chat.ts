@@ -23,11 +23,11 @@ export function forced(text: string): string {
   return `«force:${text}»`;
 }
 
-function testBias(model: LlamaModel, job: ChatJob) {
+function testForced(model: LlamaModel, job: ChatJob) {
   for (const t of [...job.turns].reverse()) {
     if (t.role !== "user") continue;
     const m = MARK.exec(t.text);
-    return m ? forceText(model, m[1]!) : undefined;
+    return m ? forceText(model, m[1]!).tokens : undefined;
   }
   return undefined;
 }
@@ -68,7 +68,7 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
     },
     clock: o.clock,
     discoveredGpus: o.discoveredGpus,
-    engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testTokenBias: testBias }) }),
+    engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testForcedTokens: testForced }) }),
   });
   return Object.assign(t, {
     openai: (key: string) =>

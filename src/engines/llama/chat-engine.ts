@@ -1,17 +1,4 @@
-import {
-  QwenChatWrapper,
-  resolveChatWrapper,
-  TokenBias,
-  type ChatHistoryItem,
-  type ChatModelFunctions,
-  type ChatWrapper,
-  type LlamaText,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaGrammar,
-  type LlamaModel,
-  type Token,
-} from "node-llama-cpp";
+import { QwenChatWrapper, resolveChatWrapper, type ChatModelFunctions, type ChatWrapper, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import { randomBytes } from "node:crypto";
 import { ApiError } from "../../api/http/errors";
 import { imagesOf } from "../../chat/images";
@@ -20,13 +7,12 @@ import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
 import type { ChatEngine, ChatLease, ComputeDevice, DevicePlacement, PreparedChat } from "../types";
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
-import { batchOrder, DecodeGate } from "./decode-gate";
-import { generate } from "./generate";
-import { generatePlain, nativeStepsUnavailable, plainMarkers, type PlainMarkers } from "./plain";
+import { DecodeLoop, decodeLoopUnavailable, LoopSlot, type LoopRequest } from "./decode-loop";
+import { freshSeed, generateOnLoop, loopSampling } from "./generation";
+import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
-import { StepLoop, stepLoopUnavailable } from "./step-loop";
-import { setBias } from "./token-bias";
-import { hasConverter, toFallbackSchema, toGbnf } from "./json-schema";
+import { callGrammar, schemaAfterThought } from "./tool-calls";
+import { toGbnf } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
@@ -50,23 +36,18 @@ export interface LlamaChatEngineOptions {
   logger: Logger;
   /**
    * Test setup only (issue "chat engine": tests force tool calls and thinking deterministically):
-   * a per-request token bias. No configuration field reaches it.
+   * tokens each given +1000 at their step of a request's generation (a grammar still wins). No
+   * configuration field reaches it.
    */
-  testTokenBias?: (model: LlamaModel, job: ChatJob) => (() => TokenBias) | undefined;
-  /** Plain requests skip LlamaChat (plain.ts); false sends every request through it (tests compare both). */
-  plainLoop?: boolean;
-  /** The plain loop samples through the llama addon where it is built; false: through node-llama-cpp (tests compare both). */
-  nativeSampling?: boolean;
-  /** Natively sampled plain requests decode in the step loop; false: through node-llama-cpp's queue (tests compare both). */
-  stepLoop?: boolean;
+  testForcedTokens?: (model: LlamaModel, job: ChatJob) => readonly number[] | undefined;
 }
 
 interface Loaded {
   model: LlamaModel;
   context: LlamaContext;
   pool: SlotPool<Slot>;
-  /** null when this node-llama-cpp lacks the internals it wraps (logged at load). */
-  gate: DecodeGate | null;
+  /** Decodes and samples every request of the context (decode-loop.ts). */
+  loop: DecodeLoop;
   /** thinking on / off; the same wrapper twice for models that do not think. */
   wrappers: { on: ChatWrapper; off: ChatWrapper };
   thinks: boolean;
@@ -78,10 +59,6 @@ interface Loaded {
   projector: Projector | null;
   /** null when the llama addon is not built (logged at load). */
   threadpool: Threadpool | null;
-  /** Plain requests sample through the llama addon (plain.ts); false when it cannot (logged at load). */
-  nativeSteps: boolean;
-  /** Decodes plain requests' steps (step-loop.ts); null where it cannot (logged at load). */
-  loop: StepLoop | null;
   /** Slots this load has (the planner's choice, or the manifest's). */
   slots: number;
 }
@@ -89,15 +66,22 @@ interface Loaded {
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
 const imagePrompts = new WeakMap<readonly number[], { projector: Projector; images: ImageSpan[]; runs: ImageRun[] }>();
 
-class Slot {
-  constructor(readonly sequence: LlamaContextSequence) {}
+class Slot extends LoopSlot {
+  constructor(
+    seq: number,
+    /** false for a model whose cache cannot drop a tail (recurrent, hybrid, sliding-window): every prompt is decoded whole. */
+    private readonly reuse: boolean,
+  ) {
+    super(seq);
+  }
   sharedPrefix(tokens: readonly number[]): number {
+    if (!this.reuse) return 0;
     const withImages = imagePrompts.get(tokens);
     if (withImages) {
       const { projector, images, runs } = withImages;
-      return projector.reusable(this.sequence, tokens, runs, images);
+      return projector.reusable(this, tokens, runs, images);
     }
-    return this.sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
+    return this.commonPrefix(tokens);
   }
 }
 
@@ -173,10 +157,13 @@ export class LlamaChatEngine implements ChatEngine {
     // trained one (useMmap "auto" runs them too), and on Vulkan a K cache over the device's largest
     // tensor aborts the process there (test/planner/vulkan-limit.test.ts).
     const planned = settings ? { ignoreMemorySafetyChecks: true, useMmap: true } : {};
+    // Every request decodes through the addon's loop (decode-loop.ts): without it, no chat.
+    const noLoop = decodeLoopUnavailable();
+    if (noLoop) throw new Error(`chat model "${o.modelId}" cannot load: ${noLoop}`);
     const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers, ...planned });
     let threadpool: Threadpool | null = null;
+    let loop: DecodeLoop | null = null;
     try {
-      let created: LlamaContext | undefined;
       const context = await model.createContext({
         contextSize: o.contextSize,
         sequences: o.slots,
@@ -186,27 +173,23 @@ export class LlamaChatEngine implements ChatEngine {
         // included. On this llama.cpp release it prefills faster on a CPU too (llama-batched-bench,
         // 8 × 178-token prompts, 12 interleaved pairs: median 1.04-1.11× on/off; steps alike).
         flashAttention: "auto",
-        // sequences of a step in id order: one llama.cpp micro-batch (decode-gate.ts, rule 4)
-        batching: { itemPrioritizationStrategy: batchOrder(() => (created as unknown as { _queuedDecodes?: { sequenceId: number }[] })?._queuedDecodes) },
       });
-      created = context;
+      // The loop decodes on its own thread with a persistent pool for the CPU's share of each step.
+      // Without one, ggml starts and joins its workers on every step (slower on few cores), and
+      // llama_decode on the loop's thread aborted in 3 of 10 runs (llama.cpp "output layer input
+      // buffer not allocated"; cause not found): no pool, no chat.
       const attached = attachThreadpool(model, context, o.threads);
-      if ("reason" in attached)
-        o.logger.warn("chat model decodes without a persistent CPU threadpool: slower where cores are few", { model: o.modelId, reason: attached.reason });
-      else threadpool = attached.pool;
-      const slots = Array.from({ length: o.slots }, () => new Slot(context.getSequence()));
+      if ("reason" in attached) throw new Error(`chat model "${o.modelId}" cannot load: no CPU threadpool for its decode loop (${attached.reason})`);
+      threadpool = attached.pool;
       // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
       // the same per sequence in it and a live request arriving waits for the step in flight.
-      const gate = DecodeGate.attach(context, slots.map((s) => s.sequence), { widthBesideLive: model.gpuLayers > 0 ? Infinity : 1 });
-      if (!gate)
-        o.logger.warn("this node-llama-cpp lacks the internals the decode gate wraps: live requests may wait for batch lines to finish", { model: o.modelId });
-      const noSteps = o.nativeSampling === false ? "turned off" : nativeStepsUnavailable(slots[0]!.sequence);
-      if (noSteps && o.nativeSampling !== false)
-        o.logger.warn("plain chat requests sample through node-llama-cpp: slower between decode steps", { model: o.modelId, reason: noSteps });
-      const noLoop = noSteps ?? (o.stepLoop === false ? "turned off" : stepLoopUnavailable(context, slots[0]!.sequence));
-      if (!noSteps && noLoop && o.stepLoop !== false)
-        o.logger.warn("plain chat requests decode through node-llama-cpp's batch queue: slower between decode steps", { model: o.modelId, reason: noLoop });
-      const loop = noLoop ? null : new StepLoop(context, gate);
+      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1 });
+      // llama-server restores checkpoints of such caches; node-llama-cpp did too. Here their prompts are decoded whole.
+      const probe = context.getSequence();
+      const reuse = !probe.needsCheckpoints;
+      probe.dispose();
+      if (!reuse) o.logger.info("chat model: its cache cannot drop a tail (recurrent, hybrid or sliding-window): prompts are decoded whole, no prefix reuse", { model: o.modelId });
+      const slots = Array.from({ length: o.slots }, (_, i) => new Slot(i, reuse));
       const resolved = resolveChatWrapper(model);
       const thinks = resolved instanceof QwenChatWrapper;
       const wrappers = thinks
@@ -232,9 +215,7 @@ export class LlamaChatEngine implements ChatEngine {
       const vocabularySize = embd ? Number(embd.dimensions[1]) : Number.MAX_SAFE_INTEGER;
       // The projector follows the model's layers onto the device, whichever GPU backend it is (the
       // llama addon shares node-llama-cpp's own ggml for that backend: native/addon-path.ts).
-      const projector = o.projectorPath
-        ? await Projector.load(model, context, o.projectorPath, { useGpu: device !== "cpu", threads: o.threads }, slots[0]!.sequence)
-        : null;
+      const projector = o.projectorPath ? await Projector.load(model, context, loop, o.projectorPath, { useGpu: device !== "cpu", threads: o.threads }) : null;
       if (projector) {
         // where clip actually put the vision tower (it falls back to the CPU if the GPU backend does not start)
         const on = projector.device ?? "unknown";
@@ -252,7 +233,7 @@ export class LlamaChatEngine implements ChatEngine {
         model,
         context,
         pool,
-        gate,
+        loop,
         wrappers,
         thinks,
         vocabularySize,
@@ -260,11 +241,10 @@ export class LlamaChatEngine implements ChatEngine {
         gpus: device === "cpu" ? [] : gpus,
         projector,
         threadpool,
-        nativeSteps: noSteps === null,
-        loop,
         slots: o.slots,
       };
     } catch (e) {
+      loop?.close();
       threadpool?.detach();
       await model.dispose();
       throw e;
@@ -275,6 +255,7 @@ export class LlamaChatEngine implements ChatEngine {
     const s = this.state;
     this.state = null;
     if (!s) return;
+    s.loop.close();
     s.projector?.dispose();
     s.threadpool?.detach();
     await s.context.dispose();
@@ -334,9 +315,8 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   async prepare(job: ChatJob): Promise<PreparedChat> {
-    const { s, forcedTool, thinking, wrapper, functions, history, images, runs, promptTokens, stopTriggers } = await this.render(job);
+    const { s, thinking, wrapper, functions, images, runs, promptTokens, stopTriggers } = await this.render(job);
     const { model } = s;
-    const grammar = job.format ? await this.grammarFor(job) : undefined;
     const contextSize = s.context.contextSize;
     const room = contextSize - promptTokens.length;
     if (room <= 0 || (job.maxTokens !== null && job.maxTokens > room))
@@ -347,67 +327,46 @@ export class LlamaChatEngine implements ChatEngine {
         { param: "messages" },
       );
     const maxTokens = job.maxTokens ?? room;
-    const bias = this.tokenBias(s, job, forcedTool, functions);
-    const plain = this.plainMarkers(s, job, { functions, grammar, images, history, wrapper, stopTriggers });
+    const markers = outputMarkers(model, wrapper, stopTriggers);
+    const constraint = this.constraint(s, job, { thinking, functions, markers });
+    const request: Omit<LoopRequest, "maxTokens"> = {
+      ...loopSampling(job, freshSeed),
+      ...this.userBias(s, job),
+      ...constraint.request,
+      ...this.forced(s, job, constraint.openThought),
+    };
+    const scanner = { stops: job.stop, templateStops: markers.templateStops, thought: markers.thought, ...(functions && markers.calls ? { calls: markers.calls } : {}) };
 
     return {
       promptTokens: promptTokens.length,
       maxTokens,
       acquire: async (signal?: AbortSignal, opts?: { batch?: boolean }): Promise<ChatLease> => {
         const lease = await s.pool.acquire(promptTokens, signal, { ...opts, key: job.cacheKey });
-        const sequence = lease.slot.sequence;
+        const slot = lease.slot;
         const batch = opts?.batch === true;
-        s.gate?.leased(sequence, batch);
-        const cachedTokens = Math.min(lease.reusable, promptTokens.length - 1);
+        const cachedTokens = Math.max(0, Math.min(lease.reusable, promptTokens.length - 1));
         return {
-          cachedTokens: Math.max(0, cachedTokens),
-          release: () => {
-            s.gate?.released(sequence);
-            lease.release();
-          },
+          cachedTokens,
+          release: () => lease.release(),
           run: async (onEvent, runSignal) => {
-            const promptDone = !batch && s.gate ? s.gate.livePrompt(sequence) : () => {};
-            try {
-              if (images.length) {
-                // Encoding images can take seconds and decodes outside node-llama-cpp's queue: other
-                // sequences' steps do not wait for this one until its first decode there.
-                s.gate?.idle(sequence);
-                await s.projector!.prime(sequence, promptTokens, images, runs);
-              }
-              if (plain)
-                return await generatePlain({
-                  sequence,
-                  ...(s.nativeSteps ? { context: s.context } : {}),
-                  ...(s.loop ? { loop: s.loop } : {}),
-                  prompt: promptTokens,
-                  markers: plain,
-                  job,
-                  maxTokens,
-                  cachedTokens: Math.max(0, cachedTokens),
-                  tokenBias: bias,
-                  onEvent,
-                  signal: runSignal,
-                });
-              return await generate({
-                sequence,
-                wrapper,
-                history,
-                functions,
-                grammar,
-                thinking,
-                job,
-                maxTokens,
-                promptTokens: promptTokens.length,
-                cachedTokens: Math.max(0, cachedTokens),
-                tokenBias: bias,
-                thinkOpen: model.tokenize("<think>\n", true),
-                onEvent,
-                signal: runSignal,
-              });
-            } finally {
-              promptDone();
-              s.gate?.idle(sequence);
-            }
+            // at least one prompt token is decoded, for the logits of the first sample
+            let nPast = cachedTokens;
+            if (images.length) nPast = await s.projector!.prime(slot, s.loop, promptTokens, images, runs, batch);
+            return await generateOnLoop({
+              loop: s.loop,
+              slot,
+              model,
+              prompt: promptTokens,
+              nPast: Math.min(nPast, promptTokens.length - 1),
+              scanner,
+              job,
+              maxTokens,
+              cachedTokens,
+              request: { ...request, batch },
+              ...(constraint.schema ? { schema: constraint.schema } : {}),
+              onEvent,
+              signal: runSignal,
+            });
           },
         };
       },
@@ -415,74 +374,80 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   /**
-   * The plain loop's markers for a request it can generate (plain.ts), else null: tools, a
-   * response_format, images, repeat penalties and a continued answer go through LlamaChat.
+   * The grammar of a request: a response_format's schema (after the thought, where the model
+   * thinks: a lazy grammar from the thought's closing marker), tool calls (a lazy grammar from the
+   * call syntax; from the first token when a call is required), or both (a call or the answer).
    */
-  private plainMarkers(
-    s: Loaded,
-    job: ChatJob,
-    r: { functions?: ChatModelFunctions; grammar?: LlamaGrammar; images: ImageSpan[]; history: ChatHistoryItem[]; wrapper: ChatWrapper; stopTriggers: readonly LlamaText[] },
-  ): PlainMarkers | null {
-    if (this.opts.plainLoop === false) return null;
-    if (r.functions || r.grammar || r.images.length || job.sampling.frequencyPenalty || job.sampling.presencePenalty) return null;
-    if (r.history.at(-1)?.type === "model") return null;
-    return plainMarkers(s.model, r.wrapper, r.stopTriggers);
+  private constraint(s: Loaded, job: ChatJob, r: { thinking: boolean; functions?: ChatModelFunctions; markers: ReturnType<typeof outputMarkers> }) {
+    const answer = job.format ? this.answerGbnf(job) : undefined;
+    const thought = r.thinking ? r.markers.thought : undefined;
+    // Thinking with a response_format opens the thought at once (the schema applies after it).
+    const openThought = answer && thought ? thought.open : null;
+    const schema = answer ? { gbnf: answer, closeThought: s.model.tokenize(thought ? thought.close + "\n\n" : "", true) } : undefined;
+    if (r.functions && r.markers.calls) {
+      const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
+      const tools = job.tools
+        .filter((t) => named === null || t.name === named)
+        .map((t) => ({ name: t.name, gbnf: this.toolGbnf(job, t) }));
+      const g = callGrammar({
+        syntax: r.markers.calls,
+        tools,
+        parallel: job.parallelToolCalls && named === null,
+        mode: job.toolChoice === "required" || named !== null ? "required" : "auto",
+        thoughtOpenedInPrompt: false,
+        ...(thought ? { thought } : {}),
+        ...(answer ? { answer } : {}),
+      });
+      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought };
+    }
+    if (!answer) return { request: {}, schema, openThought };
+    if (!thought) return { request: { grammar: answer }, schema, openThought };
+    const g = schemaAfterThought({ thought, gbnf: answer, thoughtOpenedInPrompt: false });
+    return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought };
   }
 
-  private async grammarFor(job: ChatJob): Promise<LlamaGrammar> {
-    const { llama } = await this.opts.runtime();
+  /** The answer's grammar: a JSON object for json_object, the schema through llama.cpp's converter (json-schema.ts). */
+  private answerGbnf(job: ChatJob): string {
     const f = job.format!;
-    // Structured output is enforced token by token through llama.cpp's converter (json-schema.ts);
-    // without the addon, through node-llama-cpp's grammar, refusing what that would not enforce.
     const param = "response_format.json_schema.schema";
-    const gbnf = f.type === "json_schema" && hasConverter() ? toGbnf(f.schema, param) : null;
-    const fallback = f.type === "json_schema" && !gbnf ? toFallbackSchema(f.schema, param) : null;
-    try {
-      if (gbnf) return await llama.createGrammar({ grammar: gbnf });
-      return fallback ? await llama.createGrammarForJsonSchema(fallback as any) : await llama.getGrammarFor("json");
-    } catch (e) {
-      throw new ApiError("unsupported_schema", `response_format.json_schema.schema: the schema could not be compiled into a grammar (${(e as Error).message})`, {
-        param: "response_format.json_schema.schema",
-      });
-    }
+    return f.type === "json_schema" ? toGbnf(f.schema, param) : toGbnf({ type: "object" }, "response_format", true);
   }
 
   /**
-   * The token bias of a request: the caller's logit_bias, plus, for a forced tool call, the
-   * opening of a call (`<tool_call>` and `{"name": "` — or the full name for a named function)
-   * forced token by token; node-llama-cpp's function grammar takes over from there.
+   * A tool's arguments' grammar: strict parameters enforced whole (a keyword no grammar can express
+   * is refused), otherwise what the grammar can express of them (issue 24); none: an empty object.
    */
-  private tokenBias(s: Loaded, job: ChatJob, forcedTool: boolean, functions: ChatModelFunctions | undefined) {
-    const { model } = s;
-    const testBias = this.opts.testTokenBias?.(model, job);
-    if (testBias) return testBias;
-    const userBias = job.sampling.logitBias;
-    if (userBias)
-      for (const id of userBias.keys())
-        if (id >= s.vocabularySize)
-          throw new ApiError("invalid_request", `logit_bias: token id ${id} is outside this model's vocabulary`, { param: `logit_bias.${id}` });
-    const prefix = forcedTool && functions ? this.forcedCallPrefix(model, job) : [];
-    if (!userBias && prefix.length === 0) return undefined;
-    const withUser = () => {
-      const bias = new TokenBias(model.tokenizer);
-      if (userBias) for (const [id, v] of userBias) setBias(model, bias, id as Token, v <= -100 ? -Infinity : v);
-      return bias;
-    };
-    // node-llama-cpp asks for the bias before every token: the caller's part is built once, a
-    // forced prefix adds one token per step on a copy.
-    const user = withUser();
-    let step = 0;
-    return () => {
-      if (step >= prefix.length) return user;
-      const bias = withUser();
-      bias.set(prefix[step++]!, { logit: 1000 });
-      return bias;
+  private toolGbnf(job: ChatJob, t: ChatJob["tools"][number]): string {
+    const i = job.tools.indexOf(t);
+    const param = `tools[${i}].function.parameters`;
+    if (!t.parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
+    if (t.strict) return toGbnf(t.parameters, param);
+    try {
+      return toGbnf(t.parameters, param, true);
+    } catch {
+      return toGbnf({ type: "object" }, param, true);
+    }
+  }
+
+  /** The caller's logit_bias (OpenAI's -100…100 added to the logits; -100 or less: never). */
+  private userBias(s: Loaded, job: ChatJob): Pick<LoopRequest, "biasTokens" | "biasLogits"> {
+    const bias = job.sampling.logitBias;
+    if (!bias?.size) return {};
+    for (const id of bias.keys())
+      if (id >= s.vocabularySize)
+        throw new ApiError("invalid_request", `logit_bias: token id ${id} is outside this model's vocabulary`, { param: `logit_bias.${id}` });
+    return {
+      biasTokens: Uint32Array.from(bias.keys()),
+      biasLogits: Float32Array.from(bias.values(), (v) => (v <= -100 ? -Infinity : v)),
     };
   }
 
-  private forcedCallPrefix(model: LlamaModel, job: ChatJob): Token[] {
-    const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
-    const text = named ? `<tool_call>\n{"name": "${named}", "arguments": ` : `<tool_call>\n{"name": "`;
-    return model.tokenize(text, true);
+  /** Tokens forced one per step at the start: the test hook's, or the opening of a thought. */
+  private forced(s: Loaded, job: ChatJob, openThought: string | null): Pick<LoopRequest, "forced"> {
+    const test = this.opts.testForcedTokens?.(s.model, job);
+    if (test?.length) return { forced: Uint32Array.from(test) };
+    if (openThought) return { forced: Uint32Array.from(s.model.tokenize(openThought, true)) };
+    return {};
   }
+
 }

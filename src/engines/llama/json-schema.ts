@@ -46,12 +46,12 @@ interface Addon {
   jsonSchemaToGrammar(schemaJson: string): string;
 }
 
-/** Whether llama.cpp's converter is here (the llama addon is built; install.sh --no-vision skips it). */
+/** Whether llama.cpp's converter is here (the llama addon is built; install.sh builds it). */
 export function hasConverter(): boolean {
   return typeof llamaAddon<Partial<Addon>>()?.jsonSchemaToGrammar === "function";
 }
 
-const NO_ADDON = "is enforced only with the llama addon, which this installation lacks (install without --no-vision)";
+const NO_ADDON = "is enforced only with the llama addon, which this installation lacks (run ./install.sh)";
 
 /**
  * Without the addon, structured output goes through node-llama-cpp's own grammar: its subset is

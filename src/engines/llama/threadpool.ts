@@ -31,7 +31,7 @@ interface Addon {
 export function attachThreadpool(model: LlamaModel, context: LlamaContext, threads: number): { pool: Threadpool } | { reason: string } {
   try {
     const addon = llamaAddon<Partial<Addon>>();
-    if (!addon) return { reason: "the llama addon is not built (./install.sh builds it; --no-vision leaves it out)" };
+    if (!addon) return { reason: "the llama addon is not built (./install.sh builds it)" };
     if (typeof addon.attachThreadpool !== "function") return { reason: "the llama addon has no attachThreadpool (an older build: run ./install.sh)" };
     const nativeModel = (model as unknown as { _model?: unknown })._model;
     const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;

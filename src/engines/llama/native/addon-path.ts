@@ -46,7 +46,7 @@ export function addonBuildDir(): string {
   return join(nodeLlamaCppDir(), "..", ".appliance", "mtmd", `${llamaTag()}-${sourceHash()}`);
 }
 
-/** The built addon, or null when it has not been built (install.sh builds it unless --no-vision). */
+/** The built addon, or null when it has not been built (install.sh builds it). */
 export function builtAddon(): string | null {
   const f = COMPILED ? join(executableLibDir(), ADDON_FILE) : join(addonBuildDir(), ADDON_FILE);
   return existsSync(f) ? f : null;

@@ -2,8 +2,8 @@
 // node-llama-cpp's llama_model / llama_context (nlc.h) and adds what node-llama-cpp lacks:
 //   image input through llama.cpp's multimodal library (mtmd-addon.cpp)
 //   a persistent CPU threadpool per context (threadpool.cpp)
-//   token sampling on the calling thread for the plain generation loop (sampler.cpp)
 //   JSON Schema → GBNF through llama.cpp's own converter (grammar.cpp)
+//   the decode loop of a chat context on a native thread (loop.cpp)
 // Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
 // (CMakeLists.txt, build.ts), so the process has one llama.cpp.
 
@@ -15,8 +15,8 @@ namespace {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
     init_mtmd(env, exports);
     init_threadpool(env, exports);
-    init_sampler(env, exports);
     init_grammar(env, exports);
+    init_loop(env, exports);
     return exports;
 }
 }  // namespace

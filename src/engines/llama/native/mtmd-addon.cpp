@@ -3,9 +3,10 @@
 //   Projector.info()                     -> { vision, audio, mrope, nEmbd, marker, backend }
 //   Projector.tokenize(rgb, w, h, id)    -> Promise<Span>  (the image's chunks: e.g. <start_of_image>, image, <end_of_image>)
 //   Projector.encode(span)               -> Promise<void>  (runs the vision tower; embeddings kept in the span)
-//   Projector.decode(context, span, nPast, seqId, nBatch) -> Promise<number>  (decodes the span into a sequence; new n_past)
+//   Projector.decode(loop, span, nPast, seqId, nBatch) -> Promise<number>  (decodes the span into a sequence through the
+//                                        context's decode loop, loop.cpp; new n_past)
 //   Span.nTokens / Span.nPos
-// The caller serialises encode per projector and holds node-llama-cpp's context lock around decode.
+// The caller serialises encode per projector.
 
 #include <napi.h>
 
@@ -299,46 +300,59 @@ Napi::Value Projector::Encode(const Napi::CallbackInfo & info) {
 
 class DecodeWorker : public PromiseWorker {
   public:
-    DecodeWorker(Napi::Env env, std::shared_ptr<ProjectorData> p, std::shared_ptr<SpanData> span, llama_context * lctx,
+    DecodeWorker(Napi::Env env, std::shared_ptr<ProjectorData> p, std::shared_ptr<SpanData> span, DecodeLoopTasks * loop,
                  llama_pos n_past, llama_seq_id seq, int32_t n_batch)
-        : PromiseWorker(env), p(std::move(p)), span(std::move(span)), lctx(lctx), n_past(n_past), seq(seq), n_batch(n_batch) {}
+        : PromiseWorker(env), p(std::move(p)), span(std::move(span)), loop(loop), n_past(n_past), seq(seq), n_batch(n_batch) {}
     void Execute() override {
-        for (size_t i = 0; i < mtmd_input_chunks_size(span->chunks); i++) {
-            const mtmd_input_chunk * c = mtmd_input_chunks_get(span->chunks, i);
-            llama_pos next = n_past;
-            int32_t res;
-            if (mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT)
-                res = mtmd_helper_eval_chunk_single(p->mctx, lctx, c, n_past, seq, n_batch, false, &next);
-            else
-                res = mtmd_helper_decode_image_chunk(p->mctx, lctx, c, span->embd[i].data(), n_past, seq, n_batch, &next, nullptr, nullptr);
-            if (res != 0) return SetError("llama.cpp failed to decode the image into the context (code " + std::to_string(res) + ")");
-            n_past = next;
-        }
+        // on the loop's thread, which owns the context, between two of its decode steps
+        std::string failure;
+        const int rc = loop->run_task([&](llama_context * lctx) {
+            // the part of the sequence's cache the image replaces (the loop trims at a request's start only)
+            llama_memory_seq_rm(llama_get_memory(lctx), seq, n_past, -1);
+            for (size_t i = 0; i < mtmd_input_chunks_size(span->chunks); i++) {
+                const mtmd_input_chunk * c = mtmd_input_chunks_get(span->chunks, i);
+                llama_pos next = n_past;
+                int32_t res;
+                if (mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT)
+                    res = mtmd_helper_eval_chunk_single(p->mctx, lctx, c, n_past, seq, n_batch, false, &next);
+                else
+                    res = mtmd_helper_decode_image_chunk(p->mctx, lctx, c, span->embd[i].data(), n_past, seq, n_batch, &next, nullptr, nullptr);
+                if (res != 0) {
+                    failure = "llama.cpp failed to decode the image into the context (code " + std::to_string(res) + ")";
+                    return res;
+                }
+                n_past = next;
+            }
+            return 0;
+        });
+        if (!failure.empty()) return SetError(failure);
+        if (rc != 0) return SetError("the chat model's decode loop closed before the image was decoded");
     }
     void OnOK() override { deferred.Resolve(Napi::Number::New(Env(), n_past)); }
   private:
     std::shared_ptr<ProjectorData> p;
     std::shared_ptr<SpanData> span;
-    llama_context * lctx;
+    DecodeLoopTasks * loop;
     llama_pos n_past;
     llama_seq_id seq;
     int32_t n_batch;
 };
 
+// decode(loop, span, nPast, seqId, nBatch): through the context's decode loop, which owns the context.
 Napi::Value Projector::Decode(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (!alive(env)) return env.Null();
-    llama_context * lctx = context_of(env, info[0], data->model);
+    DecodeLoopTasks * loop = decode_loop_of(info[0]);
     auto span = span_of(info[1]);
-    if (!lctx || !span || !info[2].IsNumber() || !info[3].IsNumber() || !info[4].IsNumber()) {
-        Napi::TypeError::New(env, "decode(context of this model, span, nPast, seqId, nBatch)").ThrowAsJavaScriptException();
+    if (!loop || loop->model() != data->model || !span || !info[2].IsNumber() || !info[3].IsNumber() || !info[4].IsNumber()) {
+        Napi::TypeError::New(env, "decode(decode loop of a context of this model, span, nPast, seqId, nBatch)").ThrowAsJavaScriptException();
         return env.Null();
     }
     if (!span->encoded) {
         Napi::Error::New(env, "decode: the span was not encoded").ThrowAsJavaScriptException();
         return env.Null();
     }
-    auto * w = new DecodeWorker(env, data, span, lctx, info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
+    auto * w = new DecodeWorker(env, data, span, loop, info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
                                 info[4].As<Napi::Number>().Int32Value());
     Napi::Promise p = w->promise();
     w->Queue();

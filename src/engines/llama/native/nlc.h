@@ -4,6 +4,7 @@
 
 #include <napi.h>
 
+#include <functional>
 #include <vector>
 
 #include "llama.h"
@@ -48,8 +49,19 @@ inline llama_context * context_of(const Napi::Env & env, Napi::Value v, const ll
     return h->ctx;
 }
 
+// A chat context's decode loop (loop.cpp), which owns the context: work on the context from another
+// thread runs through it, between two decode steps.
+class DecodeLoopTasks {
+  public:
+    virtual ~DecodeLoopTasks() = default;
+    /** Runs `task` on the loop's thread between two steps and returns its result; blocks the caller. */
+    virtual int run_task(const std::function<int(llama_context *)> & task) = 0;
+    virtual const llama_model * model() const = 0;
+};
+/** The loop a JS value wraps, or null. */
+DecodeLoopTasks * decode_loop_of(Napi::Value v);
 
+void init_loop(Napi::Env env, Napi::Object exports);
 void init_mtmd(Napi::Env env, Napi::Object exports);
 void init_threadpool(Napi::Env env, Napi::Object exports);
-void init_sampler(Napi::Env env, Napi::Object exports);
 void init_grammar(Napi::Env env, Napi::Object exports);

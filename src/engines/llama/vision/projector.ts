@@ -1,14 +1,14 @@
-import { acquireLock } from "lifecycle-utils";
-import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
 import type { DecodedImage } from "../../../chat/job";
+import type { DecodeLoop, LoopSlot } from "../decode-loop";
 import { llamaAddon } from "../native/addon-path";
 import { locateRuns, reusablePrefix, type HeldImage, type ImageRun } from "./prompt";
 
 // A chat model's projector (mmproj) loaded through llama.cpp's multimodal library, and the one
-// place that writes image embeddings into node-llama-cpp's sequences. It reaches node-llama-cpp
-// 3.22.1 internals (the native model/context objects, a sequence's token list, its evaluation
-// and context locks — the same locks node-llama-cpp's own loadStateFromFile takes), so the rest
-// of the engine (LlamaChat, prefix reuse, slots, grammars, tools, thinking) stays as it is.
+// place that writes image embeddings into a slot's cache: through the context's decode loop
+// (decode-loop.ts), whose thread owns the context and decodes the image's chunks between two of its
+// steps. A slot's cache record holds a placeholder token at each image position; which image is
+// there is kept here, so a prompt's reusable prefix compares images by content.
 
 interface NativeSpan {
   readonly nTokens: number;
@@ -19,24 +19,12 @@ interface NativeProjector {
   info(): { vision: boolean; audio: boolean; mrope: boolean; nEmbd: number; marker: string; backend: string };
   tokenize(rgb: Uint8Array, width: number, height: number, id: string): Promise<NativeSpan>;
   encode(span: NativeSpan): Promise<void>;
-  decode(context: unknown, span: NativeSpan, nPast: number, seqId: number, nBatch: number): Promise<number>;
+  decode(loop: unknown, span: NativeSpan, nPast: number, seqId: number, nBatch: number): Promise<number>;
   dispose(): void;
 }
 interface Addon {
   loadProjector(model: unknown, path: string, options: { useGpu: boolean; threads: number }): Promise<NativeProjector>;
 }
-
-/** node-llama-cpp internals this module relies on (checked once at load). */
-type SequenceInternals = {
-  _lock: object;
-  _context: LlamaContext & { _ctx: unknown };
-  _contextTokens: Token[];
-  _nextTokenIndex: number;
-  _sequenceId: number;
-  _loadedTokenPredictions: unknown[];
-  _tokenMeter: { useTokens(n: number, type: "input" | "output"): void };
-  needsCheckpoints: boolean;
-};
 
 function loadAddon(): Addon {
   const addon = llamaAddon<Addon>();
@@ -61,11 +49,12 @@ export class Projector {
   private readonly encoded = new WeakSet<NativeSpan>();
   /** The vision tower runs one image at a time. */
   private encoding: Promise<unknown> = Promise.resolve();
-  /** What each sequence holds at image positions. */
-  private readonly held = new WeakMap<LlamaContextSequence, HeldImage[]>();
+  /** What each slot holds at image positions. */
+  private readonly held = new WeakMap<LoopSlot, HeldImage[]>();
 
   private constructor(
     private readonly native: NativeProjector,
+    private readonly loop: DecodeLoop,
     readonly placeholderText: string,
     readonly placeholder: Token,
     private readonly batchSize: number,
@@ -81,8 +70,7 @@ export class Projector {
     return null;
   }
 
-  /** `probe`: one of the context's sequences, to check the internals this module relies on. */
-  static async load(model: LlamaModel, context: LlamaContext, path: string, o: { useGpu: boolean; threads: number }, probe: LlamaContextSequence): Promise<Projector> {
+  static async load(model: LlamaModel, context: LlamaContext, loop: DecodeLoop, path: string, o: { useGpu: boolean; threads: number }): Promise<Projector> {
     const native = await loadAddon().loadProjector((model as unknown as { _model: unknown })._model, path, o);
     const info = native.info();
     const fail = (why: string): never => {
@@ -91,12 +79,9 @@ export class Projector {
     };
     if (!info.vision) fail("it has no vision encoder (an audio-only projector?)");
     if (info.mrope) fail("its model family places image tokens with M-RoPE (Qwen2/2.5/3-VL style), which this server does not support yet");
-    const seq = probe as unknown as SequenceInternals;
-    for (const k of ["_lock", "_context", "_contextTokens", "_nextTokenIndex", "_sequenceId", "_loadedTokenPredictions", "_tokenMeter"] as const)
-      if (seq[k] === undefined) fail(`this node-llama-cpp lacks the sequence internal "${k}" image input relies on`);
     const placeholderText = PLACEHOLDERS.find((p) => model.tokenize(p, true).length === 1);
     if (!placeholderText) fail("the model's vocabulary has no single-token placeholder for image positions");
-    return new Projector(native, placeholderText!, model.tokenize(placeholderText!, true)[0]!, context.batchSize, info.backend ?? "");
+    return new Projector(native, loop, placeholderText!, model.tokenize(placeholderText!, true)[0]!, context.batchSize, info.backend ?? "");
   }
 
   dispose() {
@@ -126,55 +111,37 @@ export class Projector {
     return locateRuns(tokens, this.placeholder, images.map((i) => i.tokens));
   }
 
-  /** Prompt tokens a sequence can keep for this prompt (images compared by content, not by placeholder). */
-  reusable(sequence: LlamaContextSequence, tokens: readonly number[], runs: ImageRun[], images: ImageSpan[]): number {
-    const common = sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex;
-    return reusablePrefix(common, runs, images.map((i) => i.hash), this.held.get(sequence) ?? []);
+  /** Prompt tokens a slot can keep for this prompt (images compared by content, not by placeholder). */
+  reusable(slot: LoopSlot, tokens: readonly number[], runs: ImageRun[], images: ImageSpan[]): number {
+    return reusablePrefix(slot.commonPrefix(tokens), runs, images.map((i) => i.hash), this.held.get(slot) ?? []);
   }
 
   /**
-   * Brings `sequence` up to the end of the prompt's last image: keeps what it can, evaluates the
-   * text between images through node-llama-cpp, and decodes each image's embeddings at its
-   * positions. LlamaChat then finds all of it in the sequence and evaluates only the rest.
+   * Brings `slot`'s cache up to the end of the prompt's last image: keeps what it can, decodes the
+   * text between images and each image's embeddings at its positions. Returns the prompt tokens the
+   * cache then holds; the generation decodes only the rest.
    */
-  async prime(sequence: LlamaContextSequence, tokens: readonly number[], images: ImageSpan[], runs: ImageRun[]): Promise<void> {
+  async prime(slot: LoopSlot, loop: DecodeLoop, tokens: readonly number[], images: ImageSpan[], runs: ImageRun[], batch: boolean): Promise<number> {
     await Promise.all(images.map((i) => this.encode(i.span)));
-    const seq = sequence as unknown as SequenceInternals;
-    let reuse = this.reusable(sequence, tokens, runs, images);
-    if (reuse < sequence.nextTokenIndex) {
-      // Models that restore checkpoints re-evaluate tokens after an erase, which placeholders cannot be.
-      if (seq.needsCheckpoints && (this.held.get(sequence)?.length ?? 0) > 0) {
-        await sequence.clearHistory();
-        reuse = 0;
-      } else await sequence.eraseContextTokenRanges([{ start: reuse, end: sequence.nextTokenIndex }]);
-    }
-    const held = (this.held.get(sequence) ?? []).filter((h) => h.start + h.length <= reuse);
-    this.held.set(sequence, held);
+    const reuse = this.reusable(slot, tokens, runs, images);
+    loop.trim(slot, reuse);
+    const held = (this.held.get(slot) ?? []).filter((h) => h.start + h.length <= reuse);
+    this.held.set(slot, held);
     let at = reuse;
     for (const r of runs) {
       if (r.start + r.length <= reuse) continue;
-      if (at < r.start) await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, r.start) as Token[]);
-      await this.decodeInto(seq, images[r.image]!.span, tokens.slice(r.start, r.start + r.length) as Token[]);
+      if (at < r.start) await loop.prefill(slot, tokens.slice(at, r.start), at, batch);
+      await slot.busy;
+      loop.trim(slot, r.start);
+      const next = await this.native.decode(this.loop.handle, images[r.image]!.span, r.start, slot.seq, this.batchSize);
+      if (next !== r.start + r.length) {
+        slot.cached.length = 0; // the cache no longer matches the record: decoded again from scratch next time
+        throw new Error(`the image took ${next - r.start} positions where ${r.length} were expected`);
+      }
+      slot.cached.push(...(tokens.slice(r.start, r.start + r.length) as number[]));
       held.push({ start: r.start, length: r.length, hash: images[r.image]!.hash });
       at = r.start + r.length;
     }
-  }
-
-  /** One image's embeddings into the sequence, under the locks node-llama-cpp's own evaluation takes. */
-  private async decodeInto(seq: SequenceInternals, span: NativeSpan, placeholders: Token[]) {
-    const evaluation = await acquireLock([seq._lock, "evaluate"]);
-    const context = await acquireLock([seq._context, "context"]);
-    try {
-      if (seq._loadedTokenPredictions.length > 0) throw new Error("image input cannot follow speculative token predictions");
-      const start = seq._nextTokenIndex;
-      const next = await this.native.decode(seq._context._ctx, span, start, seq._sequenceId, this.batchSize);
-      if (next !== start + placeholders.length) throw new Error(`the image took ${next - start} positions where ${placeholders.length} were expected`);
-      seq._contextTokens.push(...placeholders);
-      seq._nextTokenIndex = next;
-      seq._tokenMeter.useTokens(placeholders.length, "input");
-    } finally {
-      context.dispose();
-      evaluation.dispose();
-    }
+    return at;
   }
 }

@@ -1,19 +1,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
+import type { LlamaModel, Token } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
 import type { ChatJob, EngineEvent, EngineResult } from "../../../src/chat/job";
 import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
-import { nativeSampling } from "../../../src/engines/llama/native-sampler";
-import { plainMarkers } from "../../../src/engines/llama/plain";
+import { outputMarkers } from "../../../src/engines/llama/markers";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
-import { StepLoop } from "../../../src/engines/llama/step-loop";
 import { createLogger } from "../../../src/log";
-import { forceText, forceTokens } from "../../models/force";
+import { viaLlamaChat } from "../../helpers/llama-chat-reference";
 import { THREADS } from "../../models/llama";
 import { userJob } from "../../helpers/chat-job";
 
-// The plain generation loop (plain.ts) against LlamaChat on the real engine and the tiny generated
-// chat model: the same requests through both give the same events, finish reason and usage.
+// Generation on the decode loop (generation.ts, native/loop.cpp) against node-llama-cpp's LlamaChat,
+// which the engine used before issue 29, on the real engine and the tiny generated chat model: the
+// same requests give the same events, finish reason and usage.
 
 const MARK = /«force:([\s\S]*?)»/;
 /** Forced as plain characters, special tokens' names included. */
@@ -21,8 +20,21 @@ const PLAIN = /«plain:([\s\S]*?)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(plainLoop: boolean, nativeSampling = true, stepLoop = true) {
-  return new LlamaChatEngine({
+function forcedOf(model: LlamaModel, job: ChatJob): Token[] | undefined {
+  const text = job.turns.findLast((t) => t.role === "user")!.text;
+  const plainText = PLAIN.exec(text);
+  if (plainText) return model.tokenize(plainText[1]!, false);
+  const m = MARK.exec(text);
+  return m ? model.tokenize(m[1]!, true) : undefined;
+}
+
+let chatPath: string;
+let engine: LlamaChatEngine;
+let reference: LlamaModel;
+
+beforeAll(async () => {
+  chatPath = await ensureChatModel("chat");
+  engine = new LlamaChatEngine({
     modelId: "chat",
     modelPath: chatPath,
     runtime,
@@ -33,37 +45,13 @@ function engine(plainLoop: boolean, nativeSampling = true, stepLoop = true) {
     maxQueue: 4,
     maxWaitMs: 60_000,
     logger,
-    plainLoop,
-    nativeSampling,
-    stepLoop,
-    testTokenBias: (model: LlamaModel, job: ChatJob) => {
-      const text = job.turns.findLast((t) => t.role === "user")!.text;
-      const plainText = PLAIN.exec(text);
-      if (plainText) return forceTokens(model, model.tokenize(plainText[1]!, false));
-      const m = MARK.exec(text);
-      return m ? forceText(model, m[1]!) : undefined;
-    },
+    testForcedTokens: forcedOf,
   });
-}
-
-let chatPath: string;
-let plain: LlamaChatEngine;
-let plainQueue: LlamaChatEngine;
-let plainEvaluate: LlamaChatEngine;
-let viaChat: LlamaChatEngine;
-
-beforeAll(async () => {
-  chatPath = await ensureChatModel("chat");
-  plain = engine(true);
-  plainQueue = engine(true, true, false);
-  plainEvaluate = engine(true, false);
-  viaChat = engine(false);
+  reference = await (await runtime()).llama.loadModel({ modelPath: chatPath, gpuLayers: 0 });
 });
 afterAll(async () => {
-  await plain.unload();
-  await plainQueue.unload();
-  await plainEvaluate.unload();
-  await viaChat.unload();
+  await engine.unload();
+  await reference.dispose();
 });
 
 const job = (text: string, o: Partial<ChatJob> = {}) => userJob(text, { maxTokens: 24, ...o });
@@ -75,7 +63,7 @@ async function run(e: LlamaChatEngine, j: ChatJob) {
   try {
     const result: EngineResult = await lease.run((ev) => {
       const last = events.at(-1);
-      // pieces are cut differently by the two loops; what is said, in which part, is the same
+      // pieces are cut differently; what is said, in which part, is the same
       if (last && last.type === ev.type && (ev.type === "text" || ev.type === "reasoning")) (last as { text: string }).text += ev.text;
       else events.push({ ...ev });
     }, new AbortController().signal);
@@ -85,51 +73,33 @@ async function run(e: LlamaChatEngine, j: ChatJob) {
   }
 }
 
-/**
- * The plain loop against LlamaChat: decoded by the step loop, through node-llama-cpp's queue
- * (both sampled by the llama addon), and sampled by node-llama-cpp.
- */
+/** The engine against LlamaChat (usage compared but for the prompt, which LlamaChat counts its own way). */
 async function same(j: ChatJob) {
-  const a = await run(plain, j);
-  const b = await run(viaChat, j);
-  expect(a).toEqual(b);
-  expect(await run(plainQueue, j)).toEqual(b);
-  expect(await run(plainEvaluate, j)).toEqual(b);
+  const a = await run(engine, j);
+  const b = await viaLlamaChat(reference, j, forcedOf(reference, j));
+  const { promptTokens: _, cachedTokens: __, ...mine } = a.result;
+  expect({ events: a.events, result: mine }).toEqual({ events: b.events, result: b.result });
   return a;
 }
 
-test("the llama addon samples (install.sh builds it): plain requests are decoded by the step loop, not sequence.evaluate", async () => {
-  expect(nativeSampling()).toBe(true);
-  const proto = LlamaContextSequence.prototype as unknown as { evaluate: (...a: unknown[]) => unknown };
-  const original = proto.evaluate;
-  const loop = StepLoop.prototype as unknown as { open: (...a: unknown[]) => unknown };
-  const open = loop.open;
+test("a request is decoded by the context's decode loop", async () => {
+  const { DecodeLoop } = await import("../../../src/engines/llama/decode-loop");
+  const proto = DecodeLoop.prototype as unknown as { generate: (...a: unknown[]) => unknown };
+  const original = proto.generate;
   let calls = 0;
-  let opened = 0;
-  proto.evaluate = function (this: unknown, ...a: unknown[]) {
+  proto.generate = function (this: unknown, ...a: unknown[]) {
     calls++;
     return original.apply(this, a);
   };
-  loop.open = function (this: unknown, ...a: unknown[]) {
-    opened++;
-    return open.apply(this, a);
-  };
   try {
-    await run(plain, job("Tell me about tunnels.", { maxTokens: 4 }));
-    expect({ calls, opened }).toEqual({ calls: 0, opened: 1 });
-    await run(plainQueue, job("Tell me about tunnels.", { maxTokens: 4 }));
-    expect({ calls, opened }).toEqual({ calls: 0, opened: 1 });
-    await run(plainEvaluate, job("Tell me about tunnels.", { maxTokens: 4 }));
-    expect({ calls, opened }).toEqual({ calls: 1, opened: 1 });
-    // the same request through LlamaChat too: the engines' slot caches stay alike for the tests below
-    await run(viaChat, job("Tell me about tunnels.", { maxTokens: 4 }));
+    await run(engine, job("Tell me about tunnels.", { maxTokens: 4 }));
   } finally {
-    proto.evaluate = original;
-    loop.open = open;
+    proto.generate = original;
   }
+  expect(calls).toBe(1);
 });
 
-describe("the plain loop says what LlamaChat says", () => {
+describe("generation says what LlamaChat says", () => {
   test("free text to max_tokens", async () => {
     const { events, result } = await same(job("Tell me about bridges."));
     expect(result.finishReason).toBe("length");
@@ -175,13 +145,14 @@ describe("the plain loop says what LlamaChat says", () => {
   });
 
   test("cut by max_tokens while text is held as a possible stop string: the text is kept", async () => {
-    // LlamaChat drops the held "ST" here; the plain loop shows all that was generated
+    // LlamaChat drops the held "ST" here; the engine shows all that was generated
     const j = job(`Go. «force:one two ST»`, { stop: ["STOP"], maxTokens: 4 });
-    const a = await run(plain, j);
-    const b = await run(viaChat, j);
+    const a = await run(engine, j);
+    const b = await viaLlamaChat(reference, j, forcedOf(reference, j));
     expect(a.events).toEqual([{ type: "text", text: "one two ST" }]);
     expect(b.events).toEqual([{ type: "text", text: "one two" }]);
-    expect(a.result).toEqual(b.result);
+    const { promptTokens: _, cachedTokens: __, ...mine } = a.result;
+    expect(mine).toEqual(b.result);
     expect(a.result.finishReason).toBe("length");
   });
 
@@ -208,14 +179,14 @@ describe("the plain loop says what LlamaChat says", () => {
 
   test("a prompt already in the slot's cache", async () => {
     const j = job("Tell me about rivers.", { maxTokens: 6 });
-    const first = await run(plain, j);
-    const again = await run(plain, j);
+    const first = await run(engine, j);
+    const again = await run(engine, j);
     expect(again.events).toEqual(first.events);
     expect(again.result).toEqual({ ...first.result, cachedTokens: first.result.promptTokens - 1 });
   });
 });
 
-describe("which templates the plain loop takes", () => {
+describe("the template markers the output is split by", () => {
   let model: LlamaModel;
   beforeAll(async () => {
     const { testLlama } = await import("../../models/llama");
@@ -229,23 +200,25 @@ describe("which templates the plain loop takes", () => {
   test("Qwen: its thought markers and end-of-turn stops in written form", async () => {
     const { QwenChatWrapper } = await import("node-llama-cpp");
     const w = new QwenChatWrapper();
-    expect(plainMarkers(model, w, stops(w))).toEqual({
+    expect(outputMarkers(model, w, stops(w))).toEqual({
       thought: { open: "<think>\n", close: "\n</think>" },
       templateStops: expect.arrayContaining(["<|im_end|>"]),
+      calls: { prefix: '<tool_call>\n{"name": "', paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", betweenCalls: "\n", sectionSuffix: "<|im_end|>\n" },
     });
   });
 
   test("a template without segments: stops only", async () => {
     const { GeneralChatWrapper } = await import("node-llama-cpp");
     const w = new GeneralChatWrapper();
-    const m = plainMarkers(model, w, stops(w));
+    const m = outputMarkers(model, w, stops(w));
     expect(m?.thought).toBeUndefined();
     expect(m?.templateStops.length).toBeGreaterThan(0);
   });
 
-  test("segments other than a thought (Harmony's comments) go through LlamaChat", async () => {
+  test("segments other than a thought (Harmony's comments) are not told apart: their text is answer text", async () => {
     const { HarmonyChatWrapper } = await import("node-llama-cpp");
     const w = new HarmonyChatWrapper();
-    expect(plainMarkers(model, w, [])).toBeNull();
+    const m = outputMarkers(model, w, []);
+    expect(m.templateStops).toEqual([]);
   });
 });

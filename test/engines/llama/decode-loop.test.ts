@@ -1,23 +1,24 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
 import type { ChatJob, EngineEvent } from "../../../src/chat/job";
 import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
+import type { DecodeLoop } from "../../../src/engines/llama/decode-loop";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
 import { createLogger } from "../../../src/log";
-import { forceText } from "../../models/force";
 import { THREADS } from "../../models/llama";
 import { userJob } from "../../helpers/chat-job";
 
-// The step loop (step-loop.ts) on the real engine and the tiny generated chat model: several
-// requests on one context decode in shared steps, say what each says alone, and leave the slots'
-// caches right for the requests after them, beside requests through LlamaChat too.
+// The decode loop (native/loop.cpp, decode-loop.ts) on the real engine and the tiny generated chat
+// model: several requests on one context decode in shared steps, say what each says alone, give
+// way to live traffic when they are batch work, and leave the slots' cache records right for the
+// requests after them, whatever ends them (max tokens, a stop string, an abort).
 
 const MARK = /«force:([\s\S]*?)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(slots: number, stepLoop = true) {
+function engine(slots: number) {
   return new LlamaChatEngine({
     modelId: "chat",
     modelPath: chatPath,
@@ -29,10 +30,9 @@ function engine(slots: number, stepLoop = true) {
     maxQueue: 8,
     maxWaitMs: 60_000,
     logger,
-    stepLoop,
-    testTokenBias: (model: LlamaModel, job: ChatJob) => {
+    testForcedTokens: (model: LlamaModel, job: ChatJob) => {
       const m = MARK.exec(job.turns.findLast((t) => t.role === "user")!.text);
-      return m ? forceText(model, m[1]!) : undefined;
+      return m ? model.tokenize(m[1]!, true) : undefined;
     },
   });
 }
@@ -46,7 +46,7 @@ beforeAll(async () => {
   chatPath = await ensureChatModel("chat");
   four = engine(4);
   one = engine(1);
-  reference = engine(1, false);
+  reference = engine(1);
 });
 afterAll(async () => {
   for (const e of [four, one, reference]) await e.unload();
@@ -54,9 +54,9 @@ afterAll(async () => {
 
 const job = (text: string, o: Partial<ChatJob> = {}) => userJob(text, { maxTokens: 16, ...o });
 
-async function run(e: LlamaChatEngine, j: ChatJob, signal = new AbortController().signal, onEvent?: (e: EngineEvent) => void) {
+async function run(e: LlamaChatEngine, j: ChatJob, signal = new AbortController().signal, onEvent?: (e: EngineEvent) => void, batch = false) {
   const prepared = await e.prepare(j);
-  const lease = await prepared.acquire();
+  const lease = await prepared.acquire(undefined, { batch });
   let text = "";
   try {
     const result = await lease.run((ev) => {
@@ -69,26 +69,14 @@ async function run(e: LlamaChatEngine, j: ChatJob, signal = new AbortController(
   }
 }
 
-/** Counts the llama.cpp decode calls on `e`'s context while `f` runs. */
-async function countDecodes<T>(e: LlamaChatEngine, f: () => Promise<T>): Promise<{ value: T; decodes: number }> {
+const loopOf = (e: LlamaChatEngine) => (e as unknown as { state: { loop: DecodeLoop } }).state.loop;
+
+/** The decode steps `e`'s loop ran while `f` ran. */
+async function countSteps<T>(e: LlamaChatEngine, f: () => Promise<T>): Promise<{ value: T; steps: number }> {
   await e.load();
-  const addon = (e as unknown as { state: { context: LlamaContext } }).state.context as unknown as { _ctx: { decodeBatch(): Promise<void> } };
-  const native = addon._ctx;
-  const original = native.decodeBatch;
-  let decodes = 0;
-  // the addon's method is read-only on its prototype: an own property shadows it
-  Object.defineProperty(native, "decodeBatch", {
-    configurable: true,
-    value(this: unknown) {
-      decodes++;
-      return original.call(this);
-    },
-  });
-  try {
-    return { value: await f(), decodes };
-  } finally {
-    delete (native as { decodeBatch?: unknown }).decodeBatch;
-  }
+  const before = loopOf(e).stats().steps;
+  const value = await f();
+  return { value, steps: loopOf(e).stats().steps - before };
 }
 
 const topics = ["bridges", "rivers", "tunnels", "harbours"];
@@ -98,53 +86,42 @@ test("four requests at once decode in shared steps, and each says what it says a
   const jobs = topics.map((t) => job(`Tell me about ${t}.`));
   const alone = [];
   for (const j of jobs) alone.push(said(await run(reference, j)));
-  const { value: together, decodes } = await countDecodes(four, () => Promise.all(jobs.map((j) => run(four, j))));
+  const { value: together, steps } = await countSteps(four, () => Promise.all(jobs.map((j) => run(four, j))));
   expect(together.map(said)).toEqual(alone);
   expect(alone.every((a) => a.completionTokens === 16)).toBe(true);
   // one decode per step: 16 tokens each, the prompts in the first step (or a few, as they arrive);
   // one request after another would be 4 × 16
-  expect(decodes).toBeGreaterThanOrEqual(16);
-  expect(decodes).toBeLessThanOrEqual(16 + 3);
+  expect(steps).toBeGreaterThanOrEqual(16);
+  expect(steps).toBeLessThanOrEqual(16 + 3);
 });
 
-test("a request that took a slot is waited for, briefly: its prompt joins the next step", async () => {
-  const [a, b] = await Promise.all(["bridges", "rivers"].map((t) => four.prepare(job(`Tell me about ${t} again.`))));
-  const { value, decodes } = await countDecodes(four, async () => {
-    const [leaseA, leaseB] = await Promise.all([a!.acquire(), b!.acquire()]);
-    const signal = new AbortController().signal;
-    const runA = leaseA.run(() => {}, signal).finally(() => leaseA.release());
-    // B starts a moment later, as a request does that is still being set up
-    await Bun.sleep(5);
-    const runB = leaseB.run(() => {}, signal).finally(() => leaseB.release());
-    return Promise.all([runA, runB]);
-  });
-  expect(value.map((r) => r.completionTokens)).toEqual([16, 16]);
-  // both prompts in the first step, then 15 steps: B's prompt alone after A's would make 17
-  expect(decodes).toBe(16);
+test("beside live traffic, batch requests decode one per step, taking turns; once it is quiet, together", async () => {
+  const controller = new AbortController();
+  const live = run(four, job("A live request that runs on.", { maxTokens: 400 }), controller.signal);
+  const order: string[] = [];
+  const batch = (label: string) => run(four, job(`Tell me about ${label}.`, { maxTokens: 8 }), undefined, (e) => e.type === "text" && order.push(label), true);
+  const { value, steps } = await countSteps(four, () => Promise.all([batch("kites"), batch("sails")]));
+  controller.abort();
+  await live;
+  expect(value.map((r) => r.completionTokens)).toEqual([8, 8]);
+  // one at a time: 2 × 8 steps at least (the live request steps beside them); in turns: the
+  // second does not wait for the first to finish
+  expect(steps).toBeGreaterThanOrEqual(16);
+  expect(order.indexOf("sails")).toBeLessThan(order.lastIndexOf("kites"));
+  // once live traffic has been quiet for 2 s, together
+  await Bun.sleep(2100);
+  const quiet = await countSteps(four, () => Promise.all([batch("kites"), batch("sails")]));
+  expect(quiet.steps).toBeLessThanOrEqual(8 + 1);
 });
 
-test("beside live traffic, batch requests decode one per step, taking turns", async () => {
-  const live = await (await four.prepare(job("A live request that holds its slot."))).acquire();
-  try {
-    const order: string[] = [];
-    const batch = async (label: string) => {
-      const lease = await (await four.prepare(job(`Tell me about ${label}.`, { maxTokens: 8 }))).acquire(undefined, { batch: true });
-      try {
-        return await lease.run((e) => {
-          if (e.type === "text") order.push(label);
-        }, new AbortController().signal);
-      } finally {
-        lease.release();
-      }
-    };
-    const { value, decodes } = await countDecodes(four, () => Promise.all([batch("kites"), batch("sails")]));
-    expect(value.map((r) => r.completionTokens)).toEqual([8, 8]);
-    // one at a time: 2 × 8 steps; in turns: the second does not wait for the first to finish
-    expect(decodes).toBe(16);
-    expect(order.indexOf("sails")).toBeLessThan(order.lastIndexOf("kites"));
-  } finally {
-    live.release();
-  }
+test("a live prompt decodes alone: batch work holds its steps until the live request's first token", async () => {
+  const events: string[] = [];
+  const batchRun = run(four, job("Tell me about kites.", { maxTokens: 40 }), undefined, (e) => e.type === "text" && events.push("batch"), true);
+  await Bun.sleep(30);
+  const live = run(four, job("Tell me about sails, and then about the wind over the open sea in the evening.", { maxTokens: 4 }), undefined, (e) => e.type === "text" && events.push("live"));
+  const [b, l] = await Promise.all([batchRun, live]);
+  expect([b.completionTokens, l.completionTokens]).toEqual([40, 4]);
+  expect(events).toContain("live");
 });
 
 test("a stop string: the token decoded ahead stays in the slot's cache, and the requests after it use the slot as they should", async () => {
@@ -154,13 +131,13 @@ test("a stop string: the token decoded ahead stays in the slot's cache, and the 
   // the same prompt again: found in the cache, the same answer
   const again = await run(one, stopped);
   expect(again).toEqual({ ...first, cachedTokens: first.promptTokens - 1 });
-  // another prompt on that slot (its cache partly erased): what a fresh slot says
+  // another prompt on that slot (its cache partly dropped): what a fresh slot says
   const other = job("Tell me about canals.");
   expect(said(await run(one, other))).toEqual(said(await run(reference, other)));
   expect(said(await run(one, stopped))).toEqual(said(first));
 });
 
-test("a plain request beside one through LlamaChat (response_format) on the same context: both finish, each as alone", async () => {
+test("a plain request beside one under a grammar (response_format) on the same context: both finish, each as alone", async () => {
   const plain = job("Tell me about lighthouses.", { maxTokens: 24 });
   const json = job("Describe a lighthouse as JSON.", { format: { type: "json_object" }, maxTokens: 24 });
   const alone = [said(await run(reference, plain)), said(await run(reference, json))];
@@ -170,10 +147,7 @@ test("a plain request beside one through LlamaChat (response_format) on the same
   }
 });
 
-test("plain, LlamaChat and aborted requests together, again and again: every one ends", async () => {
-  // Each path's steps take node-llama-cpp's context lock in turn and share its thread reservation;
-  // this once left a step waiting for threads forever (step-loop.ts, at the lock's release), in
-  // about one run of this test in four with 12 rounds.
+test("plain, grammar and aborted requests together, again and again: every one ends", async () => {
   for (let i = 0; i < 30; i++) {
     const controller = new AbortController();
     let pieces = 0;
@@ -198,4 +172,21 @@ test("a request aborted mid-stream ends at once; the one beside it runs on", asy
   const a = await aborted;
   expect(a.completionTokens).toBeLessThan(10);
   expect((await other).completionTokens).toBe(40);
+});
+
+test("unloading with a request in flight ends it with an error, and the model loads and answers again", async () => {
+  const e = engine(1);
+  await e.load();
+  const model = (e as unknown as { state: { model: LlamaModel } }).state.model;
+  // no end of turn: it runs to max_tokens unless cut
+  const noEnd = new Map(["<|im_end|>", "<|endoftext|>"].map((t) => [model.tokenize(t, true)[0]!, -100]));
+  let started!: () => void;
+  const first = new Promise<void>((r) => (started = r));
+  const running = run(e, job("Tell me about ferries.", { maxTokens: 400, sampling: { temperature: 0, logitBias: noEnd } }), undefined, () => started());
+  const outcome = running.then(() => null, (err: Error) => err.message);
+  await first;
+  await e.unload();
+  expect(await outcome).toBe("the decode loop closed");
+  expect(said(await run(e, job("Tell me about canals.")))).toEqual(said(await run(reference, job("Tell me about canals."))));
+  await e.unload();
 });

@@ -1,0 +1,292 @@
+import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import { llamaAddon } from "./native/addon-path";
+
+// A chat context's decode loop (native/loop.cpp): a native thread owns the llama_context, batches
+// every slot with tokens to decode, decodes, samples each slot with its own sampler chain and
+// grammar, and hands the tokens here as they come, so nothing in JavaScript runs between two decode
+// steps (issue 29). Through node-llama-cpp's queue and then a JavaScript step loop, ~0.3-1.5 ms of
+// JavaScript sat between steps; on a fast step (a GPU's, or a small model's) that was a large share.
+//
+// This module keeps each slot's record of its cache (the tokens in it), which a request's prompt is
+// compared with to reuse its prefix: the loop trims the cache to the part a new request shares.
+
+/** How a request's tokens are drawn and bounded (sampler.cpp's chain order; a seeded request draws the same tokens). */
+export interface LoopRequest {
+  /** Tokens to generate at most; 0: decode the input only (prefill). */
+  maxTokens: number;
+  /** Batch work gives way to live requests (live prompts first; narrow steps beside live traffic). */
+  batch?: boolean;
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  biasTokens?: Uint32Array;
+  biasLogits?: Float32Array;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  penaltyLastN?: number;
+  /** GBNF; with `lazyPatterns`, applied from the first pattern's match on (llama.cpp's lazy grammar). */
+  grammar?: string;
+  lazyPatterns?: string[];
+  /** The k-th generated token gets +1000 on `forced[k]` (a grammar still wins). */
+  forced?: Uint32Array;
+}
+
+export type LoopEndReason = "eog" | "max" | "cancelled" | "prefilled";
+
+export interface LoopEnd {
+  reason: LoopEndReason;
+  /** The last token sampled (end of generation: not shown; max tokens: shown), or -1. */
+  token: number;
+}
+
+interface NativeLoop {
+  submit(seq: number, tokens: Uint32Array, nPast: number, request: LoopRequest): void;
+  cancel(seq: number): void;
+  stats(): LoopStats;
+  close(): void;
+}
+export interface LoopStats {
+  steps: number;
+  tokens: number;
+  flushes: number;
+  decodeMs: number;
+  sampleMs: number;
+  loopMs: number;
+}
+interface Addon {
+  DecodeLoop: new (model: unknown, context: unknown, onEvents: (events: Int32Array) => void, options: { batchWidthBesideLive: number; quietMs: number }) => NativeLoop;
+}
+
+const KIND = ["token", "eog", "max", "cancelled", "error", "prefilled"] as const;
+const ERRORS: Record<number, string> = {
+  [-1]: "the sequence was still generating for another request",
+  [-2]: "the grammar could not go on (llama.cpp refused every token)",
+  [-3]: "the context window is full",
+  [-4]: "the model gave no logits to sample the next token from",
+  [-5]: "the decode loop closed",
+};
+
+/** Why a context cannot run the loop here, or null if it can. */
+export function decodeLoopUnavailable(): string | null {
+  const addon = llamaAddon<Partial<Addon>>();
+  if (!addon) return "the llama addon is not built (./install.sh builds it; it needs cmake and a C++ compiler)";
+  if (typeof addon.DecodeLoop !== "function") return "the llama addon is an older build without the decode loop: run ./install.sh";
+  return null;
+}
+
+/** One slot of the context: its sequence id and what its cache holds. */
+export class LoopSlot {
+  /** The tokens in this sequence's cache, in order. */
+  cached: number[] = [];
+  /** Another request may not start on it before the last one's end was recorded. */
+  busy: Promise<void> = Promise.resolve();
+  constructor(readonly seq: number) {}
+
+  /** Tokens at the start of `tokens` this slot's cache already holds. */
+  commonPrefix(tokens: readonly number[]): number {
+    const c = this.cached;
+    const n = Math.min(c.length, tokens.length);
+    let i = 0;
+    while (i < n && c[i] === tokens[i]) i++;
+    return i;
+  }
+}
+
+interface Running {
+  slot: LoopSlot;
+  /** The tokens submitted and emitted since, as they go into the cache. */
+  record: number[];
+  queue: number[];
+  end: LoopEnd | null;
+  error: Error | null;
+  wake: (() => void) | null;
+  ended: () => void;
+}
+
+export class DecodeLoop {
+  private readonly native: NativeLoop;
+  private readonly running = new Map<number, Running>();
+  private closed = false;
+
+  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number }) {
+    const addon = llamaAddon<Addon>();
+    const why = decodeLoopUnavailable();
+    if (why || !addon) throw new Error(why ?? "the llama addon is not built");
+    const nativeModel = (model as unknown as { _model?: unknown })._model;
+    const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
+    this.native = new addon.DecodeLoop(nativeModel, nativeContext, (events) => this.onEvents(events), {
+      batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
+      quietMs: o.quietMs ?? 2000,
+    });
+  }
+
+  /** The native loop, for the projector's image decodes (mtmd-addon.cpp runs them on its thread). */
+  get handle(): unknown {
+    return this.native;
+  }
+
+  stats(): LoopStats {
+    return this.native.stats();
+  }
+
+  /**
+   * The tokens generated for `tokens` (the prompt, or its part after the first `nPast` tokens the
+   * slot's cache keeps), one per step as they come, ending at an end of generation or max tokens;
+   * `end()` says which. Stopping early (`return()`, a break) cancels and waits until the loop let
+   * go of the slot, so its cache record is exact before the slot goes to another request.
+   */
+  generate(slot: LoopSlot, tokens: readonly number[], nPast: number, request: LoopRequest): LoopStream {
+    return new LoopStream(this, slot, tokens, nPast, request);
+  }
+
+  /** Decodes `tokens` after the first `nPast` of the slot's cache, generating nothing; resolves once they are in. */
+  async prefill(slot: LoopSlot, tokens: readonly number[], nPast: number, batch: boolean): Promise<void> {
+    if (tokens.length === 0) return this.trim(slot, nPast);
+    const stream = this.generate(slot, tokens, nPast, { maxTokens: 0, batch });
+    for await (const _ of stream);
+  }
+
+  /** Drops the slot's cache after `nPast` in its record; the loop trims the cache itself at the next submit. */
+  trim(slot: LoopSlot, nPast: number): void {
+    if (slot.cached.length > nPast) slot.cached.length = nPast;
+  }
+
+  /** @internal */
+  start(slot: LoopSlot, tokens: readonly number[], nPast: number, request: LoopRequest, r: Running): void {
+    if (this.closed) throw new Error(ERRORS[-5]);
+    if (this.running.has(slot.seq)) throw new Error(ERRORS[-1]);
+    if (nPast < 0 || nPast > slot.cached.length) throw new Error(`the slot's cache holds ${slot.cached.length} tokens, not ${nPast}`);
+    r.record = [...slot.cached.slice(0, nPast), ...tokens];
+    // until the end is known, the cache is whatever the loop made of it
+    slot.cached = slot.cached.slice(0, nPast);
+    this.running.set(slot.seq, r);
+    try {
+      this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, request);
+    } catch (e) {
+      this.running.delete(slot.seq);
+      throw e;
+    }
+  }
+
+  /** @internal */
+  cancel(seq: number): void {
+    if (this.running.has(seq)) this.native.cancel(seq);
+  }
+
+  private onEvents(events: Int32Array): void {
+    const woken = new Set<Running>();
+    for (let i = 0; i < events.length; i += 4) {
+      const seq = events[i]!;
+      const token = events[i + 1]!;
+      const kind = KIND[events[i + 2]!]!;
+      const nPast = events[i + 3]!;
+      const r = this.running.get(seq);
+      if (!r) continue;
+      woken.add(r);
+      if (kind === "token") {
+        r.queue.push(token);
+        r.record.push(token);
+        continue;
+      }
+      this.running.delete(seq);
+      if (kind === "error") {
+        r.error = new Error(ERRORS[token] ?? `llama.cpp failed to decode (code ${token})`);
+        // nPast -1: what the cache holds is not known for certain
+        r.slot.cached = nPast >= 0 ? r.record.slice(0, nPast) : [];
+      } else {
+        if (kind === "max") r.queue.push(token);
+        if (kind === "max" || kind === "eog") r.record.push(token);
+        r.slot.cached = r.record.slice(0, nPast);
+        r.end = { reason: kind, token };
+      }
+      r.ended();
+    }
+    for (const r of woken) {
+      const w = r.wake;
+      r.wake = null;
+      w?.();
+    }
+  }
+
+  /** Ends every request, then stops the thread: before the context is disposed. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.native.close();
+    for (const r of this.running.values()) {
+      r.error = new Error(ERRORS[-5]);
+      r.slot.cached = [];
+      r.ended();
+      r.wake?.();
+    }
+    this.running.clear();
+  }
+}
+
+export class LoopStream implements AsyncIterableIterator<number> {
+  private readonly r: Running;
+  private readonly done: Promise<void>;
+  private started = false;
+
+  constructor(
+    private readonly loop: DecodeLoop,
+    readonly slot: LoopSlot,
+    private readonly tokens: readonly number[],
+    private readonly nPast: number,
+    private readonly request: LoopRequest,
+  ) {
+    let ended!: () => void;
+    this.done = new Promise<void>((r) => (ended = r));
+    this.r = { slot, record: [], queue: [], end: null, error: null, wake: null, ended };
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  private async begin(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    // the slot's previous request ends before this one starts on its sequence
+    const previous = this.slot.busy;
+    this.slot.busy = this.done;
+    await previous;
+    try {
+      this.loop.start(this.slot, this.tokens, this.nPast, this.request, this.r);
+    } catch (e) {
+      this.r.error = e as Error;
+      this.r.ended();
+      throw e;
+    }
+  }
+
+  async next(): Promise<IteratorResult<number>> {
+    await this.begin();
+    const r = this.r;
+    for (;;) {
+      const token = r.queue.shift();
+      if (token !== undefined) return { value: token, done: false };
+      if (r.error) throw r.error;
+      if (r.end) return { value: undefined, done: true };
+      await new Promise<void>((w) => (r.wake = w));
+    }
+  }
+
+  /** Stops generating (if it still is) and resolves once the loop let go of the slot. */
+  async return(): Promise<IteratorResult<number>> {
+    if (!this.started) {
+      this.started = true;
+      this.r.ended();
+      return { value: undefined, done: true };
+    }
+    if (!this.r.end && !this.r.error) this.loop.cancel(this.slot.seq);
+    await this.done;
+    return { value: undefined, done: true };
+  }
+
+  /** How the request ended (after the iteration is over). */
+  get end(): LoopEnd | null {
+    return this.r.end;
+  }
+}

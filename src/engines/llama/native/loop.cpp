@@ -1,0 +1,607 @@
+// The decode loop of a chat context, on a native thread (issue 29):
+//   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs })
+//   loop.submit(seq, tokens: Uint32Array, nPast, request)   request: see Request below
+//   loop.cancel(seq)
+//   loop.stats() -> { steps, tokens, flushes, decodeMs, sampleMs, loopMs }
+//   loop.close()
+// One thread per llama_context owns it: it alone decodes, trims a sequence's cache and decodes image
+// chunks into it (decode_loop_run, for mtmd-addon.cpp), so nothing in JavaScript sits between two
+// decode steps. Each step batches every slot with tokens to decode (a generating slot's last token,
+// prompts sharing the rest of n_batch), decodes, and samples each finishing slot with its own chain
+// (logit bias, penalties, then greedy or top-k/top-p/temperature/seeded draw: the order
+// node-llama-cpp's sampler uses, so a seeded request draws the same tokens) and grammar (llama.cpp's
+// reject-then-resample scheme, as common_sampler_sample does).
+// Tokens reach JavaScript through one thread-safe-function call at a time: events of steps that
+// JavaScript has not taken yet go in the same call; the loop never waits for them.
+// Events: Int32Array of [seq, token, kind, nPast] per event, kinds below.
+
+#include <napi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "llama.h"
+#include "nlc.h"
+
+namespace {
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// kind of an event; every kind but TOKEN ends the request. `token` of an ERROR is its code (below).
+enum Kind : int32_t { TOKEN = 0, END_EOG = 1, END_MAX = 2, CANCELLED = 3, ERROR = 4, PREFILLED = 5 };
+enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4, E_CLOSED = -5 };
+
+struct Slot {
+    int32_t seq = 0;
+    std::vector<llama_token> input;  // to decode: the rest of the prompt, then each sampled token
+    llama_pos n_past = 0;            // tokens of this sequence in the cache
+    int32_t max_tokens = 0;          // 0: decode the input only (PREFILLED)
+    int32_t generated = 0;
+    bool batch = false;              // batch work: gives way to live requests
+    llama_sampler * chain = nullptr;
+    llama_sampler * grammar = nullptr;
+    std::vector<llama_token> forced;  // forced[k] gets +1000 at the k-th token (tests' forced text)
+    int32_t logit = -1;               // batch index of its logits in the step in flight
+    bool started = false;             // its cache was trimmed to n_past
+    uint64_t last_step = 0;
+    llama_token picked = -1;
+    int32_t failed = 0;
+    ~Slot() {
+        if (chain) llama_sampler_free(chain);
+        if (grammar) llama_sampler_free(grammar);
+    }
+};
+
+struct Stats {
+    uint64_t steps = 0, flushes = 0, tokens = 0;
+    double decode_ms = 0, sample_ms = 0, loop_ms = 0;
+};
+
+constexpr float FORCE_LOGIT = 1000.0f;
+/** Candidates sampled per thread before another thread is worth starting (~0.25 ms of work, measured). */
+constexpr size_t WORK_PER_THREAD = 256 * 1024;
+
+class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
+  public:
+    static Napi::FunctionReference ctor;
+    static Napi::Function Define(Napi::Env env) {
+        Napi::Function f = DefineClass(env, "DecodeLoop", {
+            InstanceMethod("submit", &DecodeLoop::Submit),
+            InstanceMethod("cancel", &DecodeLoop::Cancel),
+            InstanceMethod("stats", &DecodeLoop::GetStats),
+            InstanceMethod("close", &DecodeLoop::Close),
+        });
+        ctor = Napi::Persistent(f);
+        ctor.SuppressDestruct();
+        return f;
+    }
+
+    DecodeLoop(const Napi::CallbackInfo & info) : Napi::ObjectWrap<DecodeLoop>(info) {
+        Napi::Env env = info.Env();
+        model_ = model_of(env, info[0]);
+        ctx_ = model_ ? context_of(env, info[1], model_) : nullptr;
+        if (!ctx_ || !info[2].IsFunction()) {
+            Napi::TypeError::New(env, "new DecodeLoop(model, context of that model, onEvents, options)").ThrowAsJavaScriptException();
+            return;
+        }
+        vocab_ = llama_model_get_vocab(model_);
+        n_vocab_ = llama_vocab_n_tokens(vocab_);
+        Napi::Object o = info[3].IsObject() ? info[3].As<Napi::Object>() : Napi::Object::New(env);
+        auto num = [&](const char * k, double d) { Napi::Value v = o.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : d; };
+        n_batch_ = (int32_t) llama_n_batch(ctx_);
+        n_ctx_seq_ = (int32_t) llama_n_ctx_seq(ctx_);
+        width_beside_live_ = (int32_t) std::min(num("batchWidthBesideLive", 1e9), 1e9);
+        quiet_ms_ = num("quietMs", 2000);
+        batch_ = llama_batch_init(n_batch_, 0, 1);
+        tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "decode-loop", 0, 1, this);
+        tsfn_.Unref(env);
+        thread_ = std::thread([this] { run(); });
+    }
+
+    ~DecodeLoop() override { stop(); }
+
+    // DecodeLoopTasks: any thread but the loop's; blocks until the task ran between two steps.
+    int run_task(const std::function<int(llama_context *)> & task) override {
+        auto done = std::make_shared<std::promise<int>>();
+        std::future<int> result = done->get_future();
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            if (stop_) return E_CLOSED;
+            tasks_.push_back([task, done](llama_context * ctx) {
+                if (!ctx) return done->set_value(E_CLOSED);  // the loop closed first
+                try {
+                    done->set_value(task(ctx));
+                } catch (...) {
+                    done->set_value(E_GRAMMAR);
+                }
+            });
+        }
+        cv_.notify_one();
+        return result.get();
+    }
+
+    const llama_model * model() const override { return model_; }
+
+  private:
+    llama_model * model_ = nullptr;
+    llama_context * ctx_ = nullptr;
+    const llama_vocab * vocab_ = nullptr;
+    int32_t n_vocab_ = 0;
+    int32_t n_batch_ = 512;
+    int32_t n_ctx_seq_ = 0;
+    int32_t width_beside_live_ = 1 << 30;
+    double quiet_ms_ = 2000;
+    llama_batch batch_{};
+
+    std::thread thread_;
+    std::mutex mu_;  // guards incoming_, cancels_, tasks_, stop_
+    std::condition_variable cv_;
+    std::vector<std::unique_ptr<Slot>> incoming_;
+    std::vector<int32_t> cancels_;
+    std::vector<std::function<void(llama_context *)>> tasks_;
+    bool stop_ = false;
+    bool closed_ = false;
+
+    // loop thread only
+    std::map<int32_t, std::unique_ptr<Slot>> slots_;  // ordered by seq id: one llama.cpp micro-batch
+    uint64_t step_ = 0;
+    double last_live_ = -1e18;  // when the last live request ended
+    std::vector<int32_t> step_events_;
+
+    std::mutex out_mu_;  // guards outbox_, scheduled_
+    std::vector<int32_t> outbox_;
+    bool scheduled_ = false;
+    Napi::ThreadSafeFunction tsfn_;
+    int active_ = 0;  // JS thread: submitted, not ended (keeps the event loop alive)
+
+    std::mutex stats_mu_;
+    Stats stats_;
+
+    void stop() {
+        if (closed_) return;
+        closed_ = true;
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+        for (auto & t : tasks_) t(nullptr);  // callers still waiting learn the loop closed
+        tasks_.clear();
+        slots_.clear();
+        incoming_.clear();
+        llama_batch_free(batch_);
+        tsfn_.Release();
+    }
+
+    // ---- JS thread ----
+
+    // submit(seq, tokens, nPast, { maxTokens, batch, temperature, topK, topP, seed, biasTokens,
+    //   biasLogits, penaltyLastN, frequencyPenalty, presencePenalty, grammar, lazyPatterns, forced })
+    Napi::Value Submit(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        auto fail = [&](const std::string & m) {
+            Napi::TypeError::New(env, "submit: " + m).ThrowAsJavaScriptException();
+            return env.Undefined();
+        };
+        if (closed_) return fail("the loop is closed");
+        if (!info[0].IsNumber() || !info[1].IsTypedArray() || !info[2].IsNumber() || !info[3].IsObject())
+            return fail("submit(seq, tokens: Uint32Array, nPast, request)");
+        auto s = std::make_unique<Slot>();
+        s->seq = info[0].As<Napi::Number>().Int32Value();
+        auto tokens = info[1].As<Napi::Uint32Array>();
+        s->input.assign(tokens.Data(), tokens.Data() + tokens.ElementLength());
+        s->n_past = info[2].As<Napi::Number>().Int32Value();
+        if (s->seq < 0 || s->seq >= (int32_t) llama_n_seq_max(ctx_)) return fail("no such sequence");
+        if (s->input.empty()) return fail("at least one token to decode");
+        if (s->n_past < 0) return fail("nPast < 0");
+        for (llama_token t : s->input)
+            if (t < 0 || t >= n_vocab_) return fail("token " + std::to_string(t) + " is outside the vocabulary");
+        Napi::Object cfg = info[3].As<Napi::Object>();
+        auto num = [&](const char * k, double d) { Napi::Value v = cfg.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : d; };
+        s->max_tokens = (int32_t) num("maxTokens", 0);
+        s->batch = cfg.Get("batch").ToBoolean().Value();
+        const float temp = (float) num("temperature", 0);
+        const int32_t top_k = (int32_t) num("topK", 40);
+        const float top_p = (float) num("topP", 0.95);
+        const uint32_t seed = (uint32_t) num("seed", 0);
+        s->chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+        Napi::Value bt = cfg.Get("biasTokens"), bl = cfg.Get("biasLogits");
+        if (bt.IsTypedArray() && bl.IsTypedArray()) {
+            auto t = bt.As<Napi::Uint32Array>();
+            auto v = bl.As<Napi::Float32Array>();
+            if (t.ElementLength() != v.ElementLength()) return fail("as many bias logits as bias tokens");
+            std::vector<llama_logit_bias> b;
+            for (size_t i = 0; i < t.ElementLength(); i++) {
+                if (t[i] >= (uint32_t) n_vocab_) return fail("bias token " + std::to_string(t[i]) + " is outside the vocabulary");
+                b.push_back({(llama_token) t[i], v[i]});
+            }
+            if (!b.empty()) llama_sampler_chain_add(s->chain, llama_sampler_init_logit_bias(n_vocab_, (int32_t) b.size(), b.data()));
+        }
+        const float freq = (float) num("frequencyPenalty", 0), presence = (float) num("presencePenalty", 0);
+        if (freq != 0 || presence != 0)
+            llama_sampler_chain_add(s->chain, llama_sampler_init_penalties(n_vocab_, (int32_t) num("penaltyLastN", 64), 1.0f, freq, presence));
+        if (temp <= 0) {
+            llama_sampler_chain_add(s->chain, llama_sampler_init_greedy());
+        } else {
+            llama_sampler_chain_add(s->chain, llama_sampler_init_top_k(top_k <= 0 ? n_vocab_ : std::min(top_k, n_vocab_)));
+            // node-llama-cpp leaves top-p out at 1 (a no-op either way)
+            if (top_p >= 0.0f && top_p < 1.0f) llama_sampler_chain_add(s->chain, llama_sampler_init_top_p(top_p, 1));
+            llama_sampler_chain_add(s->chain, llama_sampler_init_temp(temp));
+            llama_sampler_chain_add(s->chain, llama_sampler_init_dist(seed));
+        }
+        Napi::Value forced = cfg.Get("forced");
+        if (forced.IsTypedArray()) {
+            auto f = forced.As<Napi::Uint32Array>();
+            for (size_t i = 0; i < f.ElementLength(); i++) {
+                if (f[i] >= (uint32_t) n_vocab_) return fail("forced token outside the vocabulary");
+                s->forced.push_back((llama_token) f[i]);
+            }
+        }
+        Napi::Value g = cfg.Get("grammar");
+        if (g.IsString()) {
+            std::string gbnf = g.As<Napi::String>().Utf8Value();
+            std::vector<std::string> pats;
+            Napi::Value lp = cfg.Get("lazyPatterns");
+            if (lp.IsArray()) {
+                auto a = lp.As<Napi::Array>();
+                for (uint32_t i = 0; i < a.Length(); i++) pats.push_back(a.Get(i).ToString().Utf8Value());
+            }
+            std::vector<const char *> cp;
+            for (auto & p : pats) cp.push_back(p.c_str());
+            try {
+                s->grammar = lp.IsArray() ? llama_sampler_init_grammar_lazy_patterns(vocab_, gbnf.c_str(), "root", cp.data(), cp.size(), nullptr, 0)
+                                          : llama_sampler_init_grammar(vocab_, gbnf.c_str(), "root");
+            } catch (const std::exception & e) {
+                return fail(std::string("the grammar does not compile: ") + e.what());
+            }
+            if (!s->grammar) return fail("the grammar does not parse");
+        }
+        if (active_++ == 0) tsfn_.Ref(env);
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            incoming_.push_back(std::move(s));
+        }
+        cv_.notify_one();
+        return env.Undefined();
+    }
+
+    Napi::Value Cancel(const Napi::CallbackInfo & info) {
+        if (!info[0].IsNumber() || closed_) return info.Env().Undefined();
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            cancels_.push_back(info[0].As<Napi::Number>().Int32Value());
+        }
+        cv_.notify_one();
+        return info.Env().Undefined();
+    }
+
+    Napi::Value GetStats(const Napi::CallbackInfo & info) {
+        Stats s;
+        {
+            std::lock_guard<std::mutex> l(stats_mu_);
+            s = stats_;
+        }
+        Napi::Object o = Napi::Object::New(info.Env());
+        o.Set("steps", (double) s.steps);
+        o.Set("flushes", (double) s.flushes);
+        o.Set("tokens", (double) s.tokens);
+        o.Set("decodeMs", s.decode_ms);
+        o.Set("sampleMs", s.sample_ms);
+        o.Set("loopMs", s.loop_ms);
+        return o;
+    }
+
+    Napi::Value Close(const Napi::CallbackInfo & info) {
+        stop();
+        return info.Env().Undefined();
+    }
+
+    // JS thread: every event the loop put out since the last call.
+    static void Deliver(Napi::Env env, Napi::Function fn, DecodeLoop * self) {
+        std::vector<int32_t> events;
+        {
+            std::lock_guard<std::mutex> l(self->out_mu_);
+            events.swap(self->outbox_);
+            self->scheduled_ = false;
+        }
+        if (events.empty() || env == nullptr) return;
+        auto arr = Napi::Int32Array::New(env, events.size());
+        std::memcpy(arr.Data(), events.data(), events.size() * sizeof(int32_t));
+        for (size_t i = 2; i < events.size(); i += 4)
+            if (events[i] != TOKEN && --self->active_ == 0) self->tsfn_.Unref(env);
+        fn.Call({arr});
+    }
+
+    // ---- loop thread ----
+
+    void emit(int32_t seq, int32_t token, int32_t kind, int32_t n_past) {
+        step_events_.insert(step_events_.end(), {seq, token, kind, n_past});
+    }
+
+    void flush() {
+        if (step_events_.empty()) return;
+        bool call = false;
+        {
+            std::lock_guard<std::mutex> l(out_mu_);
+            outbox_.insert(outbox_.end(), step_events_.begin(), step_events_.end());
+            if (!scheduled_) call = scheduled_ = true;
+        }
+        step_events_.clear();
+        if (call) {
+            tsfn_.NonBlockingCall(this, [](Napi::Env env, Napi::Function fn, DecodeLoop * self) { Deliver(env, fn, self); });
+            std::lock_guard<std::mutex> l(stats_mu_);
+            stats_.flushes++;
+        }
+    }
+
+    void end(std::map<int32_t, std::unique_ptr<Slot>>::iterator & it, int32_t token, int32_t kind) {
+        Slot & s = *it->second;
+        if (!s.batch) last_live_ = now_ms();
+        emit(s.seq, token, kind, s.n_past);
+        it = slots_.erase(it);
+    }
+
+    // Takes new requests, cancellations and tasks; waits while there is nothing to do.
+    bool intake() {
+        std::vector<std::function<void(llama_context *)>> tasks;
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            cv_.wait(l, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || !tasks_.empty() || !slots_.empty(); });
+            if (stop_) return false;
+            for (auto & s : incoming_) {
+                // the caller waits for a sequence's request to end before the next
+                if (slots_.count(s->seq)) emit(s->seq, E_BUSY, ERROR, -1);
+                else slots_[s->seq] = std::move(s);
+            }
+            incoming_.clear();
+            for (int32_t seq : cancels_) {
+                auto it = slots_.find(seq);
+                if (it != slots_.end()) end(it, -1, CANCELLED);
+            }
+            cancels_.clear();
+            tasks.swap(tasks_);
+        }
+        // image chunks and the like: between two steps, with the context to themselves
+        for (auto & t : tasks) t(ctx_);
+        return true;
+    }
+
+    // One token: the chain on all candidates; if a grammar refuses the pick, the grammar first and
+    // the chain again (common_sampler_sample's way: the grammar is costly, most picks pass it).
+    llama_token sample(Slot & s, const float * logits) {
+        thread_local std::vector<llama_token_data> cand;
+        const llama_token force = s.generated < (int32_t) s.forced.size() ? s.forced[s.generated] : -1;
+        auto fill = [&] {
+            cand.resize(n_vocab_);
+            for (int32_t k = 0; k < n_vocab_; k++) cand[k] = llama_token_data{k, logits[k], 0.0f};
+            if (force >= 0) cand[force].logit += FORCE_LOGIT;
+        };
+        fill();
+        llama_token_data_array cur{cand.data(), (size_t) n_vocab_, -1, false};
+        llama_sampler_apply(s.chain, &cur);
+        if (cur.selected < 0 || cur.selected >= (int64_t) cur.size) return -1;
+        llama_token id = cur.data[cur.selected].id;
+        if (s.grammar) {
+            llama_token_data single{id, 1.0f, 0.0f};
+            llama_token_data_array one{&single, 1, -1, false};
+            llama_sampler_apply(s.grammar, &one);
+            if (single.logit == -INFINITY) {
+                fill();
+                cur = {cand.data(), (size_t) n_vocab_, -1, false};
+                llama_sampler_apply(s.grammar, &cur);
+                llama_sampler_apply(s.chain, &cur);
+                if (cur.selected < 0 || cur.selected >= (int64_t) cur.size) return -1;
+                id = cur.data[cur.selected].id;
+            }
+            llama_sampler_accept(s.grammar, id);
+        }
+        llama_sampler_accept(s.chain, id);
+        return id;
+    }
+
+    // Samples every finishing slot of the step; spread over threads when the work is large (a real
+    // vocabulary of ~150k tokens costs ~0.5 ms a token: 16 ms a step for 32 streams one by one).
+    void sample_all(std::vector<Slot *> & due) {
+        std::vector<const float *> rows(due.size());
+        // read on this thread: llama_get_logits_ith synchronizes the context and reorders outputs
+        for (size_t k = 0; k < due.size(); k++) rows[k] = llama_get_logits_ith(ctx_, due[k]->logit);
+        auto one = [&](size_t k) {
+            Slot & s = *due[k];
+            if (!rows[k]) {
+                s.failed = E_NO_LOGITS;
+                return;
+            }
+            // llama.cpp's grammar throws (a token past the grammar's end); escaping this thread it
+            // would abort the process, so it ends the one request
+            try {
+                s.picked = sample(s, rows[k]);
+                if (s.picked < 0) s.failed = E_NO_LOGITS;
+            } catch (const std::exception &) {
+                s.failed = E_GRAMMAR;
+            }
+        };
+        static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+        const size_t threads = std::min({due.size(), cores, std::max<size_t>(1, due.size() * (size_t) n_vocab_ / WORK_PER_THREAD)});
+        if (threads <= 1) {
+            for (size_t k = 0; k < due.size(); k++) one(k);
+            return;
+        }
+        std::vector<std::thread> pool;
+        for (size_t t = 1; t < threads; t++)
+            pool.emplace_back([&, t] {
+                for (size_t k = t; k < due.size(); k += threads) one(k);
+            });
+        for (size_t k = 0; k < due.size(); k += threads) one(k);
+        for (auto & th : pool) th.join();
+    }
+
+    // Which slots decode this step: live prompts go alone (batch work waits for them), and beside
+    // live traffic at most width_beside_live_ batch slots, the least recently stepped first.
+    std::vector<Slot *> pick() {
+        bool live_prompt = false, live = false;
+        for (auto & [seq, s] : slots_) {
+            if (s->batch) continue;
+            live = true;
+            if (s->generated == 0) live_prompt = true;
+        }
+        const bool around = live || now_ms() - last_live_ < quiet_ms_;
+        std::vector<Slot *> batch;
+        for (auto & [seq, s] : slots_)
+            if (s->batch) batch.push_back(s.get());
+        std::vector<Slot *> out;
+        for (auto & [seq, s] : slots_)
+            if (!s->batch) out.push_back(s.get());
+        if (!live_prompt) {
+            std::stable_sort(batch.begin(), batch.end(), [](Slot * a, Slot * b) { return a->last_step < b->last_step; });
+            const size_t width = around ? (size_t) std::max(0, width_beside_live_) : batch.size();
+            for (size_t k = 0; k < batch.size() && k < width; k++) out.push_back(batch[k]);
+        }
+        std::sort(out.begin(), out.end(), [](Slot * a, Slot * b) { return a->seq < b->seq; });
+        return out;
+    }
+
+    void run() {
+        llama_memory_t mem = llama_get_memory(ctx_);
+        for (;;) {
+            if (!intake()) return;
+            const double t0 = now_ms();
+            for (auto & [seq, s] : slots_) {
+                s->logit = -1;
+                if (!s->started) {
+                    llama_memory_seq_rm(mem, seq, s->n_past, -1);  // the part of its cache the new prompt does not share
+                    s->started = true;
+                }
+            }
+            std::vector<Slot *> step = pick();
+            // generating slots take one token each; prompts share the rest, the shortest first
+            std::vector<Slot *> prompts;
+            int32_t left = n_batch_;
+            for (Slot * s : step) {
+                if (s->input.size() > 1) prompts.push_back(s);
+                else left--;
+            }
+            std::map<Slot *, int32_t> share;
+            std::stable_sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->input.size() < b->input.size(); });
+            for (size_t k = 0; k < prompts.size(); k++) {
+                const int32_t take = std::min<int32_t>((int32_t) prompts[k]->input.size(), std::max(0, left) / (int32_t) (prompts.size() - k));
+                share[prompts[k]] = take;
+                left -= take;
+            }
+            batch_.n_tokens = 0;
+            std::vector<Slot *> in_step;
+            for (Slot * s : step) {
+                auto it = share.find(s);
+                const int32_t take = it == share.end() ? 1 : it->second;
+                if (take <= 0 || batch_.n_tokens + take > n_batch_) continue;
+                if (s->n_past + take > n_ctx_seq_) {
+                    // not reached: a request's prompt and max_tokens fit its slot (chat-engine.ts)
+                    s->failed = E_FULL;
+                    continue;
+                }
+                const bool finishing = take == (int32_t) s->input.size();
+                for (int32_t k = 0; k < take; k++) {
+                    const int32_t i = batch_.n_tokens++;
+                    batch_.token[i] = s->input[k];
+                    batch_.pos[i] = s->n_past + k;
+                    batch_.n_seq_id[i] = 1;
+                    batch_.seq_id[i][0] = s->seq;
+                    batch_.logits[i] = finishing && k == take - 1 && s->max_tokens > 0;
+                }
+                if (finishing && s->max_tokens > 0) s->logit = batch_.n_tokens - 1;
+                s->input.erase(s->input.begin(), s->input.begin() + take);
+                s->n_past += take;
+                s->last_step = step_ + 1;
+                in_step.push_back(s);
+            }
+            int rc = 0;
+            double t1 = now_ms(), t2 = t1;
+            if (batch_.n_tokens > 0) {
+                step_++;
+                rc = llama_decode(ctx_, batch_);
+                t2 = now_ms();
+            }
+            std::vector<Slot *> due;
+            if (rc == 0)
+                for (Slot * s : in_step)
+                    if (s->logit >= 0) due.push_back(s);
+            if (!due.empty()) sample_all(due);
+            const double t3 = now_ms();
+            uint64_t sampled = 0;
+            for (auto it = slots_.begin(); it != slots_.end();) {
+                Slot & s = *it->second;
+                const bool stepped = std::find(in_step.begin(), in_step.end(), &s) != in_step.end();
+                if (s.failed) {
+                    end(it, s.failed, ERROR);
+                    continue;
+                }
+                if (stepped && rc != 0) {
+                    // the step's tokens are not in the cache for certain: the caller drops the sequence's cache
+                    s.n_past = -1;
+                    end(it, rc, ERROR);
+                    continue;
+                }
+                if (!stepped) {
+                    ++it;
+                    continue;
+                }
+                if (s.max_tokens == 0 && s.input.empty()) {
+                    end(it, -1, PREFILLED);
+                    continue;
+                }
+                if (s.logit < 0) {
+                    ++it;
+                    continue;
+                }
+                const llama_token id = s.picked;
+                s.generated++;
+                sampled++;
+                if (llama_vocab_is_eog(vocab_, id)) {
+                    end(it, id, END_EOG);
+                    continue;
+                }
+                if (s.generated >= s.max_tokens) {
+                    end(it, id, END_MAX);
+                    continue;
+                }
+                emit(s.seq, id, TOKEN, s.n_past);
+                s.input.assign(1, id);
+                ++it;
+            }
+            flush();
+            const double t4 = now_ms();
+            std::lock_guard<std::mutex> l(stats_mu_);
+            if (batch_.n_tokens > 0) stats_.steps++;
+            stats_.tokens += sampled;
+            stats_.decode_ms += t2 - t1;
+            stats_.sample_ms += t3 - t2;
+            stats_.loop_ms += (t1 - t0) + (t4 - t3);
+        }
+    }
+};
+Napi::FunctionReference DecodeLoop::ctor;
+
+}  // namespace
+
+DecodeLoopTasks * decode_loop_of(Napi::Value v) {
+    if (!v.IsObject() || DecodeLoop::ctor.IsEmpty() || !v.As<Napi::Object>().InstanceOf(DecodeLoop::ctor.Value())) return nullptr;
+    return DecodeLoop::Unwrap(v.As<Napi::Object>());
+}
+
+void init_loop(Napi::Env env, Napi::Object exports) {
+    exports.Set("DecodeLoop", DecodeLoop::Define(env));
+}
