@@ -11,7 +11,7 @@ import { DecodeLoop, decodeLoopUnavailable, LoopSlot, type LoopRequest } from ".
 import { freshSeed, generateOnLoop, loopSampling } from "./generation";
 import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
-import { callGrammar, schemaAfterThought } from "./tool-calls";
+import { callGrammar, literal, prefixRules } from "./tool-calls";
 import { toGbnf } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
@@ -364,6 +364,7 @@ export class LlamaChatEngine implements ChatEngine {
               cachedTokens,
               request: { ...request, batch },
               ...(constraint.schema ? { schema: constraint.schema } : {}),
+              oneCall: Boolean(functions) && (!job.parallelToolCalls || typeof job.toolChoice === "object"),
               onEvent,
               signal: runSignal,
             });
@@ -386,6 +387,7 @@ export class LlamaChatEngine implements ChatEngine {
     const schema = answer ? { gbnf: answer, closeThought: s.model.tokenize(thought ? thought.close + "\n\n" : "", true) } : undefined;
     if (r.functions && r.markers.calls) {
       const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
+      const required = job.toolChoice === "required" || named !== null;
       const tools = job.tools
         .filter((t) => named === null || t.name === named)
         .map((t) => ({ name: t.name, gbnf: this.toolGbnf(job, t) }));
@@ -393,17 +395,30 @@ export class LlamaChatEngine implements ChatEngine {
         syntax: r.markers.calls,
         tools,
         parallel: job.parallelToolCalls && named === null,
-        mode: job.toolChoice === "required" || named !== null ? "required" : "auto",
+        mode: required ? "required" : "auto",
         thoughtOpenedInPrompt: false,
-        ...(thought ? { thought } : {}),
+        // as the scanner reads the output, a thought may open at its start; a required call comes at once (no reasoning)
+        ...(r.markers.thought && (r.thinking || !required) ? { thought: r.markers.thought } : {}),
         ...(answer ? { answer } : {}),
       });
-      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought };
+      // A required call's opening is forced in the template's own tokens (`<tool_call>` is one token):
+      // under the grammar alone a random model may spell it a character at a time.
+      const calls = r.markers.calls;
+      const opening = required ? calls.prefix + (named !== null ? named + calls.paramsPrefix : "") : null;
+      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought: opening ?? openThought };
     }
     if (!answer) return { request: {}, schema, openThought };
     if (!thought) return { request: { grammar: answer }, schema, openThought };
-    const g = schemaAfterThought({ thought, gbnf: answer, thoughtOpenedInPrompt: false });
-    return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought };
+    // Lazy from the thought's closing marker: until then nothing is constrained, so the model may
+    // also end the thought with end-of-generation (then it is closed and answered: generation.ts).
+    // The trigger is the marker's token where it is one (Qwen's `</think>`), else the marker as a
+    // literal pattern: llama.cpp's std::regex over the whole output overflowed the loop thread's
+    // stack past ~32k characters with `[\\s\\S]*` patterns (measured by helper-27's checker).
+    const close = thought.close.trim();
+    const gbnf = [`root ::= ${literal(close)} [ \\t\\n]{0,4} answer-root`, prefixRules(answer, "answer-")].join("\n");
+    const token = s.model.tokenize(close, true);
+    const trigger = token.length === 1 ? { lazyTokens: Uint32Array.from(token) } : { lazyPatterns: [escapeRegex(close)] };
+    return { request: { grammar: gbnf, ...trigger }, schema, openThought };
   }
 
   /** The answer's grammar: a JSON object for json_object, the schema through llama.cpp's converter (json-schema.ts). */
@@ -420,13 +435,18 @@ export class LlamaChatEngine implements ChatEngine {
   private toolGbnf(job: ChatJob, t: ChatJob["tools"][number]): string {
     const i = job.tools.indexOf(t);
     const param = `tools[${i}].function.parameters`;
-    if (!t.parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
-    if (t.strict) return toGbnf(t.parameters, param);
-    try {
-      return toGbnf(t.parameters, param, true);
-    } catch {
-      return toGbnf({ type: "object" }, param, true);
-    }
+    const gbnf = (() => {
+      if (!t.parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
+      if (t.strict) return toGbnf(t.parameters, param);
+      try {
+        return toGbnf(t.parameters, param, true);
+      } catch {
+        return toGbnf({ type: "object" }, param, true);
+      }
+    })();
+    // Arguments on one line, as models write them in a call (`{"city": "Paris"}`): a newline and
+    // indent between tokens only spent the call's budget.
+    return gbnf.replace(/^space ::= .*$/m, 'space ::= | " "');
   }
 
   /** The caller's logit_bias (OpenAI's -100…100 added to the logits; -100 or less: never). */
@@ -442,7 +462,7 @@ export class LlamaChatEngine implements ChatEngine {
     };
   }
 
-  /** Tokens forced one per step at the start: the test hook's, or the opening of a thought. */
+  /** Tokens forced one per step at the start: the test hook's, or the opening of a thought or of a required call. */
   private forced(s: Loaded, job: ChatJob, openThought: string | null): Pick<LoopRequest, "forced"> {
     const test = this.opts.testForcedTokens?.(s.model, job);
     if (test?.length) return { forced: Uint32Array.from(test) };
@@ -451,3 +471,5 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
 }
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");

@@ -25,8 +25,13 @@ export interface LoopRequest {
   frequencyPenalty?: number;
   presencePenalty?: number;
   penaltyLastN?: number;
-  /** GBNF; with `lazyPatterns`, applied from the first pattern's match on (llama.cpp's lazy grammar). */
+  /**
+   * GBNF; with `lazyTokens` or `lazyPatterns`, applied from the first such token, or the first
+   * pattern's match (llama.cpp's lazy grammar; it searches the whole output with std::regex after
+   * every token: keep patterns literal, never `[\s\S]*`, which overflowed the stack on long outputs).
+   */
   grammar?: string;
+  lazyTokens?: Uint32Array;
   lazyPatterns?: string[];
   /** The k-th generated token gets +1000 on `forced[k]` (a grammar still wins). */
   forced?: Uint32Array;

@@ -31,6 +31,12 @@ export interface GenerationRequest {
    * structured output after thinking never ends empty).
    */
   schema?: { gbnf: string; closeThought: readonly Token[] };
+  /**
+   * One call at most (parallel_tool_calls false, or a named function): generation ends as soon as
+   * its arguments are complete, as node-llama-cpp's LlamaChat ended it, without the call's suffix
+   * and end of turn.
+   */
+  oneCall?: boolean;
   onEvent: (e: EngineEvent) => void;
   signal: AbortSignal;
 }
@@ -74,7 +80,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
         recent.push(...pending);
         if (recent.length > MAX_PARTIAL) recent.splice(0, recent.length - MAX_PARTIAL);
         pending = [];
-        if (scanner.stop || r.signal.aborted) return "stopped";
+        if (scanner.stop || r.signal.aborted || (r.oneCall && scanner.callComplete)) return "stopped";
       }
     } finally {
       await stream.return();
@@ -89,7 +95,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   let ended = await run(first, r.maxTokens);
   if (ended === "max") cut = true;
   // The thought ended by end-of-generation before its closing marker: closed here, then answered under the schema.
-  if (ended === "eog" && r.schema && (scanner as unknown as { inThought?: boolean }).inThought && !r.signal.aborted) {
+  if (ended === "eog" && r.schema && scanner.inThought && !r.signal.aborted) {
     const left = r.maxTokens - sampled;
     if (left <= 0) cut = true;
     else {
@@ -103,8 +109,9 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   }
   emit(scanner.finish());
   const stop = scanner.stop;
-  const calls = (scanner as unknown as { calls?: { name: string; arguments: string }[] }).calls ?? [];
-  let finishReason: FinishReason = stop ? "stop" : cut ? "length" : calls.length > 0 ? "tool_calls" : "stop";
+  const calls = scanner.calls;
+  // after calls, the template's end of turn written as text is the calls' end, not a stop
+  let finishReason: FinishReason = stop?.custom ? "stop" : cut ? "length" : calls.length > 0 ? "tool_calls" : "stop";
   // Structured output says stop only with an answer that parses; anything cut short is length.
   if (r.schema && finishReason === "stop" && !stop && calls.length === 0 && !parses(answer)) finishReason = "length";
   return {

@@ -1,16 +1,10 @@
 import { LlamaText, type ChatWrapper, type LlamaModel } from "node-llama-cpp";
+import type { CallSyntax } from "./tool-calls";
 
 // What a chat template writes around an answer, in written form (control tokens as their text), for
 // OutputScanner: its stop strings, its thought markers and its tool-call syntax. Read from
 // node-llama-cpp's chat wrapper of the model, which also renders the prompt.
 
-export interface CallSyntax {
-  prefix: string;
-  paramsPrefix: string;
-  suffix: string;
-  betweenCalls?: string;
-  sectionSuffix?: string;
-}
 
 export interface OutputMarkers {
   templateStops: string[];

@@ -145,6 +145,11 @@ export class OutputScanner {
     return this.found.map((c) => ({ ...c }));
   }
 
+  /** The last call's arguments are complete: their JSON value closed, or the call's suffix came. */
+  get callComplete(): boolean {
+    return this.found.length > 0 && (this.mode === "post" || this.mode === "after");
+  }
+
   /** A call has begun and its suffix has not come (its name or arguments may be incomplete). */
   get callOpen(): boolean {
     return this.mode === "name" || this.mode === "args" || this.mode === "post";

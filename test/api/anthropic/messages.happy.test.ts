@@ -205,7 +205,7 @@ describe("tools", () => {
   });
 
   test("parallel tool calls stream as consecutive tool_use blocks with distinct ids", async () => {
-    const events = await rawStream({ model: "chat", max_tokens: 70, temperature: 0, tools: [weather], tool_choice: { type: "any" }, messages: user("Weather everywhere.") });
+    const events = await rawStream({ model: "chat", max_tokens: 400, temperature: 0, tools: [weather], tool_choice: { type: "any" }, messages: user("Weather everywhere.") });
     const m = foldMessagesStream(events);
     const calls = m.content.filter((b: { type: string }) => b.type === "tool_use");
     expect(calls.length).toBeGreaterThanOrEqual(2);

@@ -120,7 +120,7 @@ describe("tools", () => {
     { type: "function", name: "get_weather", description: "Weather for a city", strict: true, parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["c", "f"] } }, required: ["city", "unit"], additionalProperties: false } },
     { type: "function", name: "get_time", strict: true, parameters: { type: "object", properties: { zone: { enum: ["utc", "local"] } }, required: ["zone"], additionalProperties: false } },
   ];
-  const first: Params = { model: "chat", tools, tool_choice: { type: "function", name: "get_weather" }, parallel_tool_calls: false, max_output_tokens: 60, temperature: 0, input: "Weather in Oslo?" };
+  const first: Params = { model: "chat", tools, tool_choice: { type: "function", name: "get_weather" }, parallel_tool_calls: false, max_output_tokens: 300, temperature: 0, input: "Weather in Oslo?" };
 
   test("a forced function call comes back as a function_call item, and a tool loop resending it continues", async () => {
     const r = await client.responses.create(first);
@@ -147,7 +147,7 @@ describe("tools", () => {
   });
 
   test("streamed parallel calls are one function_call item each, arguments in deltas", async () => {
-    const all = await events({ ...first, tool_choice: "required", parallel_tool_calls: true, max_output_tokens: 70, input: "Call tools." });
+    const all = await events({ ...first, tool_choice: "required", parallel_tool_calls: true, max_output_tokens: 400, input: "Call tools." });
     const { terminal, items } = checkStream(all);
     expect(items.length).toBeGreaterThanOrEqual(2);
     expect(items.every((i) => i.type === "function_call")).toBe(true);

@@ -175,7 +175,7 @@ describe("generation says what LlamaChat says", () => {
     expect(free.result.finishReason).toBe("stop"); // ends by itself after ~110 tokens
     const banned = await same(job("hi", { maxTokens: 160, sampling: { temperature: 0, logitBias: new Map(ends.map((id) => [id, -100])) } }));
     expect(banned.result).toMatchObject({ finishReason: "length", completionTokens: 160 });
-  });
+  }, 30_000);
 
   test("a prompt already in the slot's cache", async () => {
     const j = job("Tell me about rivers.", { maxTokens: 6 });

@@ -191,7 +191,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     // ---- JS thread ----
 
     // submit(seq, tokens, nPast, { maxTokens, batch, temperature, topK, topP, seed, biasTokens,
-    //   biasLogits, penaltyLastN, frequencyPenalty, presencePenalty, grammar, lazyPatterns, forced })
+    //   biasLogits, penaltyLastN, frequencyPenalty, presencePenalty, grammar, lazyPatterns, lazyTokens, forced })
     Napi::Value Submit(const Napi::CallbackInfo & info) {
         Napi::Env env = info.Env();
         auto fail = [&](const std::string & m) {
@@ -263,9 +263,19 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             }
             std::vector<const char *> cp;
             for (auto & p : pats) cp.push_back(p.c_str());
+            std::vector<llama_token> toks;
+            Napi::Value lt = cfg.Get("lazyTokens");
+            if (lt.IsTypedArray()) {
+                auto a = lt.As<Napi::Uint32Array>();
+                for (size_t i = 0; i < a.ElementLength(); i++) {
+                    if (a[i] >= (uint32_t) n_vocab_) return fail("lazy token outside the vocabulary");
+                    toks.push_back((llama_token) a[i]);
+                }
+            }
+            const bool lazy = lp.IsArray() || lt.IsTypedArray();
             try {
-                s->grammar = lp.IsArray() ? llama_sampler_init_grammar_lazy_patterns(vocab_, gbnf.c_str(), "root", cp.data(), cp.size(), nullptr, 0)
-                                          : llama_sampler_init_grammar(vocab_, gbnf.c_str(), "root");
+                s->grammar = lazy ? llama_sampler_init_grammar_lazy_patterns(vocab_, gbnf.c_str(), "root", cp.data(), cp.size(), toks.data(), toks.size())
+                                  : llama_sampler_init_grammar(vocab_, gbnf.c_str(), "root");
             } catch (const std::exception & e) {
                 return fail(std::string("the grammar does not compile: ") + e.what());
             }
