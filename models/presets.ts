@@ -71,6 +71,24 @@ export const CHAT_PRESETS = {
     matrixType: "q8_0",
     seed: 64,
   },
+  /**
+   * About 25M parameters, Q8_0: a decode step of about 1 ms on 2 CPU threads (llama-server's own
+   * timing, one stream: 0.93-1.06 ms), standing in for a GPU's step time in the vs-llama-server
+   * bench, where a server's own work per step shows. (384 wide and 4 blocks took 0.25 ms.)
+   */
+  "bench-1ms": {
+    name: "appliance-qwen3-bench-1ms",
+    contextLength: 4096,
+    embedding: 512,
+    blocks: 8,
+    heads: 8,
+    kvHeads: 2,
+    headDim: 64,
+    feedForward: 1536,
+    vocabSize: VOCAB_SIZE,
+    matrixType: "q8_0",
+    seed: 65,
+  },
   /** About 0.5B parameters, Q8_0, shaped like Qwen3-0.6B without its large vocabulary. */
   "bench-0.5b": {
     name: "appliance-qwen3-bench-0.5b",

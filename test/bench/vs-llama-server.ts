@@ -1,16 +1,25 @@
-// Benchmark (issue "chat throughput"): our streaming /v1/chat/completions against llama.cpp's own
-// llama-server (same llama.cpp release, built by llama-server-build.ts), same generated model,
-// 2 threads, 8 slots / -np 8, a ~163-token prompt text, 64 generated tokens per stream, at 1, 2, 4 and
-// 8 concurrent streams. Both servers are up for the whole run (an idle one uses no CPU) and every
-// measurement is paired: at each stream count, each round, one server then the other (the order
-// alternates), so both see the same state of this shared machine. Reports aggregate tok/s,
-// per-stream decode tok/s and time to first token p50/p95 (medians over rounds), and the ratio
-// (the median of the rounds' paired ratios). Targets: ≥ 0.9× at one stream, ≥ 1.0× at eight,
-// our aggregate rising from 1 to 8.
-//   BENCH_MODEL=bench-64m|bench-0.5b  BENCH_ROUNDS=5  bun run bench vs-llama-server
+// Benchmark (issues "chat throughput" and 29): our streaming /v1/chat/completions against llama.cpp's
+// own llama-server (same llama.cpp release, built by llama-server-build.ts and linked against the
+// very libllama/libggml our engine runs), same generated model, 2 threads, 8 slots / -np 8, a
+// ~163-token prompt text, 64 generated tokens per stream, at 1, 2, 4 and 8 concurrent streams. Both
+// servers are up for the whole run (an idle one uses no CPU) and every measurement is paired: at
+// each stream count, each round, one server then the other (the order alternates), so both see the
+// same state of this shared machine. Reports aggregate tok/s, per-stream decode tok/s and time to
+// first token p50/p95 (medians over rounds), and two ratios, ours/llama-server: aggregate and
+// per-stream decode (each the median of the rounds' paired ratios). Targets: aggregate ≥ 0.9× at one
+// stream, ≥ 1.0× at eight, our aggregate rising from 1 to 8.
+//   BENCH_MODEL: bench-64m (default, a ~3 ms step here), bench-1ms (a ~1 ms step on 2 threads: a
+//     GPU's step time, where a server's own work per step shows), bench-0.5b
+//   BENCH_MIX=constrained: every other stream generates under a grammar, alternating between
+//     response_format json_schema and a tool call (tools + tool_choice "required"), the same fields to
+//     both servers (llama-server runs with --jinja), plus, to llama-server only, an assistant prefill
+//     that opens the call (CALL_OPEN: its "required" admits free text first). Both outputs are
+//     checked for their constraint; decode tok/s per kind is listed too.
+//   BENCH_ROUNDS=5  BENCH_STREAMS=1,2,4,8  bun run bench vs-llama-server
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
+import { isChatPresetName } from "../../models/presets";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
@@ -24,14 +33,62 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 // of its settings)
 const EXTRA_ARGS = (process.env.BENCH_LLAMA_SERVER_ARGS ?? "").split(" ").filter(Boolean);
 const MAX_TOKENS = 64;
+// BENCH_MIX=constrained: half the streams under a grammar (see the header)
+const MIX = process.env.BENCH_MIX ?? "plain";
+// context per slot, on both servers: a tool stream's prompt (the tool listed in the system turn) takes ~470 tokens
+const SLOT_CONTEXT = MIX === "constrained" ? 1024 : 512;
 const PROMPT =
   "You are reviewing the design of a small bridge over a river. " +
   "Describe in detail the loads on the deck, the choice between a beam, an arch and a suspension design, the materials, the foundations in soft river clay, " +
   "the expansion joints, how the structure is inspected every year, how ice and floods are handled, and what the maintenance schedule looks like over fifty years.";
 
-interface Stream { ttftMs: number; decodeTps: number; tokens: number; wallMs: number }
+type Kind = "plain" | "json" | "tool";
+type Side = "ours" | "theirs";
 
-async function stream(url: string, model: string, n: number, noEnd: Record<string, number>): Promise<Stream> {
+/** What the constrained streams generate: a small object with two free strings (the model writes on inside them). */
+const SCHEMA = {
+  type: "object",
+  properties: { title: { type: "string" }, notes: { type: "string" } },
+  required: ["title", "notes"],
+  additionalProperties: false,
+};
+const CONSTRAINTS: Record<Kind, Record<string, unknown>> = {
+  plain: {},
+  json: { response_format: { type: "json_schema", json_schema: { name: "review", strict: true, schema: SCHEMA } } },
+  tool: {
+    tools: [{ type: "function", function: { name: "record_review", description: "Records a design review.", parameters: SCHEMA } }],
+    tool_choice: "required",
+  },
+};
+/**
+ * What llama-server gets beyond ours, on tool streams: an assistant prefill that opens the
+ * call. Its grammar for tool_choice "required" lets free text come first (content before the call
+ * marker: common/chat-auto-parser-generator.cpp), which a random model never leaves in 64 tokens;
+ * ours opens the call at once. With the prefill both generate the call's JSON under their grammars.
+ */
+const CALL_OPEN = { role: "assistant", content: "<tool_call>\n" };
+
+/**
+ * Stream `i` of a measurement in round `r`: with BENCH_MIX=constrained the even ones are
+ * constrained, json_schema and tool call taking turns (and swapping each round, so one stream sees
+ * both); the same for both servers.
+ */
+function kindOf(i: number, r: number): Kind {
+  if (MIX !== "constrained" || i % 2 === 1) return "plain";
+  return (i / 2 + r) % 2 === 0 ? "json" : "tool";
+}
+
+/**
+ * One stream's figures. decodeTps is tokens after the first over the time from the first delta to
+ * the last: exact for text and json_schema, whose first delta is the first token; a tool call's
+ * first delta comes only once its header (name, "arguments") is generated, a number of tokens
+ * neither server reports, so a tool stream's decodeTps is NaN and deltaTps (one over the median gap
+ * between its deltas, about a token each) stands in, listed by kind only.
+ */
+interface Stream { kind: Kind; ttftMs: number; decodeTps: number; deltaTps: number; tokens: number; wallMs: number; text: string; called: boolean }
+
+async function stream(side: Side, url: string, model: string, n: number, noEnd: Record<string, number>, kind: Kind = "plain"): Promise<Stream> {
+  const messages = [{ role: "user", content: `Request ${n}. ${PROMPT}` }, ...(side === "theirs" && kind === "tool" ? [CALL_OPEN] : [])];
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     // a stream that stalls fails the run instead of hanging it
@@ -43,21 +100,36 @@ async function stream(url: string, model: string, n: number, noEnd: Record<strin
     headers: { authorization: `Bearer ${oursKey || "none"}`, "content-type": "application/json" },
     body: JSON.stringify({
       model, stream: true, stream_options: { include_usage: true }, max_tokens: MAX_TOKENS, temperature: 0, logit_bias: noEnd,
-      chat_template_kwargs: { enable_thinking: false }, messages: [{ role: "user", content: `Request ${n}. ${PROMPT}` }],
+      chat_template_kwargs: { enable_thinking: false }, messages, ...CONSTRAINTS[kind],
     }),
   });
   if (res.status !== 200) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  let first = 0, last = 0, tokens = 0, pieces = 0;
+  let first = 0, last = 0, tokens = 0, pieces = 0, text = "", called = false;
+  const gaps: number[] = [];
   await readSseEvents(res, (c, now) => {
     if (c.usage?.completion_tokens) tokens = c.usage.completion_tokens;
-    if (c.choices?.[0]?.delta?.content) {
+    const d = c.choices?.[0]?.delta;
+    // generated text: the answer, or a tool call's arguments
+    const piece = (d?.content ?? "") + (d?.tool_calls ?? []).map((t: { function?: { arguments?: string } }) => t.function?.arguments ?? "").join("");
+    if (d?.tool_calls?.length) called = true;
+    if (piece) {
       pieces++;
+      text += piece;
       if (!first) first = now;
+      else gaps.push(now - last);
       last = now;
     }
   });
   tokens ||= pieces;
-  return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
+  const decodeTps = kind === "tool" ? NaN : (tokens - 1) / ((last - first) / 1000);
+  return { kind, ttftMs: first - t0, decodeTps, deltaTps: 1000 / median(gaps), tokens, wallMs: last - t0, text, called };
+}
+
+/** Whether a stream's output shows its constraint was applied (a server that ignored a field fails the run). */
+function constrained(s: Stream): boolean {
+  if (s.kind === "json") return !s.called && /^\s*(```json\s*)?\{/.test(s.text);
+  if (s.kind === "tool") return s.called && s.text.trimStart().startsWith("{");
+  return true;
 }
 
 let nextPort = 18600;
@@ -65,6 +137,8 @@ let nextPort = 18600;
 let oursKey = "";
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 const median = (xs: number[]) => pct(xs, 0.5);
+/** The median of the finite values (NaN when there are none: a tool stream's decode). */
+const medianOf = (xs: number[]) => (xs.some(Number.isFinite) ? median(xs.filter(Number.isFinite)) : NaN);
 
 async function waitHealthy(url: string) {
   for (let i = 0; i < 600; i++) {
@@ -74,17 +148,26 @@ async function waitHealthy(url: string) {
   throw new Error(`${url} never became healthy`);
 }
 
-type Figures = { agg: number; decode: number; ttft50: number; ttft95: number };
+type Figures = { agg: number; decode: number; ttft50: number; ttft95: number; byKind: Partial<Record<Kind, { decode: number; tokens: number }>> };
 
-/** `k` concurrent streams against one server. */
-async function measure(url: string, k: number, noEnd: Record<string, number>, seq: { n: number }): Promise<Figures> {
-  const all = await Promise.all(Array.from({ length: k }, () => stream(url, "bench", seq.n++, noEnd)));
+/** `k` concurrent streams against one server, in round `r`. */
+async function measure(side: Side, url: string, k: number, r: number, noEnd: Record<string, number>, seq: { n: number }): Promise<Figures> {
+  const all = await Promise.all(Array.from({ length: k }, (_, i) => stream(side, url, "bench", seq.n++, noEnd, kindOf(i, r))));
+  const loose = all.find((s) => !constrained(s));
+  if (loose) throw new Error(`a ${loose.kind} stream's output shows no constraint: ${JSON.stringify(loose.text.slice(0, 80))}`);
   const agg = all.reduce((a, s) => a + s.tokens, 0) / (Math.max(...all.map((s) => s.wallMs)) / 1000);
-  return { agg, decode: median(all.map((s) => s.decodeTps)), ttft50: median(all.map((s) => s.ttftMs)), ttft95: pct(all.map((s) => s.ttftMs), 0.95) };
+  const byKind: Figures["byKind"] = {};
+  for (const kind of ["plain", "json", "tool"] as const) {
+    const of = all.filter((s) => s.kind === kind);
+    if (of.length) byKind[kind] = { decode: median(of.map((s) => (kind === "tool" ? s.deltaTps : s.decodeTps))), tokens: median(of.map((s) => s.tokens)) };
+  }
+  return { agg, decode: medianOf(all.map((s) => s.decodeTps)), ttft50: median(all.map((s) => s.ttftMs)), ttft95: pct(all.map((s) => s.ttftMs), 0.95), byKind };
 }
 
 export async function benchVsLlamaServer() {
-  const preset = (process.env.BENCH_MODEL ?? "bench-64m") as "bench-64m" | "bench-0.5b";
+  const preset = process.env.BENCH_MODEL ?? "bench-64m";
+  if (!isChatPresetName(preset)) throw new Error(`BENCH_MODEL: unknown chat model preset "${preset}"`);
+  if (MIX !== "plain" && MIX !== "constrained") throw new Error(`BENCH_MIX: "plain" or "constrained", not "${MIX}"`);
   const modelPath = await ensureChatModel(preset);
   // BENCH_OURS_ONLY=1 measures our side alone (no llama-server build): the figures without ratios.
   const oursOnly = process.env.BENCH_OURS_ONLY === "1";
@@ -104,7 +187,7 @@ export async function benchVsLlamaServer() {
   try {
     const config = join(dir, "config.toml");
     writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
-      `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = 512\nslots = 8\nload = "start"\n`);
+      `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${SLOT_CONTEXT}\nslots = 8\nload = "start"\n`);
     const ours = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
       { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
     children.push(ours);
@@ -113,8 +196,8 @@ export async function benchVsLlamaServer() {
     const urls: Record<"ours" | "theirs", string> = { ours: started.url, theirs: "" };
     if (!oursOnly) {
       const port = ++nextPort;
-      // the same 8 × 512 tokens of context as ours
-      children.push(Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * 512), "--port", String(port), "--host", "127.0.0.1", "--no-webui", ...EXTRA_ARGS], {
+      // the same 8 × SLOT_CONTEXT tokens of context as ours
+      children.push(Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * SLOT_CONTEXT), "--port", String(port), "--host", "127.0.0.1", "--no-webui", "--jinja", ...EXTRA_ARGS], {
         stdout: "ignore",
         stderr: Bun.file(log),
       }));
@@ -122,11 +205,13 @@ export async function benchVsLlamaServer() {
       await waitHealthy(urls.theirs);
     }
     const sides = oursOnly ? (["ours"] as const) : (["theirs", "ours"] as const);
-    for (const side of sides) await stream(urls[side], "bench", seq.n++, noEnd); // warm-up
+    // warm-up, once for each kind of stream (a grammar's first use included)
+    const warmKinds: Kind[] = MIX === "constrained" ? ["plain", "json", "tool"] : ["plain"];
+    for (const side of sides) for (const kind of warmKinds) await stream(side, urls[side], "bench", seq.n++, noEnd, kind);
     for (let r = 0; r < rounds; r++)
       for (const k of STREAMS)
         for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
-          const figures = await measure(urls[side], k, noEnd, seq).catch(async (e: Error) => {
+          const figures = await measure(side, urls[side], k, r, noEnd, seq).catch(async (e: Error) => {
             const tail = side === "theirs" ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
             throw new Error(`${side}: ${e.message}${tail ? `\nllama-server's log (last lines):\n${tail}` : ""}`);
           });
@@ -140,20 +225,33 @@ export async function benchVsLlamaServer() {
     }
     rmSync(dir, { recursive: true, force: true });
   }
-  const med = (side: "ours" | "theirs", k: number, f: keyof Figures) => median(results[side][k]!.map((x) => x[f]));
+  const med = (side: "ours" | "theirs", k: number, f: Exclude<keyof Figures, "byKind">) => medianOf(results[side][k]!.map((x) => x[f]));
   const row = (side: "ours" | "theirs", k: number) =>
     `${med(side, k, "agg").toFixed(0)} (${med(side, k, "decode").toFixed(0)}, ${med(side, k, "ttft50").toFixed(0)}/${med(side, k, "ttft95").toFixed(0)})`;
+  // decode tok/s (a tool call's: deltas/s) and tokens generated by kind of stream (constrained mix):
+  // medians over the rounds that had that kind
+  const kinds = (side: "ours" | "theirs", k: number) =>
+    (["plain", "json", "tool"] as const)
+      .map((kind) => [kind, results[side][k]!.flatMap((x) => x.byKind[kind] ?? [])] as const)
+      .filter(([, xs]) => xs.length)
+      .map(([kind, xs]) => `${kind} ${median(xs.map((x) => x.decode)).toFixed(0)} (${median(xs.map((x) => x.tokens))} tokens)`)
+      .join(", ");
+  const what = `model ${preset}, ${MIX === "constrained" ? "every other stream constrained (json_schema / tool call)" : "plain streams"}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads`;
   if (oursOnly) {
-    console.log(`model ${preset}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads, ${rounds} rounds (medians), ours only`);
+    console.log(`${what}, ${rounds} rounds (medians), ours only`);
     for (const k of STREAMS) console.log(`${k} streams: ${row("ours", k)} — aggregate tok/s (decode tok/s, ttft p50/p95 ms)`);
+    if (MIX === "constrained") for (const k of STREAMS) console.log(`  ${k} stream(s), decode tok/s by kind (tool: deltas/s): ${kinds("ours", k)}`);
     return { pass: false };
   }
-  console.log(`model ${preset}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads, ${rounds} paired rounds (medians)`);
-  console.log("streams | llama-server agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg (median of paired)");
-  const ratios = STREAMS.map((k) => median(results.ours[k]!.map((o, i) => o.agg / results.theirs[k]![i]!.agg)));
-  STREAMS.forEach((k, i) => console.log(`${k} | ${row("theirs", k)} | ${row("ours", k)} | ${ratios[i]!.toFixed(2)}×`));
+  console.log(`${what}, ${rounds} paired rounds (medians)`);
+  console.log("streams | llama-server agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg | ratio decode (medians of paired)");
+  const paired = (k: number, f: "agg" | "decode") => medianOf(results.ours[k]!.map((o, i) => o[f] / results.theirs[k]![i]![f]));
+  const ratios = STREAMS.map((k) => paired(k, "agg"));
+  STREAMS.forEach((k, i) => console.log(`${k} | ${row("theirs", k)} | ${row("ours", k)} | ${ratios[i]!.toFixed(2)}× | ${paired(k, "decode").toFixed(2)}×`));
   for (const k of STREAMS)
     console.log(`  ${k} stream(s), aggregate tok/s per round, llama-server/ours: ${results.theirs[k]!.map((t, i) => `${t.agg.toFixed(0)}/${results.ours[k]![i]!.agg.toFixed(0)}`).join(", ")}`);
+  if (MIX === "constrained")
+    for (const k of STREAMS) console.log(`  ${k} stream(s), decode tok/s by kind (tool: deltas/s), llama-server: ${kinds("theirs", k)}; ours: ${kinds("ours", k)}`);
   const oursAgg = STREAMS.map((k) => med("ours", k, "agg"));
   const monotonic = oursAgg.every((v, i) => i === 0 || v >= oursAgg[i - 1]!);
   const at = (k: number) => ratios[STREAMS.indexOf(k)];
