@@ -75,10 +75,22 @@ function converter(): Addon {
 export function toGbnf(schema: JsonSchema, param: string, lenient = false): string {
   const prepared = toConverterSchema(schema, param, lenient);
   try {
-    return validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE);
+    return bmpWhereCounted(validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE));
   } catch (e) {
     throw new ApiError("unsupported_schema", `${param}: the schema could not be compiled into a grammar (${(e as Error).message.replace(/\s+/g, " ").trim()})`, { param });
   }
+}
+
+/**
+ * A string with a length bound (`char{m,n}`) is held to the Basic Multilingual Plane: llama.cpp
+ * counts characters (code points, as JSON Schema does), while the clients that check the answer
+ * (zod, JavaScript's `length`) count UTF-16 units, two for an emoji, so a maxLength the grammar kept
+ * was broken for them (found with the AI SDK's zod schemas). Unbounded strings keep every character.
+ */
+function bmpWhereCounted(gbnf: string): string {
+  if (!/(^|[^a-zA-Z0-9-])char\{/m.test(gbnf)) return gbnf;
+  const rule = 'bmp-char ::= [^"\\\\\\x7F\\x00-\\x1F\\uD800-\\uDFFF\\U00010000-\\U001FFFFF] | [\\\\] (["\\\\bfnrt] | "u" [0-9a-fA-F]{4})';
+  return gbnf.replace(/(^|[^a-zA-Z0-9-])char\{/gm, "$1bmp-char{").replace(/\n?$/, "\n") + rule + "\n";
 }
 
 /**
