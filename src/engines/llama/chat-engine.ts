@@ -11,8 +11,8 @@ import { DecodeLoop, decodeLoopUnavailable, LoopSlot, type LoopRequest } from ".
 import { freshSeed, generateOnLoop, loopSampling } from "./generation";
 import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
-import { callGrammar, literal, prefixRules } from "./tool-calls";
-import { toGbnf } from "./json-schema";
+import { callGrammar, schemaAfterThought } from "./tool-calls";
+import { toGbnf, toToolGbnf } from "./json-schema";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
@@ -333,7 +333,7 @@ export class LlamaChatEngine implements ChatEngine {
       ...loopSampling(job, freshSeed),
       ...this.userBias(s, job),
       ...constraint.request,
-      ...this.forced(s, job, constraint.openThought),
+      ...this.forced(s, job, constraint.opening),
     };
     const scanner = { stops: job.stop, templateStops: markers.templateStops, thought: markers.thought, ...(functions && markers.calls ? { calls: markers.calls } : {}) };
 
@@ -382,15 +382,15 @@ export class LlamaChatEngine implements ChatEngine {
   private constraint(s: Loaded, job: ChatJob, r: { thinking: boolean; functions?: ChatModelFunctions; markers: ReturnType<typeof outputMarkers> }) {
     const answer = job.format ? this.answerGbnf(job) : undefined;
     const thought = r.thinking ? r.markers.thought : undefined;
-    // Thinking with a response_format opens the thought at once (the schema applies after it).
-    const openThought = answer && thought ? thought.open : null;
+    // What is forced first: with a response_format, the thought's opening (the schema applies after it).
+    const opening = answer && thought ? thought.open : null;
     const schema = answer ? { gbnf: answer, closeThought: s.model.tokenize(thought ? thought.close + "\n\n" : "", true) } : undefined;
     if (r.functions && r.markers.calls) {
       const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
       const required = job.toolChoice === "required" || named !== null;
       const tools = job.tools
         .filter((t) => named === null || t.name === named)
-        .map((t) => ({ name: t.name, gbnf: this.toolGbnf(job, t) }));
+        .map((t) => ({ name: t.name, gbnf: toToolGbnf(t.parameters, t.strict === true, `tools[${job.tools.indexOf(t)}].function.parameters`) }));
       const g = callGrammar({
         syntax: r.markers.calls,
         tools,
@@ -404,21 +404,16 @@ export class LlamaChatEngine implements ChatEngine {
       // A required call's opening is forced in the template's own tokens (`<tool_call>` is one token):
       // under the grammar alone a random model may spell it a character at a time.
       const calls = r.markers.calls;
-      const opening = required ? calls.prefix + (named !== null ? named + calls.paramsPrefix : "") : null;
-      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, openThought: opening ?? openThought };
+      const callOpening = required ? calls.prefix + (named !== null ? named + calls.paramsPrefix : "") : null;
+      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, opening: callOpening ?? opening };
     }
-    if (!answer) return { request: {}, schema, openThought };
-    if (!thought) return { request: { grammar: answer }, schema, openThought };
-    // Lazy from the thought's closing marker: until then nothing is constrained, so the model may
-    // also end the thought with end-of-generation (then it is closed and answered: generation.ts).
-    // The trigger is the marker's token where it is one (Qwen's `</think>`), else the marker as a
-    // literal pattern: llama.cpp's std::regex over the whole output overflowed the loop thread's
-    // stack past ~32k characters with `[\\s\\S]*` patterns (measured by helper-27's checker).
-    const close = thought.close.trim();
-    const gbnf = [`root ::= ${literal(close)} [ \\t\\n]{0,4} answer-root`, prefixRules(answer, "answer-")].join("\n");
-    const token = s.model.tokenize(close, true);
-    const trigger = token.length === 1 ? { lazyTokens: Uint32Array.from(token) } : { lazyPatterns: [escapeRegex(close)] };
-    return { request: { grammar: gbnf, ...trigger }, schema, openThought };
+    if (!answer) return { request: {}, schema, opening };
+    if (!thought) return { request: { grammar: answer }, schema, opening };
+    const g = schemaAfterThought({ thought, gbnf: answer });
+    // the trigger is the marker's token where it is one (Qwen's `</think>`): no regex over the output
+    const token = s.model.tokenize(g.trigger!, true);
+    const trigger = token.length === 1 ? { lazyTokens: Uint32Array.from(token) } : { lazyPatterns: g.triggerPatterns };
+    return { request: { grammar: g.gbnf, ...trigger }, schema, opening };
   }
 
   /** The answer's grammar: a JSON object for json_object, the schema through llama.cpp's converter (json-schema.ts). */
@@ -426,27 +421,6 @@ export class LlamaChatEngine implements ChatEngine {
     const f = job.format!;
     const param = "response_format.json_schema.schema";
     return f.type === "json_schema" ? toGbnf(f.schema, param) : toGbnf({ type: "object" }, "response_format", true);
-  }
-
-  /**
-   * A tool's arguments' grammar: strict parameters enforced whole (a keyword no grammar can express
-   * is refused), otherwise what the grammar can express of them (issue 24); none: an empty object.
-   */
-  private toolGbnf(job: ChatJob, t: ChatJob["tools"][number]): string {
-    const i = job.tools.indexOf(t);
-    const param = `tools[${i}].function.parameters`;
-    const gbnf = (() => {
-      if (!t.parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
-      if (t.strict) return toGbnf(t.parameters, param);
-      try {
-        return toGbnf(t.parameters, param, true);
-      } catch {
-        return toGbnf({ type: "object" }, param, true);
-      }
-    })();
-    // Arguments on one line, as models write them in a call (`{"city": "Paris"}`): a newline and
-    // indent between tokens only spent the call's budget.
-    return gbnf.replace(/^space ::= .*$/m, 'space ::= | " "');
   }
 
   /** The caller's logit_bias (OpenAI's -100…100 added to the logits; -100 or less: never). */
@@ -463,13 +437,11 @@ export class LlamaChatEngine implements ChatEngine {
   }
 
   /** Tokens forced one per step at the start: the test hook's, or the opening of a thought or of a required call. */
-  private forced(s: Loaded, job: ChatJob, openThought: string | null): Pick<LoopRequest, "forced"> {
+  private forced(s: Loaded, job: ChatJob, opening: string | null): Pick<LoopRequest, "forced"> {
     const test = this.opts.testForcedTokens?.(s.model, job);
     if (test?.length) return { forced: Uint32Array.from(test) };
-    if (openThought) return { forced: Uint32Array.from(s.model.tokenize(openThought, true)) };
+    if (opening) return { forced: Uint32Array.from(s.model.tokenize(opening, true)) };
     return {};
   }
 
 }
-
-const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");

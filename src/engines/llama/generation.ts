@@ -91,7 +91,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     return end?.reason === "max" ? "max" : "eog";
   };
 
-  const first = r.loop.generate(r.slot, r.prompt.slice(r.nPast), r.nPast, { ...r.request, maxTokens: r.maxTokens, batch: r.request.batch });
+  const first = r.loop.generate(r.slot, r.prompt.slice(r.nPast), r.nPast, { ...r.request, maxTokens: r.maxTokens });
   let ended = await run(first, r.maxTokens);
   if (ended === "max") cut = true;
   // The thought ended by end-of-generation before its closing marker: closed here, then answered under the schema.
@@ -101,8 +101,9 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     else {
       emit(scanner.push(model.detokenize(r.schema.closeThought as Token[], true), false, 0));
       const nPast = r.slot.cached.length;
-      const { lazyPatterns: _, ...rest } = r.request;
-      const second = r.loop.generate(r.slot, r.schema.closeThought, nPast, { ...rest, grammar: r.schema.gbnf, forced: undefined, maxTokens: left });
+      // the answer's grammar from its first token: the closing marker is in the prompt now, never in the output
+      const { lazyPatterns: _, lazyTokens: __, forced: ___, ...rest } = r.request;
+      const second = r.loop.generate(r.slot, r.schema.closeThought, nPast, { ...rest, grammar: r.schema.gbnf, maxTokens: left });
       ended = await run(second, left);
       if (ended === "max") cut = true;
     }

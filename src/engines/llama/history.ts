@@ -1,7 +1,6 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp";
 import type { ChatTurn, ToolSpec } from "../../chat/job";
-import "./call-grammar";
-import { toHintFunctionParams, toStrictFunctionParams } from "./json-schema";
+import { toFunctionParams } from "./json-schema";
 import { withMarkers } from "./vision/prompt";
 
 // ChatJob turns → node-llama-cpp chat history. Pure. node-llama-cpp keeps a tool result inside
@@ -48,10 +47,10 @@ export function withOpenModelResponse(history: ChatHistoryItem[]): ChatHistoryIt
 export function toLlamaFunctions(tools: ToolSpec[]): ChatModelFunctions {
   // No prototype: a tool may be named "__proto__" or "constructor" (OpenAI's name pattern allows both).
   const out: Record<string, { description?: string; params?: any }> = Object.create(null);
-  tools.forEach((t, i) => {
-    // Non-strict parameters are a hint (issue 24): what the call grammar cannot express is dropped.
-    const params = !t.parameters ? null : t.strict ? toStrictFunctionParams(t.parameters, `tools[${i}].function.parameters`) : toHintFunctionParams(t.parameters, `tools[${i}].function.parameters`);
+  for (const t of tools) {
+    // The function as documented to the model in the prompt; the call's grammar is toToolGbnf's.
+    const params = t.parameters ? toFunctionParams(t.parameters) : null;
     out[t.name] = { description: t.description, ...(params ? { params } : {}) };
-  });
+  }
   return out;
 }

@@ -1,6 +1,5 @@
 import { ApiError } from "../../api/http/errors";
 import type { JsonSchema } from "../../chat/job";
-import { strictCallMarker } from "./call-grammar";
 import { llamaAddon } from "./native/addon-path";
 
 // JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
@@ -11,7 +10,7 @@ import { llamaAddon } from "./native/addon-path";
 //   - non-strict function tools: the schema is a hint. The same converter enforces what it can
 //     express of it; whatever it cannot is dropped, never refused, and a property without `type`
 //     means any JSON value. node-llama-cpp's own subset (toFunctionParams) documents the function
-//     to the model, and is the grammar where the addon is missing.
+//     to the model in the prompt its chat wrapper renders.
 
 const ANNOTATIONS = new Set(["title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly", "strict", "name"]);
 /** JSON Schema keywords whose meaning no grammar here can enforce: refused under strict, dropped otherwise. */
@@ -49,17 +48,6 @@ interface Addon {
 /** Whether llama.cpp's converter is here (the llama addon is built; install.sh builds it). */
 export function hasConverter(): boolean {
   return typeof llamaAddon<Partial<Addon>>()?.jsonSchemaToGrammar === "function";
-}
-
-const NO_ADDON = "is enforced only with the llama addon, which this installation lacks (run ./install.sh)";
-
-/**
- * Without the addon, structured output goes through node-llama-cpp's own grammar: its subset is
- * enforced and anything else refused by name, never answered unconstrained.
- */
-export function toFallbackSchema(schema: JsonSchema, param: string): JsonSchema | null {
-  checkStrict(schema, param, NO_ADDON);
-  return toFunctionParams(schema);
 }
 
 function converter(): Addon {
@@ -330,48 +318,21 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
 }
 
 /**
- * Strict tools: the arguments are generated under llama.cpp's grammar for the whole schema (as
- * structured output; what no grammar can express is refused). node-llama-cpp still gets the hint
- * (it documents the function to the model from it), marked so its call grammar is replaced.
+ * A tool's arguments' grammar: strict parameters enforced whole (a keyword no grammar can express
+ * is refused, 400), otherwise what the grammar can express of them (issue 24; a schema the
+ * converter cannot take at all: any JSON object); no parameters: an empty object. Arguments are
+ * on one line, as models write them in a call (`{"city": "Paris"}`): a newline and indent between
+ * tokens only spent the call's budget.
  */
-export function toStrictFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
-  if (!hasConverter()) return toFallbackSchema(schema, param);
-  const gbnf = toGbnf(schema, param);
-  const hint = toFunctionParams(schema);
-  if (hint?.type === "object" || hint?.type === "array") return { ...hint, $defs: { ...(hint.$defs as object), [strictCallMarker(gbnf)]: { type: "null" } } };
-  // A root that is not an object or array (rare for tools): node-llama-cpp's own grammar, strictly.
-  checkStrict(schema, param);
-  return hint;
-}
-
-/**
- * Non-strict tools: the schema is a hint, but what llama.cpp's grammar can express of it (integer
- * bounds, patterns, formats, lengths) is still enforced — only what it cannot is left out, never
- * refused. Without the addon, or should the converter fail on it, node-llama-cpp's own subset.
- */
-export function toHintFunctionParams(schema: JsonSchema, param: string): JsonSchema | null {
-  const hint = toFunctionParams(schema);
-  if (!hasConverter() || !(hint?.type === "object" || hint?.type === "array")) return hint;
-  let gbnf: string;
-  try {
-    gbnf = toGbnf(schema, param, true);
-  } catch {
-    return hint;
-  }
-  return { ...hint, $defs: { ...(hint.$defs as object), [strictCallMarker(gbnf)]: { type: "null" } } };
-}
-
-const NLC_ENFORCED = new Set(["type", "properties", "required", "additionalProperties", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
-  "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions", "nullable", "format"]);
-
-function checkStrict(s: unknown, param: string, why = "is not enforced in strict parameters whose root is not an object or array"): void {
-  if (!isObject(s)) refuse(param, "(schema)", "must be an object");
-  for (const [k, v] of Object.entries(s)) {
-    if (ANNOTATIONS.has(k)) continue;
-    if (!NLC_ENFORCED.has(k)) refuse(param, k, why);
-    if (k === "format" && !(typeof v === "string" && NLC_FORMATS.has(v))) refuse(param, k, `"${v}" ${why} (date-time, time, date are)`);
-    if (k === "properties" || k === "$defs" || k === "definitions") if (isObject(v)) for (const [n, p] of Object.entries(v)) checkStrict(p, `${param}.${k}.${n}`, why);
-    if ((k === "items" || k === "additionalProperties") && isObject(v)) checkStrict(v, `${param}.${k}`, why);
-    if ((k === "anyOf" || k === "oneOf" || k === "prefixItems") && Array.isArray(v)) v.forEach((p, i) => checkStrict(p, `${param}.${k}[${i}]`, why));
-  }
+export function toToolGbnf(parameters: JsonSchema | undefined, strict: boolean, param: string): string {
+  const gbnf = (() => {
+    if (!parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
+    if (strict) return toGbnf(parameters, param);
+    try {
+      return toGbnf(parameters, param, true);
+    } catch {
+      return toGbnf({ type: "object" }, param, true);
+    }
+  })();
+  return gbnf.replace(/^space ::= .*$/m, 'space ::= | " "');
 }

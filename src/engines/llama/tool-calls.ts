@@ -20,8 +20,11 @@
 // loop (the sampled token checked against it; the vocabulary only when it is refused), and that
 // does not grow with the output: llama.cpp's matcher took 18-76 ms in all over a thought of 74,000
 // characters (0.3-1 µs a character, tool-calls.test.ts), where the trigger searches above took seconds.
-// So `lazy` is always false and `triggerPatterns` empty: kept in the result so a caller that
-// passes a lazy grammar on needs no change if one is ever needed again.
+// So call grammars are never lazy. The one lazy grammar here is a schema after a thought
+// (schemaAfterThought): triggered by the thought's closing marker, a literal — the engine passes
+// it as a trigger token where the marker is one (Qwen's `</think>`), which needs no regex at all —
+// so that until then nothing is constrained and the model may end its thought with end of
+// generation (it is then closed and answered under the schema: generation.ts, issue 24).
 //
 // Free text under the grammar is unconstrained but for two things, both as OutputScanner reads
 // the text: once it holds the start of the call prefix (up to its first whitespace: `<tool_call>`
@@ -50,10 +53,12 @@ export interface ThoughtMarkers {
 
 export interface GrammarResult {
   gbnf: string;
-  /** Always false (see the top of this file). */
+  /** Applied only from `trigger` on (llama.cpp's lazy grammar); false for every call grammar. */
   lazy: boolean;
-  /** Always empty. */
+  /** The trigger as llama.cpp patterns: a literal, escaped (never `[\s\S]*`: see above). */
   triggerPatterns: string[];
+  /** The trigger text (a lazy grammar's root starts with it). */
+  trigger?: string;
 }
 
 export interface CallGrammarOptions {
@@ -114,16 +119,13 @@ export function callGrammar(o: CallGrammarOptions): GrammarResult {
 }
 
 /**
- * A json_schema answer after thinking: `root ::= thought ws answer`, the thought open already
- * (`thoughtOpenedInPrompt`) or optional at the start.
+ * A json_schema answer after thinking: lazy from the thought's closing marker (without the
+ * whitespace around it), `root ::= close ws answer`.
  */
-export function schemaAfterThought(o: { thought: ThoughtMarkers; gbnf: string; thoughtOpenedInPrompt: boolean }): GrammarResult {
-  return nonLazy([
-    `root ::= ${thoughtLead(o)}ws answer-root`,
-    prefixRules(o.gbnf, "answer-"),
-    ...textRules("thought", [{ text: o.thought.close, then: "" }], false),
-    WS,
-  ]);
+export function schemaAfterThought(o: { thought: ThoughtMarkers; gbnf: string }): GrammarResult {
+  const close = o.thought.close.trim();
+  const { gbnf } = nonLazy([`root ::= ${literal(close)} ws answer-root`, prefixRules(o.gbnf, "answer-"), WS]);
+  return { gbnf, lazy: true, triggerPatterns: [close.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")], trigger: close };
 }
 
 function nonLazy(rules: string[]): GrammarResult {

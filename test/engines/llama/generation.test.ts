@@ -186,6 +186,19 @@ describe("generation says what LlamaChat says", () => {
   });
 });
 
+describe("structured output after thinking", () => {
+  test("a thought ended by end-of-generation is closed and answered under the schema from the answer's first token", async () => {
+    const schema = { type: "object", properties: { n: { type: "integer", minimum: 0, maximum: 9 } }, required: ["n"], additionalProperties: false };
+    const { events, result } = await run(engine, job(`Answer. «force:<think>\nhm<|im_end|>»`, { thinking: true, maxTokens: 60, format: { type: "json_schema", name: "out", schema } }));
+    expect(events[0]).toEqual({ type: "reasoning", text: "hm" });
+    const answer = events.filter((e) => e.type === "text").map((e) => (e as { text: string }).text).join("");
+    const parsed = JSON.parse(answer);
+    expect(Object.keys(parsed)).toEqual(["n"]);
+    expect(Number.isInteger(parsed.n) && parsed.n >= 0 && parsed.n <= 9).toBe(true);
+    expect(result.finishReason).toBe("stop");
+  });
+});
+
 describe("the template markers the output is split by", () => {
   let model: LlamaModel;
   beforeAll(async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/api/http/errors";
-import { toConverterSchema, toFunctionParams, toGbnf, toHintFunctionParams, toStrictFunctionParams } from "../../../src/engines/llama/json-schema";
+import { toConverterSchema, toFunctionParams, toGbnf, toToolGbnf } from "../../../src/engines/llama/json-schema";
 
 const P = "response_format.json_schema.schema";
 
@@ -84,15 +84,17 @@ describe("non-strict tool parameters are hints: nothing is refused", () => {
 
 describe("strict tool parameters are enforced like structured output", () => {
   test("a keyword no grammar can express is refused under strict, naming it", () => {
-    expect(refusedAt(() => toStrictFunctionParams({ type: "object", properties: { n: { type: "array", uniqueItems: true } } }, "tools[0].function.parameters"))).toBe(
+    expect(refusedAt(() => toToolGbnf({ type: "object", properties: { n: { type: "array", uniqueItems: true } } }, true, "tools[0].function.parameters"))).toBe(
       "tools[0].function.parameters.properties.n.uniqueItems",
     );
   });
 
   test("minimum under strict is accepted: the hint is documented, the call grammar is llama.cpp's", () => {
-    const p = toStrictFunctionParams({ type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] }, "p")!;
-    expect(p.properties).toEqual({ n: { type: "integer" } });
-    expect(Object.keys(p.$defs as object)[0]).toStartWith("__appliance_gbnf_");
+    const schema = { type: "object", properties: { n: { type: "integer", minimum: 0 } }, required: ["n"] };
+    expect(toFunctionParams(schema)!.properties).toEqual({ n: { type: "integer" } });
+    // llama.cpp's converter writes a minimum as a rule of digits that never starts with "-"
+    expect(toToolGbnf(schema, true, "p")).toBe(toGbnf(schema, "p").replace(/^space ::= .*$/m, 'space ::= | " "'));
+    expect(toToolGbnf(schema, true, "p")).not.toContain('"-"');
   });
 });
 
@@ -107,8 +109,7 @@ describe("non-strict tool parameters: what the grammar can express is still enfo
   });
 
   test("a non-strict tool's call grammar is llama.cpp's, with the integer bound in it", () => {
-    const p = toHintFunctionParams(zodLike, "tools[0].function.parameters")!;
-    expect(Object.keys(p.$defs as object)[0]).toStartWith("__appliance_gbnf_");
+    expect(toToolGbnf(zodLike, false, "tools[0].function.parameters")).toContain("root ::=");
     expect(toGbnf({ ...zodLike, properties: { ...zodLike.properties, id: { type: "integer", minimum: 1, maximum: 10 } } }, "p", true)).toContain('"10"');
   });
 
@@ -122,7 +123,7 @@ describe("non-strict tool parameters: what the grammar can express is still enfo
 test("a schema whose type names a property of Object.prototype is a named 400 (the converter refuses it), not a crash", () => {
   for (const type of ["toString", "constructor", "__proto__"]) {
     expect(refusedAt(() => toGbnf({ type }, P))).toBe(P);
-    expect(toHintFunctionParams({ type: "object", properties: { x: { type } } }, "tools[0].function.parameters")).not.toBeNull();
+    expect(toToolGbnf({ type: "object", properties: { x: { type } } }, false, "tools[0].function.parameters")).toContain("root ::=");
     expect(refusedAt(() => toGbnf({ type: "string", format: type }, P))).toBe(`${P}.format`);
   }
 });

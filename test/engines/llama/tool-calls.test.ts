@@ -257,14 +257,12 @@ describe("callGrammar (checked by llama.cpp's grammar)", () => {
 });
 
 describe("schemaAfterThought", () => {
-  test("the answer after the thought: optional at the start, or open from the prompt", () => {
-    const { gbnf, lazy } = schemaAfterThought({ thought: think, gbnf: answerGbnf, thoughtOpenedInPrompt: false });
-    expect(lazy).toBe(false);
-    const cases = { '<think>\nmaybe {"answer": 3}\n</think>\n\n{"answer": 4}': "ok", '{"answer": 4}': "ok", "<think>\nx\n</think>\n\nFour": "reject", "<think>\nx": "prefix" };
+  test("the answer after the thought: lazy from the closing marker, which the grammar starts with", () => {
+    const { gbnf, lazy, trigger, triggerPatterns } = schemaAfterThought({ thought: think, gbnf: answerGbnf });
+    expect({ lazy, trigger, triggerPatterns }).toEqual({ lazy: true, trigger: "</think>", triggerPatterns: ["</think>"] });
+    // what the grammar is fed: the output from the trigger on
+    const cases = { '</think>\n\n{"answer": 4}': "ok", '</think>{"answer": 4}': "ok", "</think>\n\nFour": "reject", '{"answer": 4}': "reject", "</think>\n": "prefix" };
     expect(verdicts(gbnf, cases)).toEqual(cases);
-    const opened = schemaAfterThought({ thought: think, gbnf: answerGbnf, thoughtOpenedInPrompt: true }).gbnf;
-    const cases2 = { 'x\n</think>\n\n{"answer": 4}': "ok", '{"answer": 4}': "prefix" };
-    expect(verdicts(opened, cases2)).toEqual(cases2);
   });
 });
 
