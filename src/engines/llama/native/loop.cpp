@@ -591,14 +591,16 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 s.input.assign(1, id);
                 ++it;
             }
+            {
+                // counted before the step's tokens go out: a caller that has them sees the step counted
+                std::lock_guard<std::mutex> l(stats_mu_);
+                if (batch_.n_tokens > 0) stats_.steps++;
+                stats_.tokens += sampled;
+                stats_.decode_ms += t2 - t1;
+                stats_.sample_ms += t3 - t2;
+                stats_.loop_ms += (t1 - t0) + (now_ms() - t3);
+            }
             flush();
-            const double t4 = now_ms();
-            std::lock_guard<std::mutex> l(stats_mu_);
-            if (batch_.n_tokens > 0) stats_.steps++;
-            stats_.tokens += sampled;
-            stats_.decode_ms += t2 - t1;
-            stats_.sample_ms += t3 - t2;
-            stats_.loop_ms += (t1 - t0) + (t4 - t3);
         }
     }
 };
