@@ -181,7 +181,8 @@ export class DecodeLoop {
 
   private onEvents(events: Int32Array): void {
     const woken = new Set<Running>();
-    for (let i = 0; i < events.length; i += 4) {
+    // [seq, token, kind, nPast, step] (step: the loop's step count when the event came)
+    for (let i = 0; i < events.length; i += 5) {
       const seq = events[i]!;
       const token = events[i + 1]!;
       const kind = KIND[events[i + 2]!]!;

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
 import type { ChatJob, EngineEvent } from "../../../src/chat/job";
+import type { ChatLease } from "../../../src/engines/types";
 import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
 import type { DecodeLoop } from "../../../src/engines/llama/decode-loop";
 import { llamaRuntime } from "../../../src/engines/llama/runtime";
@@ -15,6 +16,7 @@ import { userJob } from "../../helpers/chat-job";
 // requests after them, whatever ends them (max tokens, a stop string, an abort).
 
 const MARK = /«force:([\s\S]*?)»/;
+const BYTES = /«bytes:([0-9A-F ]+)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
@@ -31,8 +33,11 @@ function engine(slots: number) {
     maxWaitMs: 60_000,
     logger,
     testForcedTokens: (model: LlamaModel, job: ChatJob) => {
-      const m = MARK.exec(job.turns.findLast((t) => t.role === "user")!.text);
-      return m ? model.tokenize(m[1]!, true) : undefined;
+      const text = job.turns.findLast((t) => t.role === "user")!.text;
+      const m = MARK.exec(text);
+      // «bytes:F0 61»: byte tokens (the generated vocabulary's first 256 tokens are the bytes, in order)
+      const bytes = BYTES.exec(text)?.[1]!.split(" ").map((h) => parseInt(h, 16)) ?? [];
+      return m ? [...model.tokenize(m[1]!, true), ...bytes] : undefined;
     },
   });
 }
@@ -80,29 +85,65 @@ async function countSteps<T>(e: LlamaChatEngine, f: () => Promise<T>): Promise<{
 }
 
 const topics = ["bridges", "rivers", "tunnels", "harbours"];
-const said = (r: Awaited<ReturnType<typeof run>>) => ({ text: r.text, finishReason: r.finishReason, completionTokens: r.completionTokens });
+const said = (r: { text: string; finishReason: string; completionTokens: number }) => ({ text: r.text, finishReason: r.finishReason, completionTokens: r.completionTokens });
 
-test("four requests at once decode in shared steps, and each says what it says alone", async () => {
-  const jobs = topics.map((t) => job(`Tell me about ${t}.`));
-  const alone = [];
-  for (const j of jobs) alone.push(said(await run(reference, j)));
-  // every lease taken before any runs, so the four overlap in time whatever the machine's load
-  const leases = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).acquire()));
-  const { value: together, steps } = await countSteps(four, () =>
-    Promise.all(
+/**
+ * Runs leases at once, watching the loop's events: each carries the step it came in (a token: the
+ * decode that gave it), so when each request's first token and its end came is known exactly,
+ * however late JavaScript sees them.
+ */
+async function together(e: LlamaChatEngine, leases: ChatLease[]) {
+  await e.load();
+  const loop = loopOf(e) as unknown as { onEvents(events: Int32Array): void };
+  const deliver = loop.onEvents;
+  const firsts = new Map<number, number>();
+  const ends = new Map<number, number>();
+  loop.onEvents = (events: Int32Array) => {
+    for (let i = 0; i < events.length; i += 5) {
+      const [seq, , kind, , step] = events.subarray(i, i + 5);
+      if (kind === 0 && !firsts.has(seq!)) firsts.set(seq!, step!);
+      if (kind !== 0) ends.set(seq!, step!);
+    }
+    deliver.call(loop, events);
+  };
+  const before = loopOf(e).stats().steps;
+  try {
+    const results = await Promise.all(
       leases.map(async (l) => {
         let text = "";
-        const r = await l.run((e) => e.type === "text" && (text += e.text), new AbortController().signal).finally(() => l.release());
-        return { text, finishReason: r.finishReason, completionTokens: r.completionTokens, cachedTokens: r.cachedTokens, promptTokens: r.promptTokens };
+        const r = await l.run((ev) => ev.type === "text" && (text += ev.text), new AbortController().signal).finally(() => l.release());
+        return { text, finishReason: r.finishReason, completionTokens: r.completionTokens };
       }),
-    ),
-  );
-  expect(together.map(said)).toEqual(alone);
-  expect(alone.every((a) => a.completionTokens === 16)).toBe(true);
-  // one decode per step: 16 tokens each, the prompts in the first step (or a few, as they arrive);
-  // one request after another would be 4 × 16
-  expect(steps).toBeGreaterThanOrEqual(16);
-  expect(steps).toBeLessThanOrEqual(16 + 3);
+    );
+    const lastStart = Math.max(...firsts.values());
+    return {
+      results,
+      // they ran at once: the last one had its first token before the first one ended (the
+      // machine's load may delay a submission by a few steps, not by a whole request)
+      overlapped: firsts.size === leases.length && lastStart < Math.min(...ends.values()),
+      /** steps from the one where all had started to the last end: each had at most its tokens - 1 to go */
+      stepsOnceAllRan: Math.max(...ends.values()) - lastStart,
+      steps: loopOf(e).stats().steps - before,
+    };
+  } finally {
+    loop.onEvents = deliver;
+  }
+}
+
+test("four requests at once decode in shared steps, and each says what it says alone", async () => {
+  const tokens = 32;
+  const jobs = topics.map((t) => job(`Tell me about ${t}.`, { maxTokens: tokens }));
+  const alone = [];
+  for (const j of jobs) alone.push(said(await run(reference, j)));
+  expect(alone.every((a) => a.completionTokens === tokens)).toBe(true);
+  // every lease taken before any runs, so the four overlap in time
+  const leases = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).acquire()));
+  const r = await together(four, leases);
+  expect(r.results.map(said)).toEqual(alone);
+  expect(r.overlapped).toBe(true);
+  // one decode per step for all four; one slot per step would be about 4 × (tokens - 1)
+  expect(r.stepsOnceAllRan).toBeLessThanOrEqual(tokens);
+  expect(r.steps).toBeLessThan(2 * tokens);
 });
 
 test("beside live traffic, batch requests decode one per step, taking turns; once it is quiet, together", async () => {
@@ -120,10 +161,14 @@ test("beside live traffic, batch requests decode one per step, taking turns; onc
   expect(order.indexOf("sails")).toBeLessThan(order.lastIndexOf("kites"));
   // once live traffic has been quiet for 2 s, together
   await Bun.sleep(2100);
-  // both leases taken before either runs, so the two overlap in time whatever the machine's load
-  const leases = await Promise.all(["kites", "sails"].map(async (l) => (await four.prepare(job(`Tell me about ${l}.`, { maxTokens: 8 }))).acquire(undefined, { batch: true })));
-  const quiet = await countSteps(four, () => Promise.all(leases.map((l) => l.run(() => {}, new AbortController().signal).finally(() => l.release()))));
-  expect(quiet.steps).toBeLessThanOrEqual(8 + 1);
+  const tokens = 16;
+  // both leases taken before either runs, so the two overlap in time
+  const leases = await Promise.all(["kites", "sails"].map(async (l) => (await four.prepare(job(`Tell me about ${l}.`, { maxTokens: tokens }))).acquire(undefined, { batch: true })));
+  const quiet = await together(four, leases);
+  expect(quiet.results.map((r) => r.completionTokens)).toEqual([tokens, tokens]);
+  expect(quiet.overlapped).toBe(true);
+  // one at a time would be about 2 × (tokens - 1)
+  expect(quiet.stepsOnceAllRan).toBeLessThanOrEqual(tokens);
 });
 
 test("a live prompt decodes alone: batch work holds its steps until the live request's first token", async () => {
@@ -173,6 +218,19 @@ test("plain, grammar and aborted requests together, again and again: every one e
     expect(results[0]!.completionTokens).toBeGreaterThan(0);
   }
 }, 60_000);
+
+test("under a grammar the output is well-formed UTF-8: no overlong or out-of-range sequence the grammar would count as one character", async () => {
+  // llama.cpp's grammar decodes F0 8F BF BF (an overlong U+FFFF) and F8 80 80 80 (no character at
+  // all) as one character in range, so a JSON string (and a length bound) took bytes that show as
+  // four U+FFFD; forced here, they are refused at their first wrong byte
+  const schema = { type: "object", properties: { name: { type: "string" } }, required: ["name"], additionalProperties: false };
+  for (const bytes of ["F0 8F BF BF", "F8 80 80 80"]) {
+    const j = job(`Name it. «force:{"name": "»«bytes:${bytes}»`, { format: { type: "json_schema", name: "n", schema }, maxTokens: 24, sampling: { temperature: 0 } });
+    const r = await run(one, j);
+    expect(r.text.startsWith('{"name": "')).toBe(true);
+    expect(r.text).not.toContain("\uFFFD");
+  }
+});
 
 test("a request aborted mid-stream ends at once; the one beside it runs on", async () => {
   const controller = new AbortController();

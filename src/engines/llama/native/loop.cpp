@@ -13,7 +13,8 @@
 // reject-then-resample scheme, as common_sampler_sample does).
 // Tokens reach JavaScript through one thread-safe-function call at a time: events of steps that
 // JavaScript has not taken yet go in the same call; the loop never waits for them.
-// Events: Int32Array of [seq, token, kind, nPast] per event, kinds below.
+// Events: Int32Array of [seq, token, kind, nPast, step] per event, kinds below; step: the loop's
+// step count when it came (stats().steps; the decode that gave the token, for a token).
 
 #include <napi.h>
 
@@ -33,6 +34,7 @@
 
 #include "llama.h"
 #include "nlc.h"
+#include "utf8.h"
 
 namespace {
 
@@ -42,6 +44,7 @@ double now_ms() {
 
 // kind of an event; every kind but TOKEN ends the request. `token` of an ERROR is its code (below).
 enum Kind : int32_t { TOKEN = 0, END_EOG = 1, END_MAX = 2, CANCELLED = 3, ERROR = 4, PREFILLED = 5 };
+constexpr size_t EVENT_INTS = 5;
 enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4, E_CLOSED = -5 };
 
 struct Slot {
@@ -53,6 +56,7 @@ struct Slot {
     bool batch = false;              // batch work: gives way to live requests
     llama_sampler * chain = nullptr;
     llama_sampler * grammar = nullptr;
+    uint8_t utf8 = utf8::S0;          // under a grammar: where its output stands in a UTF-8 character
     std::vector<llama_token> forced;  // forced[k] gets +1000 at the k-th token (tests' forced text)
     int32_t logit = -1;               // batch index of its logits in the step in flight
     bool started = false;             // its cache was trimmed to n_past
@@ -99,6 +103,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         }
         vocab_ = llama_model_get_vocab(model_);
         n_vocab_ = llama_vocab_n_tokens(vocab_);
+        utf8_.build(vocab_);
         Napi::Object o = info[3].IsObject() ? info[3].As<Napi::Object>() : Napi::Object::New(env);
         auto num = [&](const char * k, double d) { Napi::Value v = o.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : d; };
         n_batch_ = (int32_t) llama_n_batch(ctx_);
@@ -140,6 +145,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     llama_context * ctx_ = nullptr;
     const llama_vocab * vocab_ = nullptr;
     int32_t n_vocab_ = 0;
+    utf8::Table utf8_;
     int32_t n_batch_ = 512;
     int32_t n_ctx_seq_ = 0;
     int32_t width_beside_live_ = 1 << 30;
@@ -331,7 +337,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         if (events.empty() || env == nullptr) return;
         auto arr = Napi::Int32Array::New(env, events.size());
         std::memcpy(arr.Data(), events.data(), events.size() * sizeof(int32_t));
-        for (size_t i = 2; i < events.size(); i += 4)
+        for (size_t i = 2; i < events.size(); i += EVENT_INTS)
             if (events[i] != TOKEN && --self->active_ == 0) self->tsfn_.Unref(env);
         fn.Call({arr});
     }
@@ -339,7 +345,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     // ---- loop thread ----
 
     void emit(int32_t seq, int32_t token, int32_t kind, int32_t n_past) {
-        step_events_.insert(step_events_.end(), {seq, token, kind, n_past});
+        step_events_.insert(step_events_.end(), {seq, token, kind, n_past, (int32_t) (step_ & 0x7FFFFFFF)});
     }
 
     void flush() {
@@ -390,6 +396,17 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return true;
     }
 
+    // Refuses the candidates the grammar let through that would break the slot's UTF-8 (utf8.h),
+    // unless that leaves none.
+    void keep_well_formed(const Slot & s, llama_token_data_array & cur) const {
+        bool any = false;
+        for (size_t k = 0; k < cur.size && !any; k++)
+            any = cur.data[k].logit != -INFINITY && utf8_.next(s.utf8, cur.data[k].id) != utf8::BAD;
+        if (!any) return;
+        for (size_t k = 0; k < cur.size; k++)
+            if (utf8_.next(s.utf8, cur.data[k].id) == utf8::BAD) cur.data[k].logit = -INFINITY;
+    }
+
     // One token: the chain on all candidates; if a grammar refuses the pick, the grammar first and
     // the chain again (common_sampler_sample's way: the grammar is costly, most picks pass it).
     llama_token sample(Slot & s, const float * logits) {
@@ -408,16 +425,19 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         if (s.grammar) {
             llama_token_data single{id, 1.0f, 0.0f};
             llama_token_data_array one{&single, 1, -1, false};
-            llama_sampler_apply(s.grammar, &one);
-            if (single.logit == -INFINITY) {
+            if (utf8_.next(s.utf8, id) != utf8::BAD) llama_sampler_apply(s.grammar, &one);
+            if (utf8_.next(s.utf8, id) == utf8::BAD || single.logit == -INFINITY) {
                 fill();
                 cur = {cand.data(), (size_t) n_vocab_, -1, false};
                 llama_sampler_apply(s.grammar, &cur);
+                keep_well_formed(s, cur);
                 llama_sampler_apply(s.chain, &cur);
                 if (cur.selected < 0 || cur.selected >= (int64_t) cur.size) return -1;
                 id = cur.data[cur.selected].id;
             }
             llama_sampler_accept(s.grammar, id);
+            const uint8_t next = utf8_.next(s.utf8, id);
+            s.utf8 = next == utf8::BAD ? utf8::S0 : next;
         }
         llama_sampler_accept(s.chain, id);
         return id;
