@@ -364,6 +364,7 @@ export class LlamaChatEngine implements ChatEngine {
               cachedTokens,
               request: { ...request, batch },
               ...(constraint.schema ? { schema: constraint.schema } : {}),
+              answerAfterFreeText: constraint.answerAfterFreeText === true,
               oneCall: Boolean(functions) && (!job.parallelToolCalls || typeof job.toolChoice === "object"),
               onEvent,
               signal: runSignal,
@@ -376,8 +377,9 @@ export class LlamaChatEngine implements ChatEngine {
 
   /**
    * The grammar of a request: a response_format's schema (after the thought, where the model
-   * thinks: a lazy grammar from the thought's closing marker), tool calls (a lazy grammar from the
-   * call syntax; from the first token when a call is required), or both (a call or the answer).
+   * thinks: a lazy grammar from the thought's closing marker), tool calls (free text, then calls;
+   * calls only when a call is required), or both: free text that may begin a call, and where it
+   * does not, the answer generated again under the schema (`answerAfterFreeText`, generation.ts).
    */
   private constraint(s: Loaded, job: ChatJob, r: { thinking: boolean; functions?: ChatModelFunctions; markers: ReturnType<typeof outputMarkers> }) {
     const answer = job.format ? this.answerGbnf(job) : undefined;
@@ -397,15 +399,20 @@ export class LlamaChatEngine implements ChatEngine {
         parallel: job.parallelToolCalls && named === null,
         mode: required ? "required" : "auto",
         thoughtOpenedInPrompt: false,
-        // as the scanner reads the output, a thought may open at its start; a required call comes at once (no reasoning)
-        ...(r.markers.thought && (r.thinking || !required) ? { thought: r.markers.thought } : {}),
-        ...(answer ? { answer } : {}),
+        // as the scanner reads the output, a thought may open at the start of free text; a required
+        // call, or free text beside a schema with thinking off, comes at once (no reasoning)
+        ...(r.markers.thought && (r.thinking || (!required && !answer)) ? { thought: r.markers.thought } : {}),
       });
       // A required call's opening is forced in the template's own tokens (`<tool_call>` is one token):
       // under the grammar alone a random model may spell it a character at a time.
       const calls = r.markers.calls;
       const callOpening = required ? calls.prefix + (named !== null ? named + calls.paramsPrefix : "") : null;
-      return { request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) }, schema, opening: callOpening ?? opening };
+      return {
+        request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) },
+        schema,
+        opening: callOpening ?? opening,
+        answerAfterFreeText: schema !== undefined && !required,
+      };
     }
     if (!answer) return { request: {}, schema, opening };
     if (!thought) return { request: { grammar: answer }, schema, opening };

@@ -1,7 +1,7 @@
 import type { LlamaModel, Token } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult, FinishReason } from "../../chat/job";
 import type { DecodeLoop, LoopRequest, LoopSlot, LoopStream } from "./decode-loop";
-import { OutputScanner, type ScannerOptions } from "./output-scanner";
+import { OutputScanner, type ScannedEvent, type ScannerOptions } from "./output-scanner";
 
 // One request's generation on one slot, every kind of request alike (issue 29): the rendered prompt
 // goes to the context's decode loop (decode-loop.ts), which samples under the request's grammar
@@ -32,6 +32,11 @@ export interface GenerationRequest {
    */
   schema?: { gbnf: string; closeThought: readonly Token[] };
   /**
+   * Beside tools: free text that begins no call within FREE_TEXT_BEFORE_SCHEMA tokens (or ends
+   * first) is not the answer; it is dropped and the answer generated under `schema`.
+   */
+  answerAfterFreeText?: boolean;
+  /**
    * One call at most (parallel_tool_calls false, or a named function): generation ends as soon as
    * its arguments are complete, as node-llama-cpp's LlamaChat ended it, without the call's suffix
    * and end of turn.
@@ -44,19 +49,42 @@ export interface GenerationRequest {
 /** Tokens a piece of text may wait for: a character split across tokens (UTF-8) spans at most four. */
 const MAX_PARTIAL = 4;
 
+/** Free text a model may write beside tools and a schema before it is taken as answering, not calling (README: a choice). */
+export const FREE_TEXT_BEFORE_SCHEMA = 24;
+
+type Ended = "eog" | "max" | "stopped" | "undecided";
+
 export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult> {
-  const { model, job } = r;
-  const scanner = new OutputScanner(r.scanner);
+  const { model } = r;
+  let scanner = new OutputScanner(r.scanner);
+  let reasoningBefore = 0; // of a pass whose scanner was replaced
   let answer = "";
-  const emit = (events: ReturnType<OutputScanner["push"]>) => {
+  // Beside tools and a schema, free text is not the answer: it is held back until a call begins
+  // (it is then the text before the call) or it is taken as answering (then dropped, and the answer
+  // generated under the schema).
+  let deciding = r.answerAfterFreeText === true && r.schema !== undefined;
+  let held: ScannedEvent[] = [];
+  const show = (e: ScannedEvent) => {
+    if (e.type === "text") answer += e.text;
+    r.onEvent(e);
+  };
+  const emit = (events: ScannedEvent[]) => {
+    if (deciding && (scanner.callOpen || scanner.calls.length > 0)) {
+      deciding = false;
+      for (const e of held) show(e);
+      held = [];
+    }
     for (const e of events) {
-      if (e.type === "text") answer += e.text;
-      r.onEvent(e);
+      if (deciding && e.type === "text") held.push(e);
+      else show(e);
     }
   };
   let sampled = 0;
   let cut = false; // by max_tokens
-  const run = async (stream: LoopStream, budget: number): Promise<"eog" | "max" | "stopped"> => {
+  /** The first pass's tokens, and how many of them came before its free text (a thought's, up to its close). */
+  const firstPass: Token[] = [];
+  let freeFrom = 0;
+  const run = async (stream: LoopStream, budget: number, record: Token[] | null): Promise<Ended> => {
     let pending: Token[] = [];
     const recent: Token[] = [];
     let count = 0;
@@ -65,6 +93,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
         const token = t as Token;
         count++;
         sampled++;
+        record?.push(token);
         pending.push(token);
         let shown = model.detokenize(pending, false, recent);
         const last = count >= budget;
@@ -74,12 +103,18 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
           if (pending.length < MAX_PARTIAL && !last) continue;
           if (last) shown = shown.replace(/\uFFFD+$/, "");
         }
+        const wasInThought = scanner.inThought;
         // a control token has no shown form: matched by its written one, never shown
         if (shown.length === 0) emit(scanner.push(model.detokenize(pending, true, recent), false, pending.length));
         else emit(scanner.push(shown, true, pending.length));
         recent.push(...pending);
         if (recent.length > MAX_PARTIAL) recent.splice(0, recent.length - MAX_PARTIAL);
         pending = [];
+        if (deciding) {
+          if (scanner.inThought || wasInThought) freeFrom = count;
+          // a stop string in free text ends the free text, not the answer
+          else if (scanner.stop || count - freeFrom > FREE_TEXT_BEFORE_SCHEMA) return "undecided";
+        }
         if (scanner.stop || r.signal.aborted || (r.oneCall && scanner.callComplete)) return "stopped";
       }
     } finally {
@@ -90,22 +125,36 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     if (end?.reason === "eog") sampled++; // sampled, never shown
     return end?.reason === "max" ? "max" : "eog";
   };
+  /** Generates under the schema after `prefix` (the slot's cache reused as far as it holds it), with the budget left. */
+  const answerUnderSchema = async (prefix: readonly Token[]) => {
+    const left = r.maxTokens - sampled;
+    if (left <= 0) {
+      cut = true;
+      return;
+    }
+    const nPast = Math.min(r.slot.commonPrefix(prefix), prefix.length - 1);
+    // the answer's grammar from its first token: no trigger (a thought's close is in its prompt), nothing forced
+    const { lazyPatterns: _, lazyTokens: __, forced: ___, ...rest } = r.request;
+    const again = r.loop.generate(r.slot, prefix.slice(nPast), nPast, { ...rest, grammar: r.schema!.gbnf, maxTokens: left });
+    if ((await run(again, left, null)) === "max") cut = true;
+  };
 
   const first = r.loop.generate(r.slot, r.prompt.slice(r.nPast), r.nPast, { ...r.request, maxTokens: r.maxTokens });
-  let ended = await run(first, r.maxTokens);
+  const ended = await run(first, r.maxTokens, firstPass);
   if (ended === "max") cut = true;
-  // The thought ended by end-of-generation before its closing marker: closed here, then answered under the schema.
-  if (ended === "eog" && r.schema && scanner.inThought && !r.signal.aborted) {
-    const left = r.maxTokens - sampled;
-    if (left <= 0) cut = true;
-    else {
+  if (r.schema && !r.signal.aborted) {
+    const undecided = deciding;
+    deciding = false;
+    if (ended === "eog" && scanner.inThought) {
+      // The thought ended by end-of-generation before its closing marker: closed here, then answered under the schema.
       emit(scanner.push(model.detokenize(r.schema.closeThought as Token[], true), false, 0));
-      const nPast = r.slot.cached.length;
-      // the answer's grammar from its first token: the closing marker is in the prompt now, never in the output
-      const { lazyPatterns: _, lazyTokens: __, forced: ___, ...rest } = r.request;
-      const second = r.loop.generate(r.slot, r.schema.closeThought, nPast, { ...rest, grammar: r.schema.gbnf, maxTokens: left });
-      ended = await run(second, left);
-      if (ended === "max") cut = true;
+      await answerUnderSchema([...(r.slot.cached as Token[]), ...r.schema.closeThought]);
+    } else if (undecided && ended !== "max") {
+      // Free text beside tools (no call begun): dropped, and the answer generated after the thought.
+      held = [];
+      reasoningBefore = scanner.reasoningTokens;
+      scanner = new OutputScanner({ stops: r.scanner.stops, templateStops: r.scanner.templateStops });
+      await answerUnderSchema([...r.prompt, ...firstPass.slice(0, freeFrom)]);
     }
   }
   emit(scanner.finish());
@@ -120,7 +169,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     stopSequence: stop?.custom ? stop.stop : null,
     promptTokens: r.prompt.length,
     completionTokens: sampled,
-    reasoningTokens: scanner.reasoningTokens,
+    reasoningTokens: reasoningBefore + scanner.reasoningTokens,
     cachedTokens: r.cachedTokens,
     toolCalls: calls.map((c) => ({ name: c.name, arguments: c.arguments })),
   };

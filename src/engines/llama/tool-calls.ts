@@ -1,5 +1,5 @@
-// Pure: the GBNF grammar under which a chat model writes tool calls (and, beside them, a
-// response_format's JSON answer), built from the chat template's call syntax in written form.
+// Pure: the GBNF grammar under which a chat model writes tool calls, and the one of a
+// response_format's JSON answer after a thought, built from the template's syntax in written form.
 // OutputScanner (output-scanner.ts) reads the same syntax back out of the text.
 //
 // Why no lazy grammar. llama.cpp's lazy grammar starts at a regex trigger, which it matches again
@@ -73,11 +73,6 @@ export interface CallGrammarOptions {
   thoughtOpenedInPrompt: boolean;
   /** The template's thought markers, when the model thinks in this request. */
   thought?: ThoughtMarkers;
-  /**
-   * A json_schema answer (its GBNF, root = the answer) allowed instead of calls. With it, "auto"
-   * means calls or that answer, no free text; "required" ignores it (a call is required).
-   */
-  answer?: string;
 }
 
 /** Whitespace between a thought and what follows it: Qwen writes "\n\n". */
@@ -85,8 +80,8 @@ const WS = 'ws ::= [ \\t\\n]{0,8}';
 
 /**
  * The grammar of a turn that may (auto) or must (required) call tools:
- *   root ::= [thought] ( free text [calls] | ws calls | ws (calls | answer) )
- * Tool and answer rules are merged under the prefixes `t<i>-` and `answer-`. Names are written as
+ *   root ::= [thought] ( free text [calls] | ws calls )
+ * Tool rules are merged under the prefix `t<i>-`. Names are written as
  * given (OutputScanner reports them as written); parallel calls are joined by `betweenCalls`.
  */
 export function callGrammar(o: CallGrammarOptions): GrammarResult {
@@ -104,10 +99,7 @@ export function callGrammar(o: CallGrammarOptions): GrammarResult {
 
   let body: string;
   if (o.mode === "required") body = "ws calls";
-  else if (o.answer !== undefined) {
-    rules.push(prefixRules(o.answer, "answer-"));
-    body = "ws ( calls | answer-root )";
-  } else {
+  else {
     // free text, until the call prefix begins; a thought may not open in it
     rules.push(`after-trigger ::= ${seq(literal(rest), `call-body${more}`)}`);
     const markers: Marker[] = [{ text: trigger, then: "after-trigger" }];

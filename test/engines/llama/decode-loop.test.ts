@@ -130,9 +130,22 @@ async function together(e: LlamaChatEngine, leases: ChatLease[]) {
   }
 }
 
+/**
+ * Sampling that never ends the turn: a request runs to max_tokens. On the tiny model a step takes
+ * a fraction of a millisecond, so a request of a few tokens is over before a second one, submitted
+ * in the same tick, reaches the loop on a busy machine (measured: 2-7 ms of JavaScript between two
+ * submissions); long requests overlap whatever the load.
+ */
+async function noEnd(e: LlamaChatEngine) {
+  await e.load();
+  const model = (e as unknown as { state: { model: LlamaModel } }).state.model;
+  return { temperature: 0, logitBias: new Map(["<|im_end|>", "<|endoftext|>"].map((t) => [model.tokenize(t, true)[0]!, -100])) };
+}
+
 test("four requests at once decode in shared steps, and each says what it says alone", async () => {
-  const tokens = 32;
-  const jobs = topics.map((t) => job(`Tell me about ${t}.`, { maxTokens: tokens }));
+  const tokens = 160;
+  const sampling = await noEnd(four);
+  const jobs = topics.map((t) => job(`Tell me about ${t}.`, { maxTokens: tokens, sampling }));
   const alone = [];
   for (const j of jobs) alone.push(said(await run(reference, j)));
   expect(alone.every((a) => a.completionTokens === tokens)).toBe(true);
@@ -161,9 +174,10 @@ test("beside live traffic, batch requests decode one per step, taking turns; onc
   expect(order.indexOf("sails")).toBeLessThan(order.lastIndexOf("kites"));
   // once live traffic has been quiet for 2 s, together
   await Bun.sleep(2100);
-  const tokens = 16;
+  const tokens = 120;
+  const sampling = await noEnd(four);
   // both leases taken before either runs, so the two overlap in time
-  const leases = await Promise.all(["kites", "sails"].map(async (l) => (await four.prepare(job(`Tell me about ${l}.`, { maxTokens: tokens }))).acquire(undefined, { batch: true })));
+  const leases = await Promise.all(["kites", "sails"].map(async (l) => (await four.prepare(job(`Tell me about ${l}.`, { maxTokens: tokens, sampling }))).acquire(undefined, { batch: true })));
   const quiet = await together(four, leases);
   expect(quiet.results.map((r) => r.completionTokens)).toEqual([tokens, tokens]);
   expect(quiet.overlapped).toBe(true);
@@ -246,13 +260,10 @@ test("a request aborted mid-stream ends at once; the one beside it runs on", asy
 
 test("unloading with a request in flight ends it with an error, and the model loads and answers again", async () => {
   const e = engine(1);
-  await e.load();
-  const model = (e as unknown as { state: { model: LlamaModel } }).state.model;
-  // no end of turn: it runs to max_tokens unless cut
-  const noEnd = new Map(["<|im_end|>", "<|endoftext|>"].map((t) => [model.tokenize(t, true)[0]!, -100]));
+  const sampling = await noEnd(e);
   let started!: () => void;
   const first = new Promise<void>((r) => (started = r));
-  const running = run(e, job("Tell me about ferries.", { maxTokens: 400, sampling: { temperature: 0, logitBias: noEnd } }), undefined, () => started());
+  const running = run(e, job("Tell me about ferries.", { maxTokens: 400, sampling }), undefined, () => started());
   const outcome = running.then(() => null, (err: Error) => err.message);
   await first;
   await e.unload();

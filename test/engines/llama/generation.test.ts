@@ -199,6 +199,47 @@ describe("structured output after thinking", () => {
   });
 });
 
+describe("tools beside a schema (an agent's tools and its output type)", () => {
+  const schema = { type: "object", properties: { mood: { enum: ["ok", "bad"] } }, required: ["mood"], additionalProperties: false };
+  const tools = [{ name: "get_time", parameters: { type: "object", properties: { zone: { enum: ["utc", "local"] } }, required: ["zone"] } }];
+  const beside = (text: string, o: Partial<ChatJob> = {}) => job(text, { tools, format: { type: "json_schema", name: "out", schema }, maxTokens: 80, ...o });
+  const texts = (events: EngineEvent[]) => events.filter((e) => e.type === "text").map((e) => (e as { text: string }).text).join("");
+  const prose = "Fine, thanks. It is sunny and warm today with a light breeze from the sea, and there is nothing more to add at all, really and truly, my friend.";
+
+  test("free text that begins no call is not the answer: it is dropped, and the answer comes under the schema with the budget left", async () => {
+    const { events, result } = await run(engine, beside(`How are you? «force:${prose}»`));
+    expect(JSON.parse(texts(events))).toHaveProperty("mood");
+    expect(["ok", "bad"]).toContain(JSON.parse(texts(events)).mood);
+    expect(texts(events)).not.toContain("sunny");
+    expect(result.finishReason).toBe("stop");
+    // the free text's tokens were spent: 24 and the one that went past, then the answer's
+    expect(result.completionTokens).toBeGreaterThan(25);
+    expect(result.toolCalls).toEqual([]);
+  });
+
+  test("free text ended by the model (end of turn) is not the answer either", async () => {
+    const { events, result } = await run(engine, beside(`How are you? «force:Fine.<|im_end|>»`));
+    expect(["ok", "bad"]).toContain(JSON.parse(texts(events)).mood);
+    expect(result.finishReason).toBe("stop");
+  });
+
+  test("a call begun in the free text is a call, and the text before it is shown", async () => {
+    const call = `<tool_call>\n{"name": "get_time", "arguments": {"zone": "utc"}}\n</tool_call>`;
+    const { events, result } = await run(engine, beside(`What time is it? «force:Let me look. ${call}»`, { parallelToolCalls: false }));
+    expect(texts(events)).toBe("Let me look. ");
+    expect(result.finishReason).toBe("tool_calls");
+    expect(result.toolCalls).toEqual([{ name: "get_time", arguments: '{"zone": "utc"}' }]);
+  });
+
+  test("thinking: the thought is kept as reasoning, and the answer comes after it under the schema", async () => {
+    const { events, result } = await run(engine, beside(`How are you? «force:<think>\nhm\n</think>\n\n${prose}»`, { thinking: true, maxTokens: 120 }));
+    expect(events[0]).toEqual({ type: "reasoning", text: "hm" });
+    expect(["ok", "bad"]).toContain(JSON.parse(texts(events)).mood);
+    expect(result.finishReason).toBe("stop");
+    expect(result.reasoningTokens).toBeGreaterThan(0);
+  });
+});
+
 describe("the template markers the output is split by", () => {
   let model: LlamaModel;
   beforeAll(async () => {

@@ -162,12 +162,11 @@ describe("callGrammar (checked by llama.cpp's grammar)", () => {
   test("every combination of options makes a grammar llama.cpp parses, and a call passes it", () => {
     for (const mode of ["auto", "required"] as const)
       for (const parallel of [false, true])
-        for (const thinking of ["none", "may open", "opened"] as const)
-          for (const answer of [undefined, answerGbnf]) {
-            const o: CallGrammarOptions = { ...base, mode, parallel, thoughtOpenedInPrompt: thinking === "opened", ...(thinking === "none" ? {} : { thought: think }), ...(answer ? { answer } : {}) };
-            const output = (thinking === "opened" ? "hm\n</think>\n\n" : "") + now;
-            expect([mode, parallel, thinking, !!answer, check(callGrammar(o).gbnf, [output])[0]]).toEqual([mode, parallel, thinking, !!answer, "ok"]);
-          }
+        for (const thinking of ["none", "may open", "opened"] as const) {
+          const o: CallGrammarOptions = { ...base, mode, parallel, thoughtOpenedInPrompt: thinking === "opened", ...(thinking === "none" ? {} : { thought: think }) };
+          const output = (thinking === "opened" ? "hm\n</think>\n\n" : "") + now;
+          expect([mode, parallel, thinking, check(callGrammar(o).gbnf, [output])[0]]).toEqual([mode, parallel, thinking, "ok"]);
+        }
   });
 
   test("one call only unless parallel", () => {
@@ -206,18 +205,6 @@ describe("callGrammar (checked by llama.cpp's grammar)", () => {
     expect(verdicts(callGrammar({ ...base, mode: "required", thought: think }).gbnf, thinking)).toEqual(thinking);
     const opened = { [`x\n</think>\n\n${weather}`]: "ok", [`x\n</think>\n\nNo call.`]: "reject" };
     expect(verdicts(callGrammar({ ...base, mode: "required", thought: think, thoughtOpenedInPrompt: true }).gbnf, opened)).toEqual(opened);
-  });
-
-  test("required ignores an answer schema: a call is required", () => {
-    const cases = { [weather]: "ok", '{"answer": 4}': "reject" };
-    expect(verdicts(callGrammar({ ...base, mode: "required", answer: answerGbnf }).gbnf, cases)).toEqual(cases);
-  });
-
-  test("auto beside a response_format: calls or the schema's answer, no free text", () => {
-    const cases = { [weather]: "ok", '{"answer": 4}': "ok", '{"answer": "four"}': "reject", "Four.": "reject" };
-    expect(verdicts(callGrammar({ ...base, answer: answerGbnf }).gbnf, cases)).toEqual(cases);
-    const thinking = { [`<think>\n{"answer": 5}? <tool_call>\n</think>\n\n{"answer": 4}`]: "ok", [`<think>\nx\n</think>\n${now}`]: "ok", "<think>\nx\n</think>\n\nFour.": "reject" };
-    expect(verdicts(callGrammar({ ...base, answer: answerGbnf, thought: think }).gbnf, thinking)).toEqual(thinking);
   });
 
   test("the names and arguments of tools whose rules share names merge (rules are prefixed per tool)", () => {
