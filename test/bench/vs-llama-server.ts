@@ -33,6 +33,8 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 // of its settings)
 const EXTRA_ARGS = (process.env.BENCH_LLAMA_SERVER_ARGS ?? "").split(" ").filter(Boolean);
 const MAX_TOKENS = 64;
+/** Pause before each measurement (BENCH_SETTLE_MS), so neither server runs while the other's threads still spin. */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 1000);
 // BENCH_MIX=constrained: half the streams under a grammar (see the header)
 const MIX = process.env.BENCH_MIX ?? "plain";
 // context per slot, on both servers: a tool stream's prompt (the tool listed in the system turn) takes ~470 tokens
@@ -211,6 +213,9 @@ export async function benchVsLlamaServer() {
     for (let r = 0; r < rounds; r++)
       for (const k of STREAMS)
         for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
+          // the other server's idle workers stop spinning first (llama-server's poll at 50 spins for
+          // ~0.1-0.3 s after its last step): measured back to back, the second one ran on a core less
+          await Bun.sleep(SETTLE_MS);
           const figures = await measure(side, urls[side], k, r, noEnd, seq).catch(async (e: Error) => {
             const tail = side === "theirs" ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
             throw new Error(`${side}: ${e.message}${tail ? `\nllama-server's log (last lines):\n${tail}` : ""}`);
