@@ -142,14 +142,15 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   const first = r.loop.generate(r.slot, r.prompt.slice(r.nPast), r.nPast, { ...r.request, maxTokens: r.maxTokens });
   const ended = await run(first, r.maxTokens, firstPass);
   if (ended === "max") cut = true;
-  if (r.schema && !r.signal.aborted) {
+  // (cut by max_tokens or aborted while deciding: the free text stays unshown)
+  if (r.schema && !r.signal.aborted && ended !== "max") {
     const undecided = deciding;
     deciding = false;
     if (ended === "eog" && scanner.inThought) {
       // The thought ended by end-of-generation before its closing marker: closed here, then answered under the schema.
       emit(scanner.push(model.detokenize(r.schema.closeThought as Token[], true), false, 0));
       await answerUnderSchema([...(r.slot.cached as Token[]), ...r.schema.closeThought]);
-    } else if (undecided && ended !== "max") {
+    } else if (undecided) {
       // Free text beside tools (no call begun): dropped, and the answer generated after the thought.
       held = [];
       reasoningBefore = scanner.reasoningTokens;

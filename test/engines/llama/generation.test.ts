@@ -223,6 +223,16 @@ describe("tools beside a schema (an agent's tools and its output type)", () => {
     expect(result.finishReason).toBe("stop");
   });
 
+  test("free text cut by max_tokens before it decided: nothing of it is shown, and the finish is length", async () => {
+    // cut just after a "<" (held as a possible call opening): that is not shown either
+    const cutText = "Fine, thanks. See <";
+    const n = reference.tokenize(cutText, true).length;
+    const { events, result } = await run(engine, beside(`How are you? «force:${cutText}»`, { maxTokens: n }));
+    expect(texts(events)).toBe("");
+    expect(result.finishReason).toBe("length");
+    expect(result.completionTokens).toBe(n);
+  });
+
   test("a call begun in the free text is a call, and the text before it is shown", async () => {
     const call = `<tool_call>\n{"name": "get_time", "arguments": {"zone": "utc"}}\n</tool_call>`;
     const { events, result } = await run(engine, beside(`What time is it? «force:Let me look. ${call}»`, { parallelToolCalls: false }));
