@@ -1,4 +1,4 @@
-import { expect } from "bun:test";
+import { expect, test } from "bun:test";
 
 // Tests that need a process of their own (one llama.cpp build per process: the Vulkan cases; a
 // case that aborts its process) run their file again as a child `bun test`, with `env` telling the
@@ -16,4 +16,16 @@ export function expectPassed({ code, report }: { code: number; report: string },
   expect({ code, report: code === 0 ? "" : report.slice(-6000) }).toEqual({ code: 0, report: "" });
   expect(report).toMatch(new RegExp(`\\b${passes} pass\\b`));
   expect(report).toMatch(/\b0 fail\b/);
+}
+
+/**
+ * A file of cases run in a process of its own: in the child (`envVar` set) it loads the cases;
+ * in the suite, one test runs the file again as that child and expects all `passes` to pass.
+ */
+export async function casesInOwnProcess(o: { file: string; envVar: string; cases: () => Promise<unknown>; title: string; passes: number; timeoutMs: number }): Promise<void> {
+  if (process.env[o.envVar] === "1") {
+    await o.cases();
+    return;
+  }
+  test(o.title, async () => expectPassed(await runTestFile(o.file, { [o.envVar]: "1" }), o.passes), o.timeoutMs);
 }

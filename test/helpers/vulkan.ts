@@ -1,4 +1,5 @@
 import { dlopen, FFIType, ptr } from "bun:ffi";
+import { afterAll, beforeAll } from "bun:test";
 import type { Llama } from "node-llama-cpp";
 
 // ggml's Vulkan backend reads GGML_VK_VISIBLE_DEVICES with getenv() when it starts; Bun's
@@ -43,4 +44,23 @@ export const LLVMPIPE_ENV = { GGML_VK_VISIBLE_DEVICES: "0" };
 export async function llvmpipeLlama(lines: string[]): Promise<Llama> {
   const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
   return getLlama({ gpu: "vulkan", build: "never", skipDownload: true, progressLogs: false, maxThreads: 2, logLevel: LlamaLogLevel.info, logger: (_level, message) => lines.push(message) });
+}
+
+/**
+ * llvmpipe for the tests of a file: admitted and node-llama-cpp's Vulkan build loaded before them
+ * (`llama()`, its log lines in `lines`), disposed and the environment put back after them.
+ */
+export function llvmpipeForTests(): { lines: string[]; llama: () => Llama } {
+  const lines: string[] = [];
+  let llama: Llama | undefined;
+  let restore: () => void = () => {};
+  beforeAll(async () => {
+    restore = admitLlvmpipe();
+    llama = await llvmpipeLlama(lines);
+  }, 60_000);
+  afterAll(async () => {
+    await llama?.dispose();
+    restore();
+  });
+  return { lines, llama: () => llama! };
 }

@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import type { Llama } from "node-llama-cpp";
+import { afterAll, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
@@ -8,7 +7,7 @@ import { catalogue, isDownload, modelFolder, type DownloadEntry } from "../../mo
 import { writeRealModel } from "../../models/gguf/real-archs";
 import type { ChatPresetName } from "../../models/presets";
 import { profileGguf } from "../../src/planner/gguf-profile";
-import { admitLlvmpipe, llvmpipeLlama } from "../helpers/vulkan";
+import { llvmpipeForTests } from "../helpers/vulkan";
 import { tempFolder } from "../models/llama";
 
 // The planner's chat-model estimates against what llama.cpp allocates on a real device: Mesa's
@@ -59,20 +58,9 @@ async function modelPath(preset: Case["preset"]): Promise<string> {
 }
 
 if (process.env.APPLIANCE_VULKAN_ESTIMATE === "1") {
-  const lines: string[] = [];
-  let llama: Llama;
-  let restoreEnv: () => void = () => {};
-
-  beforeAll(async () => {
-    restoreEnv = admitLlvmpipe();
-    llama = await llvmpipeLlama(lines);
-  }, 60_000);
-
-  afterAll(async () => {
-    await llama?.dispose();
-    restoreEnv();
-    tmp.remove();
-  });
+  const vk = llvmpipeForTests();
+  const lines = vk.lines;
+  afterAll(() => tmp.remove());
 
   /** MiB llama.cpp allocated on the device and in host buffers, from its log lines since `from`. */
   function allocated(from: number) {
@@ -89,6 +77,7 @@ if (process.env.APPLIANCE_VULKAN_ESTIMATE === "1") {
 
   for (const c of CASES)
     test(`${c.preset}, ${c.contextSize} tokens × ${c.slots}${c.cpu ? " on the CPU" : ""}: the profile's GPU MB within ${c.cpu ? 20 : 10}% of what llama.cpp allocated`, async () => {
+      const llama = vk.llama();
       const path = await modelPath(c.preset);
       const withRuntime = await profileGguf(path, { llama });
       const fromShape = await profileGguf(path, { llama, dryRun: false });

@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import type { Llama } from "node-llama-cpp";
+import { expect, test } from "bun:test";
 import { ensureChatModelSpec } from "../../models/cache";
 import type { ChatModelSpec } from "../../models/presets";
 import { discoverDevices } from "../../src/planner/devices";
@@ -7,7 +6,7 @@ import { fitModel } from "../../src/planner/fit";
 import { profileGguf } from "../../src/planner/gguf-profile";
 import type { DeviceInfo, LoadWants } from "../../src/planner/types";
 import { expectPassed, runTestFile } from "../helpers/own-process";
-import { admitLlvmpipe, llvmpipeLlama } from "../helpers/vulkan";
+import { admitLlvmpipe, llvmpipeForTests } from "../helpers/vulkan";
 
 // A Vulkan device's largest tensor as a constraint of the fit, on Mesa's llvmpipe through
 // node-llama-cpp's Vulkan build (test/setup-vulkan.sh). The model has one block of 8 KV heads of
@@ -46,21 +45,11 @@ const PLANNED = { ignoreMemorySafetyChecks: true, useMmap: true } as const;
 const mode = process.env.APPLIANCE_VULKAN_LIMIT;
 
 if (mode === "fit") {
-  const lines: string[] = [];
-  let llama: Llama;
-  let restoreEnv: () => void = () => {};
-
-  beforeAll(async () => {
-    restoreEnv = admitLlvmpipe();
-    llama = await llvmpipeLlama(lines);
-  }, 60_000);
-
-  afterAll(async () => {
-    await llama?.dispose();
-    restoreEnv();
-  });
+  const vk = llvmpipeForTests();
+  const lines = vk.lines;
 
   test("an auto context on llvmpipe stops at the largest K its storage buffers hold, and loads", async () => {
+    const llama = vk.llama();
     const path = await ensureChatModelSpec("wide-kv", SPEC);
     const { devices } = await discoverDevices({ cuda: false, llama });
     const device = devices.find((d) => d.kind === "vulkan") as DeviceInfo;
@@ -122,17 +111,15 @@ if (mode === "fit") {
     expectPassed(await run("server"), 1);
   }, 300_000);
 
-  test("256 tokens more than that context abort the process that loads it: the limit is the device's own", async () => {
-    const { code, report } = await run("over");
-    expect(code).not.toBe(0);
-    expect(report).toContain("pre-allocated tensor (cache_k_l0) in a buffer (Vulkan0)");
-    expect(report).not.toContain("vulkan-limit: loaded");
-  }, 300_000);
-
-  test("with node-llama-cpp's memory checks on, even a 4k context aborts: its checks dry-run the trained 128k", async () => {
-    const { code, report } = await run("checks");
-    expect(code).not.toBe(0);
-    expect(report).toContain("pre-allocated tensor (cache_k_l0) in a buffer (Vulkan0)");
-    expect(report).not.toContain("vulkan-limit: loaded");
-  }, 300_000);
+  const aborts = {
+    over: "256 tokens more than that context abort the process that loads it: the limit is the device's own",
+    checks: "with node-llama-cpp's memory checks on, even a 4k context aborts: its checks dry-run the trained 128k",
+  };
+  for (const [which, title] of Object.entries(aborts))
+    test(title, async () => {
+      const { code, report } = await run(which);
+      expect(code).not.toBe(0);
+      expect(report).toContain("pre-allocated tensor (cache_k_l0) in a buffer (Vulkan0)");
+      expect(report).not.toContain("vulkan-limit: loaded");
+    }, 300_000);
 }

@@ -1,5 +1,4 @@
-import { test } from "bun:test";
-import { expectPassed, runTestFile } from "../../helpers/own-process";
+import { casesInOwnProcess } from "../../helpers/own-process";
 
 // The chat engine's Vulkan cases (vulkan.cases.ts) run in a `bun test` process of their own, as
 // the product runs one llama.cpp runtime per process: the llama addon takes its libllama/libggml
@@ -7,11 +6,11 @@ import { expectPassed, runTestFile } from "../../helpers/own-process";
 // loaded both node-llama-cpp's Vulkan and CPU builds would mix them (measured: the CPU tests after
 // the Vulkan ones ran 50 times slower).
 
-if (process.env.APPLIANCE_VULKAN_CASES === "1") {
-  await import("./vulkan.cases");
-} else {
-  test("the Vulkan cases pass in a process of their own", async () => {
-    const run = await runTestFile(import.meta.path, { APPLIANCE_VULKAN_CASES: "1" });
-    expectPassed(run, 7);
-  }, 400_000);
-}
+await casesInOwnProcess({
+  file: import.meta.path,
+  envVar: "APPLIANCE_VULKAN_CASES",
+  cases: () => import("./vulkan.cases"),
+  title: "the Vulkan cases pass in a process of their own",
+  passes: 7,
+  timeoutMs: 400_000,
+});
