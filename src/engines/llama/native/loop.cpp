@@ -103,7 +103,6 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         }
         vocab_ = llama_model_get_vocab(model_);
         n_vocab_ = llama_vocab_n_tokens(vocab_);
-        utf8_.build(vocab_);
         Napi::Object o = info[3].IsObject() ? info[3].As<Napi::Object>() : Napi::Object::New(env);
         auto num = [&](const char * k, double d) { Napi::Value v = o.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : d; };
         n_batch_ = (int32_t) llama_n_batch(ctx_);
@@ -145,7 +144,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     llama_context * ctx_ = nullptr;
     const llama_vocab * vocab_ = nullptr;
     int32_t n_vocab_ = 0;
-    utf8::Table utf8_;
+    utf8::Table utf8_;  // for slots under a grammar: built with the first one
     int32_t n_batch_ = 512;
     int32_t n_ctx_seq_ = 0;
     int32_t width_beside_live_ = 1 << 30;
@@ -285,6 +284,8 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 return fail(std::string("the grammar does not compile: ") + e.what());
             }
             if (!s->grammar) return fail("the grammar does not parse");
+            // built once, here on the JS thread, before the first slot that reads it reaches the loop
+            if (!utf8_.built()) utf8_.build(vocab_);
         }
         if (active_++ == 0) tsfn_.Ref(env);
         {
