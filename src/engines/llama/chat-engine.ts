@@ -408,7 +408,7 @@ export class LlamaChatEngine implements ChatEngine {
       const calls = r.markers.calls;
       const callOpening = required ? calls.prefix + (named !== null ? named + calls.paramsPrefix : "") : null;
       return {
-        request: { grammar: g.gbnf, ...(g.lazy ? { lazyPatterns: g.triggerPatterns } : {}) },
+        request: { grammar: g.gbnf }, // never lazy (tool-calls.ts)
         schema,
         opening: callOpening ?? opening,
         answerAfterFreeText: schema !== undefined && !required,
