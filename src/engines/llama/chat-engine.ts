@@ -9,6 +9,7 @@ import type { ChatEngine, ChatLease, ComputeDevice, DevicePlacement, PreparedCha
 import { toLlamaFunctions, toLlamaHistory, withOpenModelResponse } from "./history";
 import { DecodeLoop, decodeLoopUnavailable, LoopSlot, type LoopRequest } from "./decode-loop";
 import { freshSeed, generateOnLoop, loopSampling } from "./generation";
+import { TokenPieces } from "./token-text";
 import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
 import { callGrammar, schemaAfterThought } from "./tool-calls";
@@ -48,6 +49,8 @@ interface Loaded {
   pool: SlotPool<Slot>;
   /** Decodes and samples every request of the context (decode-loop.ts). */
   loop: DecodeLoop;
+  /** Each token's text, for the output as it streams (token-text.ts). */
+  pieces: TokenPieces;
   /** thinking on / off; the same wrapper twice for models that do not think. */
   wrappers: { on: ChatWrapper; off: ChatWrapper };
   thinks: boolean;
@@ -234,6 +237,7 @@ export class LlamaChatEngine implements ChatEngine {
         context,
         pool,
         loop,
+        pieces: new TokenPieces(model),
         wrappers,
         thinks,
         vocabularySize,
@@ -356,6 +360,7 @@ export class LlamaChatEngine implements ChatEngine {
               loop: s.loop,
               slot,
               model,
+              pieces: s.pieces,
               prompt: promptTokens,
               nPast: Math.min(nPast, promptTokens.length - 1),
               scanner,

@@ -2,6 +2,7 @@ import type { LlamaModel, Token } from "node-llama-cpp";
 import type { ChatJob, EngineEvent, EngineResult, FinishReason } from "../../chat/job";
 import type { DecodeLoop, LoopRequest, LoopSlot, LoopStream } from "./decode-loop";
 import { OutputScanner, type ScannedEvent, type ScannerOptions } from "./output-scanner";
+import { OutputText, type TokenPieces } from "./token-text";
 
 // One request's generation on one slot, every kind of request alike (issue 29): the rendered prompt
 // goes to the context's decode loop (decode-loop.ts), which samples under the request's grammar
@@ -15,6 +16,8 @@ export interface GenerationRequest {
   loop: DecodeLoop;
   slot: LoopSlot;
   model: LlamaModel;
+  /** The model's token texts (the output is joined from them as it streams). */
+  pieces: TokenPieces;
   /** The rendered prompt. */
   prompt: readonly Token[];
   /** Prompt tokens the slot's cache keeps (an image prompt's are decoded up to its last image). */
@@ -45,9 +48,6 @@ export interface GenerationRequest {
   onEvent: (e: EngineEvent) => void;
   signal: AbortSignal;
 }
-
-/** Tokens a piece of text may wait for: a character split across tokens (UTF-8) spans at most four. */
-const MAX_PARTIAL = 4;
 
 /** Free text a model may write beside tools and a schema before it is taken as answering, not calling (README: a choice). */
 export const FREE_TEXT_BEFORE_SCHEMA = 24;
@@ -85,31 +85,20 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   const firstPass: Token[] = [];
   let freeFrom = 0;
   const run = async (stream: LoopStream, budget: number, record: Token[] | null): Promise<Ended> => {
-    let pending: Token[] = [];
-    const recent: Token[] = [];
+    const text = new OutputText(r.pieces);
     let count = 0;
+    let cut = false;
     try {
       for await (const t of stream) {
         const token = t as Token;
         count++;
         sampled++;
         record?.push(token);
-        pending.push(token);
-        let shown = model.detokenize(pending, false, recent);
-        const last = count >= budget;
-        if (shown.endsWith("\uFFFD")) {
-          // a character split across tokens: wait for the rest of it; cut off by max_tokens, the
-          // bytes of half a character are not text and are left out
-          if (pending.length < MAX_PARTIAL && !last) continue;
-          if (last) shown = shown.replace(/\uFFFD+$/, "");
-        }
+        cut = count >= budget;
+        const piece = text.push(token, cut);
+        if (!piece) continue; // a character split across tokens: the rest of it is still to come
         const wasInThought = scanner.inThought;
-        // a control token has no shown form: matched by its written one, never shown
-        if (shown.length === 0) emit(scanner.push(model.detokenize(pending, true, recent), false, pending.length));
-        else emit(scanner.push(shown, true, pending.length));
-        recent.push(...pending);
-        if (recent.length > MAX_PARTIAL) recent.splice(0, recent.length - MAX_PARTIAL);
-        pending = [];
+        emit(scanner.push(piece.text, piece.visible, piece.tokens));
         if (deciding) {
           if (scanner.inThought || wasInThought) freeFrom = count;
           // a stop string in free text ends the free text, not the answer
@@ -119,7 +108,8 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
       }
     } finally {
       await stream.return();
-      if (pending.length) emit(scanner.push(model.detokenize(pending, false, recent), true, pending.length));
+      const rest = text.end(cut);
+      if (rest) emit(scanner.push(rest.text, rest.visible, rest.tokens));
     }
     const end = stream.end;
     if (end?.reason === "eog") sampled++; // sampled, never shown
