@@ -1,3 +1,5 @@
+import { sseBodyEnd } from "./sse";
+
 // Requests in flight, counted until their response body has been sent (streams included): what a
 // graceful stop waits for. Bun's server.stop() returns once no request handler is running, which
 // is before a streamed answer has finished.
@@ -25,6 +27,12 @@ export class InFlight {
     if (!res.body || !STREAMED.test(res.headers.get("content-type") ?? "")) {
       // An answer already in memory is written at once; only streamed bodies are followed.
       this.done();
+      return res;
+    }
+    // an event stream tells its end itself: each chunk goes out through one stream, not two
+    const sse = sseBodyEnd(res.body);
+    if (sse) {
+      void sse.then(() => this.done());
       return res;
     }
     let ended = false;

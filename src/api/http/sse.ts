@@ -32,6 +32,14 @@ export const SSE_HEADERS = {
   "x-accel-buffering": "no",
 } as const;
 
+/** The end of each body sseResponse made (closed, failed or cancelled), for InFlight to follow without re-wrapping it. */
+const ends = new WeakMap<ReadableStream, Promise<void>>();
+
+/** When a body that sseResponse made has ended, or undefined for another body. */
+export function sseBodyEnd(body: ReadableStream): Promise<void> | undefined {
+  return ends.get(body);
+}
+
 /**
  * A streaming response from an async iterator of events. A yielded array (the events one chunk of
  * generation produced) is written at once, in one piece: on a socket, separate small writes of
@@ -39,6 +47,8 @@ export const SSE_HEADERS = {
  * before the end (the generator's `return` is also called, so its `finally` blocks run).
  */
 export function sseResponse(events: AsyncGenerator<SseEvent | SseEvent[], void, void>, onCancel?: () => void): Response {
+  let ended!: () => void;
+  const end = new Promise<void>((resolve) => (ended = resolve));
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
@@ -46,16 +56,22 @@ export function sseResponse(events: AsyncGenerator<SseEvent | SseEvent[], void, 
         // Skip empty batches (a chunk that produced no event) rather than writing nothing.
         while (!next.done && Array.isArray(next.value) && next.value.length === 0) next = await events.next();
         const { value, done } = next;
-        if (done) controller.close();
-        else controller.enqueue(encoder.encode(Array.isArray(value) ? value.map(encodeSse).join("") : encodeSse(value)));
+        if (done) {
+          controller.close();
+          ended();
+        } else controller.enqueue(encoder.encode(Array.isArray(value) ? value.map(encodeSse).join("") : encodeSse(value)));
       } catch (e) {
         controller.error(e);
+        ended();
       }
     },
     async cancel() {
+      // the client is gone: the response has ended, whenever the generator lets go
+      ended();
       onCancel?.();
       await events.return(undefined);
     },
   });
+  ends.set(body, end);
   return new Response(body, { status: 200, headers: SSE_HEADERS });
 }

@@ -266,9 +266,11 @@ export class OutputScanner {
   /** Length of the longest tail of what is held that a pattern could still start with. */
   private pendingLength(patterns: Pattern[]): number {
     let longest = 0;
+    const held = this.held;
     for (const p of patterns)
-      for (let k = Math.min(p.text.length - 1, this.held.length); k > longest; k--)
-        if (this.held.endsWith(p.text.slice(0, k))) {
+      for (let k = Math.min(p.text.length - 1, held.length); k > longest; k--)
+        // the tail's first unit against the pattern's first before comparing the rest (every token)
+        if (held.charCodeAt(held.length - k) === p.text.charCodeAt(0) && held.endsWith(p.text.slice(0, k))) {
           longest = k;
           break;
         }
@@ -279,10 +281,12 @@ export class OutputScanner {
   private release(n: number, out: ScannedEvent[]) {
     if (n <= 0) return;
     let text = "";
-    for (let i = 0; i < n; i++) {
+    // run by run of units from one piece
+    for (let i = 0, j = 0; i < n; i = j) {
       const piece = this.owner[i]!;
+      for (j = i + 1; j < n && this.owner[j] === piece; j++);
       if (!this.pieces[piece]!.visible) continue;
-      text += this.held[i];
+      text += this.held.slice(i, j);
       if (this.mode === "thought" && piece > this.counted) {
         this.reasoning += this.pieces[piece]!.tokens;
         this.counted = piece;
