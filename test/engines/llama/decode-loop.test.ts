@@ -123,6 +123,8 @@ async function together(e: LlamaChatEngine, leases: ChatLease[]) {
       overlapped: firsts.size === leases.length && lastStart < Math.min(...ends.values()),
       /** steps from the one where all had started to the last end: each had at most its tokens - 1 to go */
       stepsOnceAllRan: Math.max(...ends.values()) - lastStart,
+      /** the step of each one's first token */
+      firstSteps: [...firsts.values()],
       steps: loopOf(e).stats().steps - before,
     };
   } finally {
@@ -157,6 +159,23 @@ test("four requests at once decode in shared steps, and each says what it says a
   // one decode per step for all four; one slot per step would be about 4 × (tokens - 1)
   expect(r.stepsOnceAllRan).toBeLessThanOrEqual(tokens);
   expect(r.steps).toBeLessThan(2 * tokens);
+});
+
+test("prompts that come together fill the batch in the order they came: the first ones generate before the last one's prefill is done", async () => {
+  // four prompts of ~200 tokens: more than one step of 512 holds. Shared out evenly, all four
+  // finished in the last step, so every first token waited for the whole prefill.
+  const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(12);
+  const sampling = await noEnd(four);
+  const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+  const prompts = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).promptTokens));
+  expect(Math.min(...prompts)).toBeGreaterThan(150);
+  expect(prompts.reduce((a, b) => a + b, 0)).toBeGreaterThan(512);
+  const leases = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).acquire()));
+  // the four reach the loop while it waits, so they share its steps from the first
+  (loopOf(four).handle as { hold(ms: number): void }).hold(300);
+  const r = await together(four, leases);
+  expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
+  expect(Math.min(...r.firstSteps)).toBeLessThan(Math.max(...r.firstSteps));
 });
 
 test("beside live traffic, batch requests decode one per step, taking turns; once it is quiet, together", async () => {

@@ -65,7 +65,7 @@ describe("the generated chat model (byte-level BPE, qwen2)", () => {
 
   test("every byte token alone and random token runs are what detokenize gives for the whole run", () => {
     const pieces = new TokenPieces(model);
-    const n = (model.fileInfo.metadata as { tokenizer: { ggml: { tokens: string[] } } }).tokenizer.ggml.tokens.length;
+    const n = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
     expect(n).toBeGreaterThan(256);
     const pick = random(29);
     for (let run = 0; run < 300; run++) {
