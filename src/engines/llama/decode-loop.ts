@@ -46,8 +46,9 @@ export interface LoopEnd {
 }
 
 interface NativeLoop {
-  submit(seq: number, tokens: Uint32Array, nPast: number, request: LoopRequest): void;
-  cancel(seq: number): void;
+  /** Returns the request's id, which a cancel names. */
+  submit(seq: number, tokens: Uint32Array, nPast: number, request: LoopRequest): number;
+  cancel(seq: number, id: number): void;
   stats(): LoopStats;
   close(): void;
 }
@@ -100,6 +101,8 @@ export class LoopSlot {
 
 interface Running {
   slot: LoopSlot;
+  /** The loop's id for the request (0 until submitted). */
+  id: number;
   /** The tokens submitted and emitted since, as they go into the cache. */
   record: number[];
   queue: number[];
@@ -167,7 +170,7 @@ export class DecodeLoop {
     slot.cached = slot.cached.slice(0, nPast);
     this.running.set(slot.seq, r);
     try {
-      this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, request);
+      r.id = this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, request);
     } catch (e) {
       this.running.delete(slot.seq);
       throw e;
@@ -175,8 +178,8 @@ export class DecodeLoop {
   }
 
   /** @internal */
-  cancel(seq: number): void {
-    if (this.running.has(seq)) this.native.cancel(seq);
+  cancel(r: Running): void {
+    if (this.running.get(r.slot.seq) === r) this.native.cancel(r.slot.seq, r.id);
   }
 
   private onEvents(events: Int32Array): void {
@@ -244,7 +247,7 @@ export class LoopStream implements AsyncIterableIterator<number> {
   ) {
     let ended!: () => void;
     this.done = new Promise<void>((r) => (ended = r));
-    this.r = { slot, record: [], queue: [], end: null, error: null, wake: null, ended };
+    this.r = { slot, id: 0, record: [], queue: [], end: null, error: null, wake: null, ended };
   }
 
   [Symbol.asyncIterator]() {
@@ -295,7 +298,7 @@ export class LoopStream implements AsyncIterableIterator<number> {
       this.r.ended();
       return { value: undefined, done: true };
     }
-    if (!this.r.end && !this.r.error) this.loop.cancel(this.slot.seq);
+    if (!this.r.end && !this.r.error) this.loop.cancel(this.r);
     await this.done;
     return { value: undefined, done: true };
   }

@@ -265,6 +265,30 @@ test("under a grammar the output is well-formed UTF-8: no overlong or out-of-ran
   }
 });
 
+test("a cancel sent after its request ended (its end not seen yet) never ends the next request on that slot", async () => {
+  await one.load();
+  const state = (one as unknown as { state: { loop: DecodeLoop; model: LlamaModel } }).state;
+  const { LoopSlot } = await import("../../../src/engines/llama/decode-loop");
+  const slot = new LoopSlot(0);
+  const prompt = state.model.tokenize("Tell me about kites.");
+  const sampling = await noEnd(one);
+  const bias = { biasTokens: Uint32Array.from(sampling.logitBias.keys()), biasLogits: Float32Array.from(sampling.logitBias.values()) };
+  const a = state.loop.generate(slot, prompt, 0, { maxTokens: 40, temperature: 0, ...bias });
+  expect((await a.next()).done).toBe(false);
+  expect(a.end).toBeNull();
+  // A finishes in the loop while JavaScript is busy: its end is not seen yet
+  const until = performance.now() + 150;
+  while (performance.now() < until);
+  // the loop waits, so A's cancel is still queued when B is submitted on the same slot
+  (state.loop.handle as { hold(ms: number): void }).hold(300);
+  await a.return();
+  expect(a.end?.reason).toBe("max");
+  const b = state.loop.generate(slot, slot.cached, slot.cached.length - 1, { maxTokens: 4, temperature: 0, ...bias });
+  let tokens = 0;
+  for await (const _ of b) tokens++;
+  expect({ tokens, end: b.end?.reason }).toEqual({ tokens: 4, end: "max" });
+});
+
 test("a request aborted mid-stream ends at once; the one beside it runs on", async () => {
   const controller = new AbortController();
   let pieces = 0;

@@ -1,7 +1,7 @@
 // The decode loop of a chat context, on a native thread (issue 29):
 //   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs })
-//   loop.submit(seq, tokens: Uint32Array, nPast, request)   request: see Request below
-//   loop.cancel(seq)
+//   loop.submit(seq, tokens: Uint32Array, nPast, request) -> id   request: see Request below
+//   loop.cancel(seq, id)   ends that request, if it still runs (a late cancel never ends the next one on seq)
 //   loop.stats() -> { steps, tokens, flushes, decodeMs, sampleMs, loopMs }
 //   loop.close()
 //   loop.hold(ms)   tests: pause before the next step
@@ -50,6 +50,7 @@ enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4
 
 struct Slot {
     int32_t seq = 0;
+    uint32_t id = 0;                 // the request's, from submit: what a cancel names
     std::vector<llama_token> input;  // to decode: the rest of the prompt, then each sampled token
     llama_pos n_past = 0;            // tokens of this sequence in the cache
     int32_t max_tokens = 0;          // 0: decode the input only (PREFILLED)
@@ -158,7 +159,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     std::mutex mu_;  // guards incoming_, cancels_, tasks_, stop_
     std::condition_variable cv_;
     std::vector<std::unique_ptr<Slot>> incoming_;
-    std::vector<int32_t> cancels_;
+    std::vector<std::pair<int32_t, uint32_t>> cancels_;  // seq, request id
     std::vector<std::function<void(llama_context *)>> tasks_;
     bool stop_ = false;
     bool closed_ = false;
@@ -175,6 +176,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     bool scheduled_ = false;
     Napi::ThreadSafeFunction tsfn_;
     int active_ = 0;  // JS thread: submitted, not ended (keeps the event loop alive)
+    uint32_t next_id_ = 0;  // JS thread
 
     std::mutex stats_mu_;
     Stats stats_;
@@ -292,19 +294,22 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             if (!utf8_.built()) utf8_.build(vocab_);
         }
         if (active_++ == 0) tsfn_.Ref(env);
+        const uint32_t id = s->id = ++next_id_;
         {
             std::lock_guard<std::mutex> l(mu_);
             incoming_.push_back(std::move(s));
         }
         cv_.notify_one();
-        return env.Undefined();
+        return Napi::Number::New(env, id);
     }
 
+    // A caller that has not yet seen its request's end may cancel it after it ended: the id keeps
+    // that cancel off the next request on the sequence, which it would otherwise end at once.
     Napi::Value Cancel(const Napi::CallbackInfo & info) {
-        if (!info[0].IsNumber() || closed_) return info.Env().Undefined();
+        if (!info[0].IsNumber() || !info[1].IsNumber() || closed_) return info.Env().Undefined();
         {
             std::lock_guard<std::mutex> l(mu_);
-            cancels_.push_back(info[0].As<Napi::Number>().Int32Value());
+            cancels_.emplace_back(info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Uint32Value());
         }
         cv_.notify_one();
         return info.Env().Undefined();
@@ -405,9 +410,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 }
             }
             incoming_.clear();
-            for (int32_t seq : cancels_) {
+            for (auto [seq, id] : cancels_) {
                 auto it = slots_.find(seq);
-                if (it != slots_.end()) end(it, -1, CANCELLED);
+                if (it != slots_.end() && it->second->id == id) end(it, -1, CANCELLED);
             }
             cancels_.clear();
             tasks.swap(tasks_);
