@@ -1,5 +1,6 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
 import { llamaAddon } from "./native/addon-path";
+import { nativeContext, nativeModel } from "./native/handles";
 
 // A chat context's decode loop (native/loop.cpp): a native thread owns the llama_context, batches
 // every slot with tokens to decode, decodes, samples each slot with its own sampler chain and
@@ -121,9 +122,7 @@ export class DecodeLoop {
     const addon = llamaAddon<Addon>();
     const why = decodeLoopUnavailable();
     if (why || !addon) throw new Error(why ?? "the llama addon is not built");
-    const nativeModel = (model as unknown as { _model?: unknown })._model;
-    const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
-    this.native = new addon.DecodeLoop(nativeModel, nativeContext, (events) => this.onEvents(events), {
+    this.native = new addon.DecodeLoop(nativeModel(model), nativeContext(context), (events) => this.onEvents(events), {
       batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
       quietMs: o.quietMs ?? 2000,
     });

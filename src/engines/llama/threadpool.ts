@@ -1,5 +1,6 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
 import { llamaAddon } from "./native/addon-path";
+import { nativeContext, nativeModel } from "./native/handles";
 
 // A persistent CPU threadpool for a chat context, through the appliance's llama addon
 // (native/threadpool.cpp). Without it, node-llama-cpp's prebuilt CPU backend starts and joins its
@@ -33,9 +34,7 @@ export function attachThreadpool(model: LlamaModel, context: LlamaContext, threa
     const addon = llamaAddon<Partial<Addon>>();
     if (!addon) return { reason: "the llama addon is not built (./install.sh builds it)" };
     if (typeof addon.attachThreadpool !== "function") return { reason: "the llama addon has no attachThreadpool (an older build: run ./install.sh)" };
-    const nativeModel = (model as unknown as { _model?: unknown })._model;
-    const nativeContext = (context as unknown as { _ctx?: unknown })._ctx;
-    return { pool: addon.attachThreadpool(nativeModel, nativeContext, threads, THREADPOOL_POLL) };
+    return { pool: addon.attachThreadpool(nativeModel(model), nativeContext(context), threads, THREADPOOL_POLL) };
   } catch (e) {
     return { reason: (e as Error).message };
   }

@@ -1,5 +1,6 @@
 import type { LlamaModel } from "node-llama-cpp";
 import { llamaAddon } from "./native/addon-path";
+import { nativeModel } from "./native/handles";
 
 // The text of generated tokens as they stream (issue 29). Each token's bytes are looked up once per
 // model (native/pieces.cpp) and joined here, so a streamed token costs a table lookup instead of
@@ -46,7 +47,7 @@ export class TokenPieces {
     const addon = llamaAddon<Partial<Addon>>();
     if (typeof addon?.tokenPiece !== "function") throw new Error("the llama addon has no tokenPiece (an older build: run ./install.sh)");
     this.addon = addon as Addon;
-    this.native = (model as unknown as { _model?: unknown })._model;
+    this.native = nativeModel(model);
   }
 
   /** A token's piece: as shown (`special` false: empty for a control token) or as written. */

@@ -2,6 +2,7 @@ import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
 import type { DecodedImage } from "../../../chat/job";
 import type { DecodeLoop, LoopSlot } from "../decode-loop";
 import { llamaAddon } from "../native/addon-path";
+import { nativeModel } from "../native/handles";
 import { locateRuns, reusablePrefix, type HeldImage, type ImageRun } from "./prompt";
 
 // A chat model's projector (mmproj) loaded through llama.cpp's multimodal library, and the one
@@ -71,7 +72,7 @@ export class Projector {
   }
 
   static async load(model: LlamaModel, context: LlamaContext, loop: DecodeLoop, path: string, o: { useGpu: boolean; threads: number }): Promise<Projector> {
-    const native = await loadAddon().loadProjector((model as unknown as { _model: unknown })._model, path, o);
+    const native = await loadAddon().loadProjector(nativeModel(model), path, o);
     const info = native.info();
     const fail = (why: string): never => {
       native.dispose();
