@@ -292,7 +292,7 @@ export async function benchVsLlamaServer() {
     console.log(`  ${k} stream(s), CPU per generated token (µs, whole process, spinning workers included): llama-server ${med("theirs", k, "cpuPerToken").toFixed(0)}, ours ${med("ours", k, "cpuPerToken").toFixed(0)} (of which our JavaScript thread ${med("ours", k, "jsPerToken").toFixed(0)})`);
   // issue 29: per-stream decode and aggregate both ≥ 1.0× llama-server's at every stream count
   const decodeRatios = STREAMS.map((k) => paired(k, "decode"));
-  const short = STREAMS.flatMap((k, i) => [...(ratios[i]! < 1 ? [`${k}: aggregate ${ratios[i]!.toFixed(2)}×`] : []), ...(decodeRatios[i]! < 1 ? [`${k}: decode ${decodeRatios[i]!.toFixed(2)}×`] : [])]);
+  const short = STREAMS.flatMap((k, i) => [...(ratios[i]! < 1 ? [`${k}: aggregate ${ratios[i]!.toFixed(3)}×`] : []), ...(decodeRatios[i]! < 1 ? [`${k}: decode ${decodeRatios[i]!.toFixed(3)}×`] : [])]);
   const pass = short.length === 0;
   console.log(`targets: decode per stream and aggregate ≥ 1.0× at every stream count: ${pass ? "PASS" : `FAIL (${short.join(", ")})`}`);
   return { pass };
