@@ -87,15 +87,13 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   const run = async (stream: LoopStream, budget: number, record: Token[] | null): Promise<Ended> => {
     const text = new OutputText(r.pieces);
     let count = 0;
-    let cut = false;
     try {
       for await (const t of stream) {
         const token = t as Token;
         count++;
         sampled++;
         record?.push(token);
-        cut = count >= budget;
-        const piece = text.push(token, cut);
+        const piece = text.push(token, count >= budget);
         if (!piece) continue; // a character split across tokens: the rest of it is still to come
         const wasInThought = scanner.inThought;
         emit(scanner.push(piece.text, piece.visible, piece.tokens));
@@ -108,7 +106,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
       }
     } finally {
       await stream.return();
-      const rest = text.end(cut);
+      const rest = text.end();
       if (rest) emit(scanner.push(rest.text, rest.visible, rest.tokens));
     }
     const end = stream.end;

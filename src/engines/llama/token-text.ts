@@ -113,14 +113,13 @@ export class OutputText {
     return { text, visible: true, tokens };
   }
 
-  /** The bytes of a character the output ended inside, as U+FFFD (nothing when `drop`: cut by max_tokens). */
-  end(drop: boolean): TokenText | null {
+  /** The bytes of a character the output ended inside (not by max_tokens: push's `last` dropped them), as U+FFFD. */
+  end(): TokenText | null {
     const partial = this.partial;
     const tokens = this.waiting;
     this.partial = null;
     this.waiting = 0;
-    if (!partial || drop) return null;
-    return { text: decoder.decode(partial), visible: true, tokens };
+    return partial ? { text: decoder.decode(partial), visible: true, tokens } : null;
   }
 }
 

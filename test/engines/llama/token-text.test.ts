@@ -36,7 +36,7 @@ function joined(pieces: TokenPieces, tokens: readonly number[]): string {
     const p = out.push(t);
     if (p?.visible) text += p.text;
   }
-  return text + (out.end(false)?.text ?? "");
+  return text + (out.end()?.text ?? "");
 }
 
 /** A seeded stream of numbers (xorshift). */
@@ -90,11 +90,11 @@ describe("the generated chat model (byte-level BPE, qwen2)", () => {
     const lead = model.tokenize("\u00c3")[0]!; // byte-level symbol of 0xC3
     expect(model.detokenize([lead], false)).toBe("\uFFFD");
     expect(out.push(lead, true)).toBeNull();
-    expect(out.end(true)).toBeNull();
+    expect(out.end()).toBeNull();
     // ended otherwise (end of generation), the half character is a U+FFFD
     const open = new OutputText(pieces);
     expect(open.push(lead)).toBeNull();
-    expect(open.end(false)).toEqual({ text: "\uFFFD", visible: true, tokens: 1 });
+    expect(open.end()).toEqual({ text: "\uFFFD", visible: true, tokens: 1 });
   });
 });
 

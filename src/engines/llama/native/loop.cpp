@@ -50,7 +50,7 @@ enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4
 
 struct Slot {
     int32_t seq = 0;
-    uint32_t id = 0;                 // the request's, from submit: what a cancel names
+    uint32_t id = 0;                 // the request's, from submit (rising: the order requests came in): what a cancel names
     std::vector<llama_token> input;  // to decode: the rest of the prompt, then each sampled token
     llama_pos n_past = 0;            // tokens of this sequence in the cache
     int32_t max_tokens = 0;          // 0: decode the input only (PREFILLED)
@@ -63,7 +63,6 @@ struct Slot {
     int32_t logit = -1;               // batch index of its logits in the step in flight
     bool started = false;             // its cache was trimmed to n_past
     uint64_t last_step = 0;
-    uint64_t arrival = 0;             // the order requests reached the loop in
     llama_token picked = -1;
     int32_t failed = 0;
     ~Slot() {
@@ -167,7 +166,6 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     // loop thread only
     std::map<int32_t, std::unique_ptr<Slot>> slots_;  // ordered by seq id: one llama.cpp micro-batch
     uint64_t step_ = 0;
-    uint64_t arrivals_ = 0;
     double last_live_ = -1e18;  // when the last live request ended
     std::vector<int32_t> step_events_;
 
@@ -404,10 +402,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             for (auto & s : incoming_) {
                 // the caller waits for a sequence's request to end before the next
                 if (slots_.count(s->seq)) emit(s->seq, E_BUSY, ERROR, -1);
-                else {
-                    s->arrival = ++arrivals_;
-                    slots_[s->seq] = std::move(s);
-                }
+                else slots_[s->seq] = std::move(s);
             }
             incoming_.clear();
             for (auto [seq, id] : cancels_) {
@@ -554,7 +549,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 else left--;
             }
             std::map<Slot *, int32_t> share;
-            std::stable_sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->arrival < b->arrival; });
+            std::sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->id < b->id; });
             for (Slot * p : prompts) {
                 const int32_t take = std::min<int32_t>((int32_t) p->input.size(), std::max(0, left));
                 share[p] = take;
