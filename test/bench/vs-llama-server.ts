@@ -16,6 +16,7 @@
 //     both servers (llama-server runs with --jinja), plus, to llama-server only, an assistant prefill
 //     that opens the call (CALL_OPEN: its "required" admits free text first). Both outputs are
 //     checked for their constraint; decode tok/s per kind is listed too.
+//   BENCH_TRACE=1: each measurement's streams, when each was sent, had its first and last token
 //   BENCH_ROUNDS=5  BENCH_STREAMS=1,2,4,8  bun run bench vs-llama-server
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -88,7 +89,7 @@ function kindOf(i: number, r: number): Kind {
  * neither server reports, so a tool stream's decodeTps is NaN and deltaTps (one over the median gap
  * between its deltas, about a token each) stands in, listed by kind only.
  */
-interface Stream { kind: Kind; ttftMs: number; decodeTps: number; deltaTps: number; tokens: number; wallMs: number; text: string; called: boolean }
+interface Stream { kind: Kind; startMs: number; firstMs: number; ttftMs: number; decodeTps: number; deltaTps: number; tokens: number; wallMs: number; text: string; called: boolean }
 
 async function stream(side: Side, url: string, model: string, n: number, noEnd: Record<string, number>, kind: Kind = "plain"): Promise<Stream> {
   const messages = [{ role: "user", content: `Request ${n}. ${PROMPT}` }, ...(side === "theirs" && kind === "tool" ? [CALL_OPEN] : [])];
@@ -125,7 +126,7 @@ async function stream(side: Side, url: string, model: string, n: number, noEnd: 
   });
   tokens ||= pieces;
   const decodeTps = kind === "tool" ? NaN : (tokens - 1) / ((last - first) / 1000);
-  return { kind, ttftMs: first - t0, decodeTps, deltaTps: 1000 / median(gaps), tokens, wallMs: last - t0, text, called };
+  return { kind, startMs: t0, firstMs: first, ttftMs: first - t0, decodeTps, deltaTps: 1000 / median(gaps), tokens, wallMs: last - t0, text, called };
 }
 
 /** Whether a stream's output shows its constraint was applied (a server that ignored a field fails the run). */
@@ -179,6 +180,13 @@ function cpuMs(pid: number, thread = false): number {
 async function measure(side: Side, url: string, pid: number, k: number, r: number, noEnd: Record<string, number>, seq: { n: number }): Promise<Figures> {
   const cpu0 = cpuMs(pid), js0 = cpuMs(pid, true);
   const all = await Promise.all(Array.from({ length: k }, (_, i) => stream(side, url, "bench", seq.n++, noEnd, kindOf(i, r))));
+  // BENCH_TRACE=1: each stream's timeline (ms from the first request's start), to see which
+  // streams' decode windows hold other streams' prefill
+  if (process.env.BENCH_TRACE === "1") {
+    const t0 = Math.min(...all.map((s) => s.startMs));
+    const at = (ms: number) => (ms - t0).toFixed(0);
+    console.log(`${side}, ${k} streams, round ${r} (kind: sent, first, last ms; decode tok/s):`, all.map((s) => `${s.kind} ${at(s.startMs)}, ${at(s.firstMs)}, ${at(s.startMs + s.wallMs)}; ${s.decodeTps.toFixed(0)}`).join(" | "));
+  }
   const loose = all.find((s) => !constrained(s));
   if (loose) throw new Error(`a ${loose.kind} stream's output shows no constraint: ${JSON.stringify(loose.text.slice(0, 80))}`);
   const tokens = all.reduce((a, s) => a + s.tokens, 0);

@@ -20,8 +20,9 @@ const BYTES = /«bytes:([0-9A-F ]+)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(slots: number) {
+function engine(slots: number, batchSize?: number) {
   return new LlamaChatEngine({
+    ...(batchSize ? { batchSize } : {}),
     modelId: "chat",
     modelPath: chatPath,
     runtime,
@@ -161,21 +162,32 @@ test("four requests at once decode in shared steps, and each says what it says a
   expect(r.steps).toBeLessThan(2 * tokens);
 });
 
-test("prompts that come together fill the batch in the order they came: the first ones generate before the last one's prefill is done", async () => {
-  // four prompts of ~200 tokens: more than one step of 512 holds. Shared out evenly, all four
-  // finished in the last step, so every first token waited for the whole prefill.
-  const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(12);
-  const sampling = await noEnd(four);
-  const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
-  const prompts = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).promptTokens));
-  expect(Math.min(...prompts)).toBeGreaterThan(150);
-  expect(prompts.reduce((a, b) => a + b, 0)).toBeGreaterThan(512);
-  const leases = await Promise.all(jobs.map(async (j) => (await four.prepare(j)).acquire()));
-  // the four reach the loop while it waits, so they share its steps from the first
-  (loopOf(four).handle as { hold(ms: number): void }).hold(300);
-  const r = await together(four, leases);
-  expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
-  expect(Math.min(...r.firstSteps)).toBeLessThan(Math.max(...r.firstSteps));
+test("prompts that come together finish their prefill together, as in one of llama-server's batches (4 × n_batch); past that, the first ones generate before the last ones' prefill is done", async () => {
+  // four prompts of ~200 tokens on a context of n_batch 128: a plan of 512 prompt tokens holds
+  // the first two whole (they finish together, in its last step) and the start of the third,
+  // which finishes with the fourth in the next plan. In the order they came, each finishing as
+  // soon as it could, no two finished in one step; shared out evenly, all four finished together.
+  const narrow = engine(4, 128);
+  try {
+    const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(5);
+    const sampling = await noEnd(narrow);
+    const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+    const prompts = await Promise.all(jobs.map(async (j) => (await narrow.prepare(j)).promptTokens));
+    expect(Math.min(...prompts)).toBeGreaterThan(150);
+    expect(prompts[0]! + prompts[1]!).toBeLessThan(512);
+    expect(prompts[0]! + prompts[1]! + prompts[2]!).toBeGreaterThan(512);
+    const leases = await Promise.all(jobs.map(async (j) => (await narrow.prepare(j)).acquire()));
+    // the four reach the loop while it waits, so they share its steps from the first
+    (loopOf(narrow).handle as { hold(ms: number): void }).hold(300);
+    const r = await together(narrow, leases);
+    expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
+    const firsts = r.firstSteps.toSorted((a, b) => a - b);
+    expect(firsts[0]).toBe(firsts[1]!);
+    expect(firsts[2]).toBe(firsts[3]!);
+    expect(firsts[1]!).toBeLessThan(firsts[2]!);
+  } finally {
+    await narrow.unload();
+  }
 });
 
 test("beside live traffic, batch requests decode one per step, taking turns; once it is quiet, together", async () => {

@@ -8,7 +8,7 @@
 // One thread per llama_context owns it: it alone decodes, trims a sequence's cache and decodes image
 // chunks into it (decode_loop_run, for mtmd-addon.cpp), so nothing in JavaScript sits between two
 // decode steps. Each step batches every slot with tokens to decode (a generating slot's last token,
-// prompts filling the rest of n_batch in the order they came), decodes, and samples each finishing slot with its own chain
+// prompts sharing the rest of n_batch by a plan made in the order they came: prompt_shares), decodes, and samples each finishing slot with its own chain
 // (logit bias, penalties, then greedy or top-k/top-p/temperature/seeded draw: the order
 // node-llama-cpp's sampler uses, so a seeded request draws the same tokens) and grammar (llama.cpp's
 // reject-then-resample scheme, as common_sampler_sample does).
@@ -65,6 +65,7 @@ struct Slot {
     uint64_t last_step = 0;
     llama_token picked = -1;
     int32_t failed = 0;
+    int32_t planned = 0;              // its prompt tokens in the prefill plan under way (prompt_shares)
     ~Slot() {
         if (chain) llama_sampler_free(chain);
         if (grammar) llama_sampler_free(grammar);
@@ -525,6 +526,69 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return out;
     }
 
+    // How many prompt tokens each prompt of the step decodes. Generating slots take one token each;
+    // prompts share the rest by a plan of up to 4 × n_batch tokens (llama-server's batch, 2048 over
+    // 512-token micro-batches), made in the order the prompts came: the prompts that finish in a
+    // plan all finish in its last step, together, as they do in llama-server's one batch, and the
+    // steps before it carry each a share of every one. Generating slots still take a token in each
+    // of those steps, where llama-server's decode waits for its whole batch.
+    //   - In the order they came, each finishing as soon as it can, the first prompts of a burst
+    //     began generating while the rest prefilled in their steps: 8 streams of bench-64m decoded
+    //     at 0.80-0.88x llama-server's per stream.
+    //   - Shared out evenly without a bound, a long prompt held back every short one beside it.
+    // Prompts that come while a plan is under way wait for the next one, but take what is left of
+    // its last step.
+    std::map<Slot *, int32_t> prompt_shares(const std::vector<Slot *> & step) {
+        std::vector<Slot *> prompts;
+        int32_t left = n_batch_;
+        for (Slot * s : step) {
+            if (s->input.size() > 1) prompts.push_back(s);
+            else left--;
+        }
+        std::sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->id < b->id; });
+        std::vector<Slot *> plan;
+        for (Slot * p : prompts)
+            if (p->planned > 0) plan.push_back(p);
+        if (plan.empty()) {
+            int32_t budget = 4 * n_batch_;
+            for (Slot * p : prompts) {
+                if (budget <= 0) break;
+                p->planned = std::min<int32_t>((int32_t) p->input.size(), budget);
+                budget -= p->planned;
+                plan.push_back(p);
+            }
+        }
+        std::map<Slot *, int32_t> share;
+        int64_t total = 0;
+        for (Slot * p : plan) total += p->planned;
+        if (total <= left) {
+            for (Slot * p : plan) share[p] = p->planned;
+            left -= (int32_t) total;
+        } else {
+            // in proportion, so that all of the plan's prompts come to its last step together;
+            // what rounding leaves over goes in order to those still short of the last token
+            const int32_t room = std::max(0, left);
+            for (Slot * p : plan) {
+                share[p] = (int32_t) ((int64_t) p->planned * room / total);
+                left -= share[p];
+            }
+            for (Slot * p : plan)
+                if (left > 0 && share[p] + 1 < p->planned) {
+                    share[p]++;
+                    left--;
+                }
+        }
+        for (Slot * p : plan) p->planned -= share[p];
+        // the plan's last step: what is left of it goes to the next prompts, in order
+        for (Slot * p : prompts) {
+            if (left <= 0) break;
+            if (share.count(p)) continue;
+            share[p] = std::min<int32_t>((int32_t) p->input.size(), left);
+            left -= share[p];
+        }
+        return share;
+    }
+
     void run() {
         llama_memory_t mem = llama_get_memory(ctx_);
         for (;;) {
@@ -538,23 +602,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 }
             }
             std::vector<Slot *> step = pick();
-            // Generating slots take one token each; prompts fill the rest in the order they came,
-            // each as far as it goes (llama-server's way). Shared out evenly, prompts that came
-            // together all finished in the last of their steps: at 8 streams every first token
-            // waited for the whole prefill (time to first token p50 +9% against llama-server).
-            std::vector<Slot *> prompts;
-            int32_t left = n_batch_;
-            for (Slot * s : step) {
-                if (s->input.size() > 1) prompts.push_back(s);
-                else left--;
-            }
-            std::map<Slot *, int32_t> share;
-            std::sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->id < b->id; });
-            for (Slot * p : prompts) {
-                const int32_t take = std::min<int32_t>((int32_t) p->input.size(), std::max(0, left));
-                share[p] = take;
-                left -= take;
-            }
+            std::map<Slot *, int32_t> share = prompt_shares(step);
             batch_.n_tokens = 0;
             std::vector<Slot *> in_step;
             for (Slot * s : step) {
