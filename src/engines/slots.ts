@@ -34,6 +34,8 @@ export interface PoolOptions {
    * Keep busy slots next to each other (in the order given to the pool) unless a slot further
    * away holds more than `margin` more of the prompt. llama.cpp decodes a step of a multi-sequence
    * context as one micro-batch per run of consecutive sequence ids (native/loop.cpp batches in that order).
+   * A prefix of `margin` tokens or fewer counts as none when choosing (what it saves is less than
+   * the cache it would overwrite), so the least recently used slot goes first among those.
    */
   adjacency?: { margin: number };
 }
@@ -125,6 +127,10 @@ export class SlotPool<S extends PoolSlot> {
     const prefixes = this.free.map((f) => f.slot.sharedPrefix(tokens));
     const longest = Math.max(...prefixes);
     const margin = this.opts.adjacency?.margin;
+    // with a margin, a prefix that short counts as none: the template's opening tokens that every
+    // prompt shares would otherwise draw a request onto the slot holding another prompt's cache
+    // (a tool prompt's ~250 tokens of tool list, lost to the plain request that took its slot)
+    const worth = (p: number) => (margin !== undefined && p <= margin ? 0 : p);
     const keyed = this.free.map((f, i) => key !== undefined && f.key === key && prefixes[i]! >= longest - (margin ?? 0));
     const free = new Set(this.free.map((f) => f.slot));
     const busy = (at: number) => at >= 0 && at < this.slots.length && !free.has(this.slots[at]!);
@@ -138,7 +144,7 @@ export class SlotPool<S extends PoolSlot> {
     const better = (i: number, j: number) => {
       if (keyed[i] !== keyed[j]) return keyed[i]!;
       if (beside[i] !== beside[j]) return beside[i]!;
-      if (prefixes[i] !== prefixes[j]) return prefixes[i]! > prefixes[j]!;
+      if (worth(prefixes[i]!) !== worth(prefixes[j]!)) return worth(prefixes[i]!) > worth(prefixes[j]!);
       return this.free[i]!.usedAt < this.free[j]!.usedAt;
     };
     let best = 0;

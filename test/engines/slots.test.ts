@@ -125,6 +125,24 @@ test("with adjacency, a request takes a slot beside a busy one unless another ho
   expect(third.reusable).toBe(5);
 });
 
+test("with adjacency, a prefix within the margin (a template's opening tokens) counts as none: the request keeps off the slot whose cache holds another prompt", async () => {
+  const slots = ["tools", "empty"].map((n) => new FakeSlot(n));
+  const p = new SlotPool(slots, { maxQueue: 1, maxWaitMs: 1000, modelId: "m", adjacency: { margin: 2 } });
+  // a prompt with a tool list (token 1: the template's opening token) is served by the first slot
+  const tool = await p.acquire([1, 5, 5, 5, 5, 7]);
+  expect(tool.slot.name).toBe("tools");
+  slots[0]!.cached = [1, 5, 5, 5, 5, 7, 8];
+  tool.release();
+  // a plain prompt shares the opening token with it and nothing with the empty slot: the least
+  // recently used slot goes first (by 1 token against 0 it took "tools" and wrote over its list)
+  const plain = await p.acquire([1, 9, 9]);
+  expect(plain.slot.name).toBe("empty");
+  // the next tool prompt finds its list
+  const next = await p.acquire([1, 5, 5, 5, 5, 6]);
+  expect(next.slot.name).toBe("tools");
+  expect(next.reusable).toBe(5);
+});
+
 test("without adjacency, busy neighbours do not matter", async () => {
   const slots = ["s0", "s1", "s2"].map((n) => new FakeSlot(n));
   const p = pool(slots, 1);
