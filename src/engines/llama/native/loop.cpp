@@ -46,6 +46,8 @@ double now_ms() {
 // kind of an event; every kind but TOKEN ends the request. `token` of an ERROR is its code (below).
 enum Kind : int32_t { TOKEN = 0, END_EOG = 1, END_MAX = 2, CANCELLED = 3, ERROR = 4, PREFILLED = 5 };
 constexpr size_t EVENT_INTS = 5;
+// prompt tokens in one prefill plan (prompt_shares): llama-server's default n_batch
+constexpr int32_t PLAN_TOKENS = 2048;
 enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4, E_CLOSED = -5 };
 
 struct Slot {
@@ -527,8 +529,8 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     }
 
     // How many prompt tokens each prompt of the step decodes. Generating slots take one token each;
-    // prompts share the rest by a plan of up to 4 × n_batch tokens (llama-server's batch, 2048 over
-    // 512-token micro-batches), made in the order the prompts came: the prompts that finish in a
+    // prompts share the rest by a plan of up to PLAN_TOKENS (llama-server's batch: 2048, over its
+    // 512-token micro-batches) or n_batch if larger, made in the order the prompts came: the prompts that finish in a
     // plan all finish in its last step, together, as they do in llama-server's one batch, and the
     // steps before it carry each a share of every one. Generating slots still take a token in each
     // of those steps, where llama-server's decode waits for its whole batch.
@@ -550,7 +552,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         for (Slot * p : prompts)
             if (p->planned > 0) plan.push_back(p);
         if (plan.empty()) {
-            int32_t budget = 4 * n_batch_;
+            int32_t budget = std::max(PLAN_TOKENS, n_batch_);
             for (Slot * p : prompts) {
                 if (budget <= 0) break;
                 p->planned = std::min<int32_t>((int32_t) p->input.size(), budget);
