@@ -193,6 +193,7 @@ export class LlamaChatEngine implements ChatEngine {
       probe.dispose();
       if (!reuse) o.logger.info("chat model: its cache cannot drop a tail (recurrent, hybrid or sliding-window): prompts are decoded whole, no prefix reuse", { model: o.modelId });
       const slots = Array.from({ length: o.slots }, (_, i) => new Slot(i, reuse));
+      if (reuse) loop.share(slots);
       const resolved = resolveChatWrapper(model);
       const thinks = resolved instanceof QwenChatWrapper;
       const wrappers = thinks
@@ -367,7 +368,7 @@ export class LlamaChatEngine implements ChatEngine {
               job,
               maxTokens,
               cachedTokens,
-              request: { ...request, batch },
+              request: { ...request, batch, copyable: images.length === 0 },
               ...(constraint.schema ? { schema: constraint.schema } : {}),
               answerAfterFreeText: constraint.answerAfterFreeText === true,
               oneCall: Boolean(functions) && (!job.parallelToolCalls || typeof job.toolChoice === "object"),

@@ -36,6 +36,11 @@ export interface LoopRequest {
   lazyPatterns?: string[];
   /** The k-th generated token gets +1000 on `forced[k]` (a grammar still wins). */
   forced?: Uint32Array;
+  /**
+   * The prompt is text only (its tokens alone say what is cached; an image's placeholder tokens do
+   * not): it may start from a copy of another slot's cache that holds more of it (see `share`).
+   */
+  copyable?: boolean;
 }
 
 export type LoopEndReason = "eog" | "max" | "cancelled" | "prefilled";
@@ -48,7 +53,8 @@ export interface LoopEnd {
 
 interface NativeLoop {
   /** Returns the request's id, which a cancel names. */
-  submit(seq: number, tokens: Uint32Array, nPast: number, request: LoopRequest): number;
+  submit(seq: number, tokens: Uint32Array, nPast: number, request: LoopRequest & { copyFrom?: number }): number;
+  copyWorth(): number;
   cancel(seq: number, id: number): void;
   stats(): LoopStats;
   close(): void;
@@ -106,6 +112,10 @@ interface Running {
   id: number;
   /** The tokens submitted and emitted since, as they go into the cache. */
   record: number[];
+  /** Prompt tokens found in the cache when it was submitted (its slot's, or a copy's). */
+  reused: number;
+  /** Its first token came: the slot's record shows its prompt in the cache. */
+  primed: boolean;
   queue: number[];
   end: LoopEnd | null;
   error: Error | null;
@@ -117,6 +127,10 @@ export class DecodeLoop {
   private readonly native: NativeLoop;
   private readonly running = new Map<number, Running>();
   private closed = false;
+  /** The context's slots whose caches a copyable prompt may start from (`share`). */
+  private peers: readonly LoopSlot[] = [];
+  /** The fewest prompt tokens a copy must save (native copyWorth: the copy moves a slot's whole cache). */
+  private copyWorth = Infinity;
 
   constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number }) {
     const addon = llamaAddon<Addon>();
@@ -126,6 +140,18 @@ export class DecodeLoop {
       batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
       quietMs: o.quietMs ?? 2000,
     });
+  }
+
+  /**
+   * Lets a copyable prompt start from a copy of another of `slots`' caches, when that one holds at
+   * least copyWorth() more of it than its own slot (busy or not: what a running request kept of its
+   * slot's cache is in it until that request ends). Several agents' requests with one long system
+   * prompt, or a tool list, prefill it once, not once per slot. Only for a cache that can drop a
+   * tail (the copy is trimmed to the shared part).
+   */
+  share(slots: readonly LoopSlot[]): void {
+    this.peers = slots;
+    this.copyWorth = this.native.copyWorth();
   }
 
   /** The native loop, for the projector's image decodes (mtmd-addon.cpp runs them on its thread). */
@@ -161,15 +187,35 @@ export class DecodeLoop {
 
   /** @internal */
   start(slot: LoopSlot, tokens: readonly number[], nPast: number, request: LoopRequest, r: Running): void {
+    // (tokens and nPast change when the prompt starts from a copy of another slot's cache)
     if (this.closed) throw new Error(ERRORS[-5]);
     if (this.running.has(slot.seq)) throw new Error(ERRORS[-1]);
     if (nPast < 0 || nPast > slot.cached.length) throw new Error(`the slot's cache holds ${slot.cached.length} tokens, not ${nPast}`);
+    const { copyable, ...native } = request;
+    let from: LoopSlot | null = null;
+    if (copyable && this.peers.length > 1) {
+      // Decided here, as the request is submitted: the records say what each cache holds now,
+      // and a later request that trims the source reaches the loop after this one.
+      const prompt = [...slot.cached.slice(0, nPast), ...tokens];
+      let most = nPast + this.copyWorth - 1;
+      for (const p of this.peers) {
+        if (p === slot) continue;
+        const held = Math.min(p.commonPrefix(prompt), prompt.length - 1);
+        if (held > most) [from, most] = [p, held];
+      }
+      if (from) {
+        slot.cached = from.cached.slice(0, most);
+        tokens = prompt.slice(most);
+        nPast = most;
+      }
+    }
     r.record = [...slot.cached.slice(0, nPast), ...tokens];
-    // until the end is known, the cache is whatever the loop made of it
+    r.reused = nPast;
+    // until its first token, the cache holds what was kept; until its end, that and the prompt
     slot.cached = slot.cached.slice(0, nPast);
     this.running.set(slot.seq, r);
     try {
-      r.id = this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, request);
+      r.id = this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, from ? { ...native, copyFrom: from.seq } : native);
     } catch (e) {
       this.running.delete(slot.seq);
       throw e;
@@ -193,6 +239,11 @@ export class DecodeLoop {
       if (!r) continue;
       woken.add(r);
       if (kind === "token") {
+        // its first token: the prompt is in the cache, for another slot's prompt to copy (share)
+        if (!r.primed) {
+          r.primed = true;
+          r.slot.cached = r.record.slice(0, nPast);
+        }
         r.queue.push(token);
         r.record.push(token);
         continue;
@@ -246,7 +297,7 @@ export class LoopStream implements AsyncIterableIterator<number> {
   ) {
     let ended!: () => void;
     this.done = new Promise<void>((r) => (ended = r));
-    this.r = { slot, id: 0, record: [], queue: [], end: null, error: null, wake: null, ended };
+    this.r = { slot, id: 0, record: [], reused: 0, primed: false, queue: [], end: null, error: null, wake: null, ended };
   }
 
   [Symbol.asyncIterator]() {
@@ -305,5 +356,10 @@ export class LoopStream implements AsyncIterableIterator<number> {
   /** How the request ended (after the iteration is over). */
   get end(): LoopEnd | null {
     return this.r.end;
+  }
+
+  /** Prompt tokens the cache held when the request started (its slot's, or a copy of another's). */
+  get reused(): number {
+    return this.r.reused;
   }
 }

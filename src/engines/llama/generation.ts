@@ -159,7 +159,8 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     promptTokens: r.prompt.length,
     completionTokens: sampled,
     reasoningTokens: reasoningBefore + scanner.reasoningTokens,
-    cachedTokens: r.cachedTokens,
+    // a copy of another slot's cache counts (decode-loop.ts share)
+    cachedTokens: Math.max(r.cachedTokens, first.reused),
     toolCalls: calls.map((c) => ({ name: c.name, arguments: c.arguments })),
   };
 }

@@ -190,6 +190,28 @@ test("prompts that come together finish their prefill together, as in one of lla
   }
 });
 
+test("a prompt whose start another slot's cache holds (a running request's prompt) starts from a copy of that cache, and says what it says alone", async () => {
+  // two requests with one long system prompt, the second sent while the first generates: without
+  // the copy the second prefilled the system prompt again in its own slot (cachedTokens ~0)
+  const system = "You are the assistant of the harbour office. " + "Answer questions about ships, tides, berths and cranes in plain words, briefly. ".repeat(10);
+  const sampling = await noEnd(four);
+  const withSystem = (text: string, maxTokens: number) => job(text, { turns: [{ role: "system", text: system }, { role: "user", text, images: [] }], maxTokens, sampling });
+  const a = withSystem("Which ships come in today?", 120);
+  const b = withSystem("When is high tide?", 16);
+  const systemTokens = (await four.prepare(job(system))).promptTokens;
+  expect(systemTokens).toBeGreaterThan(200);
+  let first!: () => void;
+  const aStarted = new Promise<void>((r) => (first = r));
+  const aRun = run(four, a, undefined, () => first());
+  await aStarted;
+  const bResult = await run(four, b);
+  const aResult = await aRun;
+  expect(bResult.cachedTokens).toBeGreaterThan(systemTokens - 20);
+  // both say what they say alone (the reference engine's one slot, its own cache)
+  expect(said(bResult)).toEqual(said(await run(reference, b)));
+  expect(said(aResult)).toEqual(said(await run(reference, a)));
+});
+
 test("beside live traffic, batch requests decode one per step, taking turns; once it is quiet, together", async () => {
   const controller = new AbortController();
   const live = run(four, job("A live request that runs on.", { maxTokens: 400 }), controller.signal);

@@ -5,6 +5,7 @@
 //   loop.stats() -> { steps, tokens, flushes, decodeMs, sampleMs, loopMs }
 //   loop.close()
 //   loop.hold(ms)   tests: pause before the next step
+//   loop.copyWorth() -> the fewest prompt tokens a copy of another sequence's cache must save (request.copyFrom)
 // One thread per llama_context owns it: it alone decodes, trims a sequence's cache and decodes image
 // chunks into it (decode_loop_run, for mtmd-addon.cpp), so nothing in JavaScript sits between two
 // decode steps. Each step batches every slot with tokens to decode (a generating slot's last token,
@@ -68,6 +69,7 @@ struct Slot {
     llama_token picked = -1;
     int32_t failed = 0;
     int32_t planned = 0;              // its prompt tokens in the prefill plan under way (prompt_shares)
+    int32_t copy_from = -1;           // a sequence whose cache it starts from (copyFrom): see intake
     ~Slot() {
         if (chain) llama_sampler_free(chain);
         if (grammar) llama_sampler_free(grammar);
@@ -93,6 +95,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             InstanceMethod("stats", &DecodeLoop::GetStats),
             InstanceMethod("close", &DecodeLoop::Close),
             InstanceMethod("hold", &DecodeLoop::Hold),
+            InstanceMethod("copyWorth", &DecodeLoop::CopyWorth),
         });
         ctor = Napi::Persistent(f);
         ctor.SuppressDestruct();
@@ -225,6 +228,11 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         Napi::Object cfg = info[3].As<Napi::Object>();
         auto num = [&](const char * k, double d) { Napi::Value v = cfg.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : d; };
         s->max_tokens = (int32_t) num("maxTokens", 0);
+        const int32_t from = (int32_t) num("copyFrom", -1);
+        if (from >= 0) {
+            if (from >= (int32_t) llama_n_seq_max(ctx_) || from == s->seq) return fail("copyFrom: another sequence of this context");
+            s->copy_from = from;
+        }
         s->batch = cfg.Get("batch").ToBoolean().Value();
         const float temp = (float) num("temperature", 0);
         const int32_t top_k = (int32_t) num("topK", 40);
@@ -334,6 +342,19 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
 
     // Tests: the loop pauses `ms` before its next step, so requests submitted meanwhile reach one
     // step together (from JavaScript, submissions are milliseconds apart, steps of a tiny model less).
+    // The fewest prompt tokens a copy of another sequence's cache (copyFrom) must save to pay: the
+    // copy moves a whole sequence's cache (n_ctx_seq cells, keys and values of every layer, f16),
+    // a prefill computes ~2 FLOPs per weight per token; a byte moved is counted as 200 FLOPs (a
+    // GPU's bandwidth against its compute; a CPU's is nearer 10). At least 64.
+    Napi::Value CopyWorth(const Napi::CallbackInfo & info) {
+        const double n_head = std::max(1, llama_model_n_head(model_));
+        const double head_dim = llama_model_n_embd(model_) / n_head;
+        const double cell = 2.0 * llama_model_n_layer(model_) * llama_model_n_head_kv(model_) * head_dim * 2.0;
+        const double bytes = cell * n_ctx_seq_;
+        const double flops_per_token = 2.0 * (double) llama_model_n_params(model_);
+        return Napi::Number::New(info.Env(), std::max(64.0, std::ceil(200.0 * 2.0 * bytes / flops_per_token)));
+    }
+
     Napi::Value Hold(const Napi::CallbackInfo & info) {
         const double ms = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
         if (closed_ || !(ms > 0)) return info.Env().Undefined();
@@ -404,8 +425,18 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             if (stop_) return false;
             for (auto & s : incoming_) {
                 // the caller waits for a sequence's request to end before the next
-                if (slots_.count(s->seq)) emit(s->seq, E_BUSY, ERROR, -1);
-                else slots_[s->seq] = std::move(s);
+                if (slots_.count(s->seq)) {
+                    emit(s->seq, E_BUSY, ERROR, -1);
+                    continue;
+                }
+                // A prompt that another sequence's cache holds the start of starts from a copy of
+                // it: the whole cache of that sequence (llama.cpp copies a stream whole; its buffer
+                // at the next decode, before that step writes anything), trimmed to n_past when the
+                // slot starts. Here, before any slot of this intake starts: the source's own new
+                // request, if it came in the same intake, trims it only then. The caller knows the
+                // source holds those n_past tokens (decode-loop.ts: its record, submitted in order).
+                if (s->copy_from >= 0) llama_memory_seq_cp(llama_get_memory(ctx_), s->copy_from, s->seq, -1, -1);
+                slots_[s->seq] = std::move(s);
             }
             incoming_.clear();
             for (auto [seq, id] : cancels_) {
