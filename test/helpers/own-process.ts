@@ -22,10 +22,19 @@ export function expectPassed({ code, report }: { code: number; report: string },
  * A file of cases run in a process of its own: in the child (`envVar` set) it loads the cases;
  * in the suite, one test runs the file again as that child and expects all `passes` to pass.
  */
-export async function casesInOwnProcess(o: { file: string; envVar: string; cases: () => Promise<unknown>; title: string; passes: number; timeoutMs: number }): Promise<void> {
+export async function casesInOwnProcess(o: {
+  file: string;
+  envVar: string;
+  cases: () => Promise<unknown>;
+  title: string;
+  passes: number;
+  timeoutMs: number;
+  /** More of the child's environment, made when the test runs. */
+  env?: () => Record<string, string>;
+}): Promise<void> {
   if (process.env[o.envVar] === "1") {
     await o.cases();
     return;
   }
-  test(o.title, async () => expectPassed(await runTestFile(o.file, { [o.envVar]: "1" }), o.passes), o.timeoutMs);
+  test(o.title, async () => expectPassed(await runTestFile(o.file, { ...o.env?.(), [o.envVar]: "1" }), o.passes), o.timeoutMs);
 }

@@ -112,8 +112,8 @@ interface Running {
   id: number;
   /** The tokens submitted and emitted since, as they go into the cache. */
   record: number[];
-  /** Prompt tokens found in the cache when it was submitted (its slot's, or a copy's). */
-  reused: number;
+  /** Prompt tokens it started from in a copy of another slot's cache (0: none copied). */
+  copied: number;
   /** Its first token came: the slot's record shows its prompt in the cache. */
   primed: boolean;
   queue: number[];
@@ -130,7 +130,7 @@ export class DecodeLoop {
   /** The context's slots whose caches a copyable prompt may start from (`share`). */
   private peers: readonly LoopSlot[] = [];
   /** The fewest prompt tokens a copy must save (native copyWorth: the copy moves a slot's whole cache). */
-  private copyWorth = Infinity;
+  private worth = Infinity;
 
   constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number }) {
     const addon = llamaAddon<Addon>();
@@ -151,7 +151,12 @@ export class DecodeLoop {
    */
   share(slots: readonly LoopSlot[]): void {
     this.peers = slots;
-    this.copyWorth = this.native.copyWorth();
+    this.worth = this.native.copyWorth();
+  }
+
+  /** The fewest prompt tokens a copy of another slot's cache must save (Infinity until `share`). */
+  get copyWorth(): number {
+    return this.worth;
   }
 
   /** The native loop, for the projector's image decodes (mtmd-addon.cpp runs them on its thread). */
@@ -197,7 +202,7 @@ export class DecodeLoop {
       // Decided here, as the request is submitted: the records say what each cache holds now,
       // and a later request that trims the source reaches the loop after this one.
       const prompt = [...slot.cached.slice(0, nPast), ...tokens];
-      let most = nPast + this.copyWorth - 1;
+      let most = nPast + this.worth - 1;
       for (const p of this.peers) {
         if (p === slot) continue;
         const held = Math.min(p.commonPrefix(prompt), prompt.length - 1);
@@ -210,7 +215,7 @@ export class DecodeLoop {
       }
     }
     r.record = [...slot.cached.slice(0, nPast), ...tokens];
-    r.reused = nPast;
+    r.copied = from ? nPast : 0;
     // until its first token, the cache holds what was kept; until its end, that and the prompt
     slot.cached = slot.cached.slice(0, nPast);
     this.running.set(slot.seq, r);
@@ -297,7 +302,7 @@ export class LoopStream implements AsyncIterableIterator<number> {
   ) {
     let ended!: () => void;
     this.done = new Promise<void>((r) => (ended = r));
-    this.r = { slot, id: 0, record: [], reused: 0, primed: false, queue: [], end: null, error: null, wake: null, ended };
+    this.r = { slot, id: 0, record: [], copied: 0, primed: false, queue: [], end: null, error: null, wake: null, ended };
   }
 
   [Symbol.asyncIterator]() {
@@ -358,8 +363,8 @@ export class LoopStream implements AsyncIterableIterator<number> {
     return this.r.end;
   }
 
-  /** Prompt tokens the cache held when the request started (its slot's, or a copy of another's). */
-  get reused(): number {
-    return this.r.reused;
+  /** Prompt tokens the request started from in a copy of another slot's cache (0: none copied). */
+  get copied(): number {
+    return this.r.copied;
   }
 }

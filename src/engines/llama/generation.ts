@@ -159,8 +159,8 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
     promptTokens: r.prompt.length,
     completionTokens: sampled,
     reasoningTokens: reasoningBefore + scanner.reasoningTokens,
-    // a copy of another slot's cache counts (decode-loop.ts share)
-    cachedTokens: Math.max(r.cachedTokens, first.reused),
+    // a copy of another slot's cache counts (decode-loop.ts share); image positions primed for this request do not
+    cachedTokens: Math.max(r.cachedTokens, first.copied),
     toolCalls: calls.map((c) => ({ name: c.name, arguments: c.arguments })),
   };
 }

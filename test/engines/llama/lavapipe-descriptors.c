@@ -1,4 +1,4 @@
-// Test setup only (LD_PRELOAD into a server process that admits Mesa's llvmpipe as its Vulkan
+// Test setup only (LD_PRELOAD into a server or test process that admits Mesa's llvmpipe as its Vulkan
 // device; lavapipe.ts builds it). The product never runs on llvmpipe.
 //
 // Mesa 22.3's lavapipe (Debian 12's) reads every descriptor of a descriptor set when the set is

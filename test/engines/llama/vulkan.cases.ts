@@ -92,6 +92,40 @@ test("a forced tool call on the offloaded model", async () => {
   expect(r.choices[0]!.finish_reason).toBe("tool_calls");
 }, 60_000);
 
+test("a prompt whose start a busy slot's cache holds starts from a copy of it on the device (a stream copy between device buffers), and says what it says alone", async () => {
+  // the system prompt: more tokens than a copy must save on this context (copyWorth)
+  await engine("chat").load();
+  const loop = engine("chat").state.loop;
+  const worth: number = loop.copyWorth;
+  const system = "You are the assistant of the harbour office. " + "Answer questions about ships, tides, berths and cranes in plain words, briefly. ".repeat(Math.ceil(worth / 14) + 2);
+  const ask = async (question: string, max_tokens: number, onFirst?: () => void) => {
+    const stream = await t.openai(user).chat.completions.create({
+      model: "chat", max_tokens, temperature: 0, stream: true, stream_options: { include_usage: true },
+      messages: [{ role: "system", content: system }, { role: "user", content: question }],
+    });
+    let text = "";
+    let usage: any = null;
+    for await (const c of stream) {
+      if (c.choices[0]?.delta?.content !== undefined) onFirst?.();
+      text += c.choices[0]?.delta?.content ?? "";
+      if (c.usage) usage = c.usage;
+    }
+    return { text, usage };
+  };
+  // alone first: its slot keeps the system prompt, which the next request (another question) reuses there
+  const alone = await ask("When is high tide?", 3);
+  let first!: () => void;
+  const started = new Promise<void>((r) => (first = r));
+  const running = ask("Which ships come in today?", 6, () => first());
+  await started;
+  // the slot with the system prompt is busy: the other one starts from a copy of its cache
+  const copied = await ask("When is high tide?", 3);
+  await running;
+  expect(alone.usage.prompt_tokens).toBeGreaterThan(worth);
+  expect(copied.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(worth);
+  expect(copied.text).toBe(alone.text);
+}, 240_000);
+
 test("two models share the device: both wholly offloaded, on the same device memory", async () => {
   await engine("small-chat").load();
   const [a, b] = [await engine("chat").placement(), await engine("small-chat").placement()];
