@@ -205,7 +205,8 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     // ---- JS thread ----
 
     // submit(seq, tokens, nPast, { maxTokens, batch, temperature, topK, topP, seed, biasTokens,
-    //   biasLogits, penaltyLastN, frequencyPenalty, presencePenalty, grammar, lazyPatterns, lazyTokens, forced })
+    //   biasLogits, penaltyLastN, frequencyPenalty, presencePenalty, grammar, lazyPatterns, lazyTokens, forced,
+    //   copyFrom })   copyFrom: a sequence whose cache holds this one's first nPast tokens (intake copies it)
     Napi::Value Submit(const Napi::CallbackInfo & info) {
         Napi::Env env = info.Env();
         auto fail = [&](const std::string & m) {
