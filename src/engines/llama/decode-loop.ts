@@ -192,35 +192,31 @@ export class DecodeLoop {
 
   /** @internal */
   start(slot: LoopSlot, tokens: readonly number[], nPast: number, request: LoopRequest, r: Running): void {
-    // (tokens and nPast change when the prompt starts from a copy of another slot's cache)
     if (this.closed) throw new Error(ERRORS[-5]);
     if (this.running.has(slot.seq)) throw new Error(ERRORS[-1]);
     if (nPast < 0 || nPast > slot.cached.length) throw new Error(`the slot's cache holds ${slot.cached.length} tokens, not ${nPast}`);
     const { copyable, ...native } = request;
+    // what the cache will hold once the prompt is in: the record, whatever it starts from
+    const prompt = [...slot.cached.slice(0, nPast), ...tokens];
     let from: LoopSlot | null = null;
     if (copyable && this.peers.length > 1) {
       // Decided here, as the request is submitted: the records say what each cache holds now,
       // and a later request that trims the source reaches the loop after this one.
-      const prompt = [...slot.cached.slice(0, nPast), ...tokens];
       let most = nPast + this.worth - 1;
       for (const p of this.peers) {
         if (p === slot) continue;
         const held = Math.min(p.commonPrefix(prompt), prompt.length - 1);
         if (held > most) [from, most] = [p, held];
       }
-      if (from) {
-        slot.cached = from.cached.slice(0, most);
-        tokens = prompt.slice(most);
-        nPast = most;
-      }
+      if (from) nPast = most;
     }
-    r.record = [...slot.cached.slice(0, nPast), ...tokens];
+    r.record = prompt;
     r.copied = from ? nPast : 0;
-    // until its first token, the cache holds what was kept; until its end, that and the prompt
-    slot.cached = slot.cached.slice(0, nPast);
+    // until its first token, the cache holds what was kept (or copied); until its end, that and the prompt
+    slot.cached = prompt.slice(0, nPast);
     this.running.set(slot.seq, r);
     try {
-      r.id = this.native.submit(slot.seq, Uint32Array.from(tokens), nPast, from ? { ...native, copyFrom: from.seq } : native);
+      r.id = this.native.submit(slot.seq, Uint32Array.from(from ? prompt.slice(nPast) : tokens), nPast, from ? { ...native, copyFrom: from.seq } : native);
     } catch (e) {
       this.running.delete(slot.seq);
       throw e;

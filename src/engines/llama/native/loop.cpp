@@ -341,12 +341,12 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return o;
     }
 
-    // Tests: the loop pauses `ms` before its next step, so requests submitted meanwhile reach one
-    // step together (from JavaScript, submissions are milliseconds apart, steps of a tiny model less).
     // The fewest prompt tokens a copy of another sequence's cache (copyFrom) must save to pay: the
     // copy moves a whole sequence's cache (n_ctx_seq cells, keys and values of every layer, f16),
     // a prefill computes ~2 FLOPs per weight per token; a byte moved is counted as 200 FLOPs (a
-    // GPU's bandwidth against its compute; a CPU's is nearer 10). At least 64.
+    // GPU's bandwidth against its compute; a CPU's is nearer 10). At least 64. The head size is taken
+    // as n_embd / n_head (llama.h has no key length): a model whose heads are wider (Qwen3-0.6B: 128
+    // against 64) moves more than counted here.
     Napi::Value CopyWorth(const Napi::CallbackInfo & info) {
         const double n_head = std::max(1, llama_model_n_head(model_));
         const double head_dim = llama_model_n_embd(model_) / n_head;
@@ -356,6 +356,8 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return Napi::Number::New(info.Env(), std::max(64.0, std::ceil(200.0 * 2.0 * bytes / flops_per_token)));
     }
 
+    // Tests: the loop pauses `ms` before its next step, so requests submitted meanwhile reach one
+    // step together (from JavaScript, submissions are milliseconds apart, steps of a tiny model less).
     Napi::Value Hold(const Napi::CallbackInfo & info) {
         const double ms = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
         if (closed_ || !(ms > 0)) return info.Env().Undefined();
