@@ -307,12 +307,16 @@ test("a cancel sent after its request ended (its end not seen yet) never ends th
   const prompt = state.model.tokenize("Tell me about kites.");
   const sampling = await noEnd(one);
   const bias = { biasTokens: Uint32Array.from(sampling.logitBias.keys()), biasLogits: Float32Array.from(sampling.logitBias.values()) };
-  const a = state.loop.generate(slot, prompt, 0, { maxTokens: 40, temperature: 0, ...bias });
+  const maxTokens = 200;
+  const before = state.loop.stats().tokens;
+  const a = state.loop.generate(slot, prompt, 0, { maxTokens, temperature: 0, ...bias });
   expect((await a.next()).done).toBe(false);
   expect(a.end).toBeNull();
-  // A finishes in the loop while JavaScript is busy: its end is not seen yet
-  const until = performance.now() + 150;
-  while (performance.now() < until);
+  // A finishes in the loop while JavaScript is busy: its end is not seen yet. The loop's count of
+  // sampled tokens (read synchronously) says when all of A's are out; under load a fixed wait was
+  // too short, and 40 tokens were all out before JavaScript saw the first
+  const until = performance.now() + 10_000;
+  while (state.loop.stats().tokens - before < maxTokens && performance.now() < until);
   // the loop waits, so A's cancel is still queued when B is submitted on the same slot
   (state.loop.handle as { hold(ms: number): void }).hold(300);
   await a.return();
