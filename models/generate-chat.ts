@@ -6,7 +6,7 @@ import { buildBpeVocab, type BpeVocab } from "./gguf/bpe";
 import { FILE_TYPE_FOR, GgmlType, GgufValueType, arr, bool, f32, str, u32, type GgufValue } from "./gguf/types";
 import { writeGguf, type GgufTensor } from "./gguf/writer";
 import { countParameters, type ChatModelSpec, type MatrixType } from "./presets";
-import { normalishSource } from "./random";
+import { editedSource, normalishSource } from "./random";
 
 export type { ChatModelSpec } from "./presets";
 
@@ -86,7 +86,8 @@ function metadataFor(spec: ChatModelSpec, vocab: BpeVocab): Array<[string, GgufV
   ];
 }
 
-function tensorsFor(spec: ChatModelSpec, nVocab: number): GgufTensor[] {
+function tensorsFor(spec: ChatModelSpec, vocab: BpeVocab): GgufTensor[] {
+  const nVocab = vocab.tokens.length;
   const d = spec.embedding;
   const qDim = spec.heads * spec.headDim;
   const kvDim = spec.kvHeads * spec.headDim;
@@ -126,7 +127,31 @@ function tensorsFor(spec: ChatModelSpec, nVocab: number): GgufTensor[] {
   }
   // A separate (untied) output matrix: with tied embeddings a random model keeps repeating its input.
   tensors.push(norm("output_norm.weight", d), weight("output.weight", [d, nVocab], LOGIT_STD / Math.sqrt(d)));
+  if (spec.endLean) leanToEnd(tensors, spec, vocab.special["<|im_end|>"]!, spec.endLean);
   return tensors;
+}
+
+/**
+ * `endLean`: residual dimension 0 holds END_DIM in every token's embedding and no block writes it
+ * (row 0 of each residual-writing projection is zero), so after the final norm it reads about
+ * END_DIM / (the stream's RMS) at every position; the output row of the end token alone reads it.
+ */
+function leanToEnd(tensors: GgufTensor[], spec: ChatModelSpec, end: number, lean: number): void {
+  const d = spec.embedding;
+  // the rest of the stream: the embedding's spread, and about as much again from the blocks
+  const END_DIM = EMBEDDING_STD;
+  const normalised = END_DIM / Math.sqrt((END_DIM * END_DIM + (d - 1) * 2 * EMBEDDING_STD * EMBEDDING_STD) / d);
+  const edit = (name: string, fn: (index: number, value: number) => number) => {
+    const t = tensors.find((x) => x.name === name)!;
+    t.data = editedSource(t.data, fn);
+  };
+  edit("token_embd.weight", (i, v) => (i % d === 0 ? END_DIM : v));
+  for (let b = 0; b < spec.blocks; b++) {
+    // [fan_in, d]: output dimension 0 is the first fan_in values
+    edit(`blk.${b}.attn_output.weight`, (i, v) => (i < spec.heads * spec.headDim ? 0 : v));
+    edit(`blk.${b}.ffn_down.weight`, (i, v) => (i < spec.feedForward ? 0 : v));
+  }
+  edit("output.weight", (i, v) => (i % d === 0 ? (i / d === end ? lean / normalised : 0) : v));
 }
 
 /** Writes a random-weight qwen3 chat model for `spec` to `path` (overwriting it). */
@@ -136,7 +161,7 @@ export async function writeChatModel(path: string, spec: ChatModelSpec): Promise
   const nVocab = vocab.tokens.length;
   const { bytes, parameters } = await writeGguf(path, {
     metadata: metadataFor(spec, vocab),
-    tensors: tensorsFor(spec, nVocab),
+    tensors: tensorsFor(spec, vocab),
   });
   if (parameters !== countParameters(spec, nVocab)) throw new Error("internal error: parameter count mismatch");
   return { path, bytes, parameters, vocabSize: nVocab };

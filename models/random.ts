@@ -97,3 +97,15 @@ export function constantSource(count: number, value: number): () => Iterable<Flo
     yield new Float32Array(count).fill(value);
   };
 }
+
+/** `source` with some values replaced: `edit(index, value)` gets each value's index in the whole tensor. */
+export function editedSource(source: () => Iterable<Float32Array>, edit: (index: number, value: number) => number): () => Iterable<Float32Array> {
+  return function* () {
+    let at = 0;
+    for (const chunk of source()) {
+      for (let i = 0; i < chunk.length; i++) chunk[i] = edit(at + i, chunk[i]!);
+      at += chunk.length;
+      yield chunk;
+    }
+  };
+}
