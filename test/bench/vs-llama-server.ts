@@ -17,9 +17,12 @@
 //     that opens the call (CALL_OPEN: its "required" admits free text first). Both outputs are
 //     checked for their constraint; decode tok/s per kind is listed too.
 //   BENCH_TRACE=1: each measurement's streams, when each was sent, had its first and last token
+//   BENCH_BASELINE=<folder>: the other side is our own server from another checkout of this project
+//     (an older commit, its dependencies installed and its llama addon built) instead of llama-server,
+//     on the same config: "is this change faster than what we had", side by side. No prefill there.
 //   BENCH_ROUNDS=5  BENCH_STREAMS=1,2,4,8  bun run bench vs-llama-server
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { isChatPresetName } from "../../models/presets";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
@@ -39,6 +42,10 @@ const MAX_TOKENS = 64;
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 1000);
 // BENCH_MIX=constrained: half the streams under a grammar (see the header)
 const MIX = process.env.BENCH_MIX ?? "plain";
+// BENCH_BASELINE: a checkout of this project whose server is the other side (see the header)
+const BASELINE = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : "";
+/** Who the other side is, in the report. */
+const THEIRS = BASELINE ? `baseline ${basename(BASELINE)}` : "llama-server";
 // context per slot, on both servers: a tool stream's prompt (the tool listed in the system turn) takes ~470 tokens
 const SLOT_CONTEXT = MIX === "constrained" ? 1024 : 512;
 const PROMPT =
@@ -92,7 +99,7 @@ function kindOf(i: number, r: number): Kind {
 interface Stream { kind: Kind; startMs: number; firstMs: number; ttftMs: number; decodeTps: number; deltaTps: number; tokens: number; wallMs: number; text: string; called: boolean }
 
 async function stream(side: Side, url: string, model: string, n: number, noEnd: Record<string, number>, kind: Kind = "plain"): Promise<Stream> {
-  const messages = [{ role: "user", content: `Request ${n}. ${PROMPT}` }, ...(side === "theirs" && kind === "tool" ? [CALL_OPEN] : [])];
+  const messages = [{ role: "user", content: `Request ${n}. ${PROMPT}` }, ...(side === "theirs" && !BASELINE && kind === "tool" ? [CALL_OPEN] : [])];
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     // a stream that stalls fails the run instead of hanging it
@@ -101,7 +108,7 @@ async function stream(side: Side, url: string, model: string, n: number, noEnd: 
     // timeout closes was reset on reuse (ECONNRESET), and open ones kept it from exiting
     keepalive: false,
     method: "POST",
-    headers: { authorization: `Bearer ${oursKey || "none"}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${keys[side] || "none"}`, "content-type": "application/json" },
     body: JSON.stringify({
       model, stream: true, stream_options: { include_usage: true }, max_tokens: MAX_TOKENS, temperature: 0, logit_bias: noEnd,
       chat_template_kwargs: { enable_thinking: false }, messages, ...CONSTRAINTS[kind],
@@ -137,8 +144,8 @@ function constrained(s: Stream): boolean {
 }
 
 let nextPort = 18600;
-/** Our server's admin key (printed at its first start); llama-server accepts any. */
-let oursKey = "";
+/** Our server's admin key (printed at its first start), a baseline's too; llama-server accepts any. */
+const keys: Record<Side, string> = { ours: "", theirs: "" };
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 const median = (xs: number[]) => pct(xs, 0.5);
 /** The median of the finite values (NaN when there are none: a tool stream's decode). */
@@ -208,7 +215,7 @@ export async function benchVsLlamaServer() {
   const modelPath = await ensureChatModel(preset);
   // BENCH_OURS_ONLY=1 measures our side alone (no llama-server build): the figures without ratios.
   const oursOnly = process.env.BENCH_OURS_ONLY === "1";
-  const bin = oursOnly ? "" : ensureLlamaServer();
+  const bin = oursOnly || BASELINE ? "" : ensureLlamaServer();
   const { getLlama } = await import("node-llama-cpp");
   const llama = await getLlama({ build: "never", gpu: false });
   const m = await llama.loadModel({ modelPath });
@@ -225,14 +232,23 @@ export async function benchVsLlamaServer() {
     const config = join(dir, "config.toml");
     writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
       `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${SLOT_CONTEXT}\nslots = 8\nload = "start"\n`);
-    const ours = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++nextPort)],
-      { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
-    children.push(ours);
-    const started = await untilListening(ours.stderr as ReadableStream<Uint8Array>);
-    oursKey = started.key ?? "";
-    const urls: Record<"ours" | "theirs", string> = { ours: started.url, theirs: "" };
-    const pids: Record<"ours" | "theirs", number> = { ours: ours.pid, theirs: 0 };
-    if (!oursOnly) {
+    // our server, from this checkout or the baseline's, on its own data folder
+    const serve = async (root: string, data: string) => {
+      const child = Bun.spawn([process.execPath, join(root, "cli", "main.ts"), "-c", config, "-d", join(dir, data), "serve", "--port", String(++nextPort)],
+        { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
+      children.push(child);
+      return { child, started: await untilListening(child.stderr as ReadableStream<Uint8Array>) };
+    };
+    const ours = await serve(join(import.meta.dir, "..", ".."), "data");
+    keys.ours = ours.started.key ?? "";
+    const urls: Record<Side, string> = { ours: ours.started.url, theirs: "" };
+    const pids: Record<Side, number> = { ours: ours.child.pid, theirs: 0 };
+    if (BASELINE) {
+      const base = await serve(BASELINE, "baseline-data");
+      keys.theirs = base.started.key ?? "";
+      urls.theirs = base.started.url;
+      pids.theirs = base.child.pid;
+    } else if (!oursOnly) {
       const port = ++nextPort;
       // the same 8 × SLOT_CONTEXT tokens of context as ours
       const server = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * SLOT_CONTEXT), "--port", String(port), "--host", "127.0.0.1", "--no-webui", "--jinja", ...EXTRA_ARGS], {
@@ -255,7 +271,7 @@ export async function benchVsLlamaServer() {
           // ~0.1-0.3 s after its last step): measured back to back, the second one ran on a core less
           await Bun.sleep(SETTLE_MS);
           const figures = await measure(side, urls[side], pids[side], k, r, noEnd, seq).catch(async (e: Error) => {
-            const tail = side === "theirs" ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
+            const tail = side === "theirs" && !BASELINE ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
             throw new Error(`${side}: ${e.message}${tail ? `\nllama-server's log (last lines):\n${tail}` : ""}`);
           });
           (results[side][k] ??= []).push(figures);
@@ -289,20 +305,20 @@ export async function benchVsLlamaServer() {
     return { pass: false };
   }
   console.log(`${what}, ${rounds} paired rounds (medians)`);
-  console.log("streams | llama-server agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg | ratio decode (medians of paired)");
-  const paired = (k: number, f: "agg" | "decode") => medianOf(results.ours[k]!.map((o, i) => o[f] / results.theirs[k]![i]![f]));
+  console.log(`streams | ${THEIRS} agg tok/s (decode, ttft p50/p95 ms) | ours agg tok/s (decode, ttft p50/p95 ms) | ratio agg | ratio decode | ratio ttft p50 (medians of paired)`);
+  const paired = (k: number, f: "agg" | "decode" | "ttft50") => medianOf(results.ours[k]!.map((o, i) => o[f] / results.theirs[k]![i]![f]));
   const ratios = STREAMS.map((k) => paired(k, "agg"));
-  STREAMS.forEach((k, i) => console.log(`${k} | ${row("theirs", k)} | ${row("ours", k)} | ${ratios[i]!.toFixed(2)}× | ${paired(k, "decode").toFixed(2)}×`));
+  STREAMS.forEach((k, i) => console.log(`${k} | ${row("theirs", k)} | ${row("ours", k)} | ${ratios[i]!.toFixed(2)}× | ${paired(k, "decode").toFixed(2)}× | ${paired(k, "ttft50").toFixed(2)}×`));
   for (const k of STREAMS)
-    console.log(`  ${k} stream(s), aggregate tok/s per round, llama-server/ours: ${results.theirs[k]!.map((t, i) => `${t.agg.toFixed(0)}/${results.ours[k]![i]!.agg.toFixed(0)}`).join(", ")}`);
+    console.log(`  ${k} stream(s), aggregate tok/s per round, ${THEIRS}/ours: ${results.theirs[k]!.map((t, i) => `${t.agg.toFixed(0)}/${results.ours[k]![i]!.agg.toFixed(0)}`).join(", ")}`);
   if (MIX === "constrained")
-    for (const k of STREAMS) console.log(`  ${k} stream(s), decode tok/s by kind (tool: deltas/s), llama-server: ${kinds("theirs", k)}; ours: ${kinds("ours", k)}`);
+    for (const k of STREAMS) console.log(`  ${k} stream(s), decode tok/s by kind (tool: deltas/s), ${THEIRS}: ${kinds("theirs", k)}; ours: ${kinds("ours", k)}`);
   for (const k of STREAMS)
-    console.log(`  ${k} stream(s), CPU per generated token (µs, whole process, spinning workers included): llama-server ${med("theirs", k, "cpuPerToken").toFixed(0)}, ours ${med("ours", k, "cpuPerToken").toFixed(0)} (of which our JavaScript thread ${med("ours", k, "jsPerToken").toFixed(0)})`);
+    console.log(`  ${k} stream(s), CPU per generated token (µs, whole process, spinning workers included): ${THEIRS} ${med("theirs", k, "cpuPerToken").toFixed(0)}, ours ${med("ours", k, "cpuPerToken").toFixed(0)} (of which our JavaScript thread ${med("ours", k, "jsPerToken").toFixed(0)})`);
   // issue 29: per-stream decode and aggregate both ≥ 1.0× llama-server's at every stream count
   const decodeRatios = STREAMS.map((k) => paired(k, "decode"));
   const short = STREAMS.flatMap((k, i) => [...(ratios[i]! < 1 ? [`${k}: aggregate ${ratios[i]!.toFixed(3)}×`] : []), ...(decodeRatios[i]! < 1 ? [`${k}: decode ${decodeRatios[i]!.toFixed(3)}×`] : [])]);
   const pass = short.length === 0;
-  console.log(`targets: decode per stream and aggregate ≥ 1.0× at every stream count: ${pass ? "PASS" : `FAIL (${short.join(", ")})`}`);
+  console.log(`targets${BASELINE ? ` (against ${THEIRS}, not llama-server)` : ""}: decode per stream and aggregate ≥ 1.0× at every stream count: ${pass ? "PASS" : `FAIL (${short.join(", ")})`}`);
   return { pass };
 }

@@ -5,6 +5,7 @@
 // and Node's N-API headers. Run by install.sh; idempotent.
 //   bun src/engines/llama/native/build.ts [--force]
 
+import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
@@ -59,8 +60,10 @@ export function buildNativeAddon(opts: { force?: boolean; log?: (line: string) =
   const out = addonBuildDir();
   const tag = llamaTag();
   const src = llamaCppSource(log);
-  // One build tree per llama.cpp release, shared by binding revisions: a changed binding recompiles alone.
-  const build = join(out, "..", `addon-build-${tag}`);
+  // One build tree per llama.cpp release and checkout, shared by binding revisions: a changed binding
+  // recompiles alone. Another checkout of the project (an older commit, for a baseline bench) gets its
+  // own: CMake refuses a tree made from another source folder.
+  const build = join(out, "..", `addon-build-${tag}-${createHash("sha256").update(NATIVE_DIR).digest("hex").slice(0, 8)}`);
   const generator = which("ninja") ? ["-G", "Ninja"] : [];
   log(`llama addon: building into ${out} (${availableParallelism()} jobs; a few minutes)`);
   run([
