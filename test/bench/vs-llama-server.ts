@@ -146,6 +146,8 @@ function constrained(s: Stream): boolean {
 let nextPort = 18600;
 /** Our server's admin key (printed at its first start), a baseline's too; llama-server accepts any. */
 const keys: Record<Side, string> = { ours: "", theirs: "" };
+/** The end of what our server (and a baseline) wrote to stderr after its banner. */
+const stderrTails: Record<Side, string> = { ours: "", theirs: "" };
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 const median = (xs: number[]) => pct(xs, 0.5);
 /** The median of the finite values (NaN when there are none: a tool stream's decode). */
@@ -232,19 +234,24 @@ export async function benchVsLlamaServer() {
     const config = join(dir, "config.toml");
     writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
       `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${SLOT_CONTEXT}\nslots = 8\nload = "start"\n`);
-    // our server, from this checkout or the baseline's, on its own data folder
-    const serve = async (root: string, data: string) => {
+    // our server, from this checkout or the baseline's, on its own data folder; what it writes to
+    // stderr after its banner is read on (a full pipe would stall it) and its end kept for an error
+    const serve = async (root: string, data: string, side: Side) => {
       const child = Bun.spawn([process.execPath, join(root, "cli", "main.ts"), "-c", config, "-d", join(dir, data), "serve", "--port", String(++nextPort)],
         { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
       children.push(child);
-      return { child, started: await untilListening(child.stderr as ReadableStream<Uint8Array>) };
+      const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
+      void (async () => {
+        for await (const chunk of child.stderr as ReadableStream<Uint8Array>) stderrTails[side] = (stderrTails[side] + new TextDecoder().decode(chunk)).slice(-4000);
+      })().catch(() => {});
+      return { child, started };
     };
-    const ours = await serve(join(import.meta.dir, "..", ".."), "data");
+    const ours = await serve(join(import.meta.dir, "..", ".."), "data", "ours");
     keys.ours = ours.started.key ?? "";
     const urls: Record<Side, string> = { ours: ours.started.url, theirs: "" };
     const pids: Record<Side, number> = { ours: ours.child.pid, theirs: 0 };
     if (BASELINE) {
-      const base = await serve(BASELINE, "baseline-data");
+      const base = await serve(BASELINE, "baseline-data", "theirs");
       keys.theirs = base.started.key ?? "";
       urls.theirs = base.started.url;
       pids.theirs = base.child.pid;
@@ -271,8 +278,8 @@ export async function benchVsLlamaServer() {
           // ~0.1-0.3 s after its last step): measured back to back, the second one ran on a core less
           await Bun.sleep(SETTLE_MS);
           const figures = await measure(side, urls[side], pids[side], k, r, noEnd, seq).catch(async (e: Error) => {
-            const tail = side === "theirs" && !BASELINE ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : "";
-            throw new Error(`${side}: ${e.message}${tail ? `\nllama-server's log (last lines):\n${tail}` : ""}`);
+            const tail = side === "theirs" && !BASELINE ? (await Bun.file(log).text().catch(() => "")).split("\n").slice(-15).join("\n") : stderrTails[side];
+            throw new Error(`${side}: ${e.message}${tail ? `\n${side === "ours" ? "our server" : THEIRS}'s stderr (last lines):\n${tail}` : ""}`);
           });
           (results[side][k] ??= []).push(figures);
         }
