@@ -31,8 +31,9 @@ export interface ChatModelSpec {
    * How far `<|im_end|>`'s logit leans up (the logits' spread is about 2), so a sampled answer
    * ends on its own after some hundred tokens instead of running on to the end of the context: a
    * random model drew the end token about once in a vocabulary's worth (~1400 tokens, with a long
-   * tail), and a client that sends no max_tokens (Codex) waited minutes for noise. Through a residual dimension that the token
-   * embeddings hold constant and no block writes; only the end token's output row reads it.
+   * tail), and a client that sends no max_tokens (Codex) waited minutes for noise. Through a
+   * residual dimension that the token embeddings hold constant and no block writes; only the end
+   * token's output row reads it.
    */
   endLean?: number;
 }
