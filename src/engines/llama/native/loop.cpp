@@ -342,8 +342,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     }
 
     // The fewest prompt tokens a copy of another sequence's cache (copyFrom) must save to pay: the
-    // copy moves a whole sequence's cache (n_ctx_seq cells, keys and values of every layer, f16),
-    // a prefill computes ~2 FLOPs per weight per token; a byte moved is counted as 200 FLOPs (a
+    // copy moves a whole sequence's cache (n_ctx_seq cells, keys and values of every layer, f16; each
+    // byte read and written: 2 x bytes), a prefill computes ~2 FLOPs per weight per token; a byte
+    // moved is counted as 200 FLOPs (a
     // GPU's bandwidth against its compute; a CPU's is nearer 10). At least 64. The head size is taken
     // as n_embd / n_head (llama.h has no key length): a model whose heads are wider (Qwen3-0.6B: 128
     // against 64) moves more than counted here.
@@ -564,9 +565,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
 
     // How many prompt tokens each prompt of the step decodes. Generating slots take one token each;
     // prompts share the rest by a plan of up to PLAN_TOKENS (llama-server's batch: 2048, over its
-    // 512-token micro-batches) or n_batch if larger, made in the order the prompts came: the prompts that finish in a
-    // plan all finish in its last step, together, as they do in llama-server's one batch, and the
-    // steps before it carry each a share of every one. Generating slots still take a token in each
+    // 512-token micro-batches) or n_batch if larger, made in the order the prompts came: the
+    // prompts that finish in a plan all finish in its last step, together, as they do in
+    // llama-server's one batch, and the steps before it carry each a share of every one. Generating slots still take a token in each
     // of those steps, where llama-server's decode waits for its whole batch.
     //   - In the order they came, each finishing as soon as it can, the first prompts of a burst
     //     began generating while the rest prefilled in their steps: 8 streams of bench-64m decoded
