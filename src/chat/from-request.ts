@@ -2,6 +2,7 @@ import type { ChatMessage, ChatRequest, ContentPart } from "../api/openai/chat-s
 import { ApiError } from "../api/http/errors";
 import { parseClientJson } from "../bounded-json";
 import type { ChatJob, ChatTurn, ImageInput, OutputFormat, ToolChoice, ToolSpec } from "./job";
+import { checkSchema, checkTools } from "./schema-limits";
 
 // OpenAI chat-completions request → ChatJob. Pure: no framework, store or engine. Every rule the
 // schema cannot express is checked here and refused with a 400 that names the field.
@@ -13,6 +14,8 @@ export function toChatJob(req: ChatRequest): ChatJob {
   if (req.logprobs) throw bad("logprobs", "log probabilities are not supported");
 
   const tools = toTools(req);
+  // Before any converter or grammar sees them (issue 41): schema-limits.ts.
+  checkTools(tools, (i) => `tools[${i}].function.parameters`);
   const turns = toTurns(req.messages);
   const stream = req.stream === true;
   return {
@@ -155,6 +158,7 @@ function toFormat(req: ChatRequest): OutputFormat {
   if (f.type === "json_object") return { type: "json_object" };
   if (!f.json_schema) throw bad("response_format.json_schema", 'is required when type is "json_schema"');
   if (!f.json_schema.schema) throw bad("response_format.json_schema.schema", "is required");
+  checkSchema(f.json_schema.schema, "response_format.json_schema.schema", true);
   return { type: "json_schema", name: f.json_schema.name, schema: f.json_schema.schema };
 }
 

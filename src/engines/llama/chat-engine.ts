@@ -13,7 +13,8 @@ import { TokenPieces } from "./token-text";
 import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
 import { callGrammar, schemaAfterThought } from "./tool-calls";
-import { toGbnf, toToolGbnf } from "./json-schema";
+import { grammarCompiler } from "./grammar-compiler";
+import type { GrammarJob, GrammarOutcome } from "./grammar-worker";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
@@ -64,6 +65,12 @@ interface Loaded {
   threadpool: Threadpool | null;
   /** Slots this load has (the planner's choice, or the manifest's). */
   slots: number;
+}
+
+/** A request's compiled grammars: its answer's, and its constrained tools' arguments' by name. */
+interface Grammars {
+  answer?: string;
+  tools: Map<string, string>;
 }
 
 /** Prompts with images: their spans and runs, so a slot's reusable prefix compares images by content. */
@@ -333,7 +340,7 @@ export class LlamaChatEngine implements ChatEngine {
       );
     const maxTokens = job.maxTokens ?? room;
     const markers = outputMarkers(model, wrapper, stopTriggers);
-    const constraint = this.constraint(s, job, { thinking, functions, markers });
+    const constraint = this.constraint(s, job, { thinking, functions, markers }, await this.grammars(job, functions && markers.calls ? functions : undefined));
     const request: Omit<LoopRequest, "maxTokens"> = {
       ...loopSampling(job, freshSeed),
       ...this.userBias(s, job),
@@ -387,8 +394,8 @@ export class LlamaChatEngine implements ChatEngine {
    * calls only when a call is required), or both: free text that may begin a call, and where it
    * does not, the answer generated again under the schema (`answerAfterFreeText`, generation.ts).
    */
-  private constraint(s: Loaded, job: ChatJob, r: { thinking: boolean; functions?: ChatModelFunctions; markers: ReturnType<typeof outputMarkers> }) {
-    const answer = job.format ? this.answerGbnf(job) : undefined;
+  private constraint(s: Loaded, job: ChatJob, r: { thinking: boolean; functions?: ChatModelFunctions; markers: ReturnType<typeof outputMarkers> }, grammars: Grammars) {
+    const answer = grammars.answer;
     const thought = r.thinking ? r.markers.thought : undefined;
     // What is forced first: with a response_format, the thought's opening (the schema applies after it).
     const opening = answer && thought ? thought.open : null;
@@ -396,9 +403,7 @@ export class LlamaChatEngine implements ChatEngine {
     if (r.functions && r.markers.calls) {
       const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
       const required = job.toolChoice === "required" || named !== null;
-      const tools = job.tools
-        .filter((t) => named === null || t.name === named)
-        .map((t) => ({ name: t.name, gbnf: toToolGbnf(t.parameters, t.strict === true, `tools[${job.tools.indexOf(t)}].function.parameters`) }));
+      const tools = job.tools.filter((t) => named === null || t.name === named).map((t) => ({ name: t.name, gbnf: grammars.tools.get(t.name)! }));
       const g = callGrammar({
         syntax: r.markers.calls,
         tools,
@@ -429,11 +434,26 @@ export class LlamaChatEngine implements ChatEngine {
     return { request: { grammar: g.gbnf, ...trigger }, schema, opening };
   }
 
-  /** The answer's grammar: a JSON object for json_object, the schema through llama.cpp's converter (json-schema.ts). */
-  private answerGbnf(job: ChatJob): string {
-    const f = job.format!;
-    const param = "response_format.json_schema.schema";
-    return f.type === "json_schema" ? toGbnf(f.schema, param) : toGbnf({ type: "object" }, "response_format", true);
+  /**
+   * The request's grammars, from the grammar worker (grammar-compiler.ts: llama.cpp's converter in a
+   * process of its own, bounded): the answer's (a JSON object for json_object, the schema through the
+   * converter) and each tool's arguments' when calls are constrained. A schema it refuses is the 400.
+   */
+  private async grammars(job: ChatJob, functions: ChatModelFunctions | undefined): Promise<Grammars> {
+    const f = job.format;
+    const jobs: GrammarJob[] = [];
+    if (f) jobs.push(f.type === "json_schema" ? { kind: "answer", schema: f.schema, param: "response_format.json_schema.schema" } : { kind: "answer", schema: null, param: "response_format" });
+    const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
+    const tools = functions ? job.tools.filter((t) => named === null || t.name === named) : [];
+    for (const t of tools) jobs.push({ kind: "tool", parameters: t.parameters, strict: t.strict === true, param: `tools[${job.tools.indexOf(t)}].function.parameters` });
+    if (jobs.length === 0) return { tools: new Map() };
+    const outcomes = await grammarCompiler.compile(jobs);
+    const gbnf = (o: GrammarOutcome): string => {
+      if ("error" in o) throw new ApiError(o.error.code, o.error.message, { param: o.error.param });
+      return o.gbnf;
+    };
+    const results = outcomes.map(gbnf);
+    return { answer: f ? results.shift() : undefined, tools: new Map(tools.map((t, i) => [t.name, results[i]!])) };
   }
 
   /** The caller's logit_bias (OpenAI's -100…100 added to the logits; -100 or less: never). */

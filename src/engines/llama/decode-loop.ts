@@ -1,4 +1,6 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
+import { ApiError } from "../../api/http/errors";
+import { GRAMMAR_BUDGET } from "./grammar-budget";
 import { llamaAddon } from "./native/addon-path";
 import { nativeContext, nativeModel } from "./native/handles";
 
@@ -49,6 +51,8 @@ export interface LoopEnd {
   reason: LoopEndReason;
   /** The last token sampled (end of generation: not shown; max tokens: shown), or -1. */
   token: number;
+  /** Tokens of the sequence in the cache at the end (a cancelled prompt: as far as it was decoded). */
+  nPast: number;
 }
 
 interface NativeLoop {
@@ -68,7 +72,7 @@ export interface LoopStats {
   loopMs: number;
 }
 interface Addon {
-  DecodeLoop: new (model: unknown, context: unknown, onEvents: (events: Int32Array) => void, options: { batchWidthBesideLive: number; quietMs: number }) => NativeLoop;
+  DecodeLoop: new (model: unknown, context: unknown, onEvents: (events: Int32Array) => void, options: { batchWidthBesideLive: number; quietMs: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number }) => NativeLoop;
 }
 
 const KIND = ["token", "eog", "max", "cancelled", "error", "prefilled"] as const;
@@ -79,6 +83,21 @@ const ERRORS: Record<number, string> = {
   [-4]: "the model gave no logits to sample the next token from",
   [-5]: "the decode loop closed",
 };
+
+/** The error a request's end carries: a named 400 for a grammar over its budget, else a plain failure. */
+function loopError(code: number, budget: typeof GRAMMAR_BUDGET): Error {
+  if (code === -6)
+    return new ApiError(
+      "schema_too_complex",
+      `the grammar of this request's schema grew past ${budget.statesMax} parse states while generating (nested repetitions, or alternatives that share their start): simplify the schema`,
+    );
+  if (code === -7)
+    return new ApiError(
+      "schema_too_complex",
+      `the grammar of this request's schema took more than ${budget.msPerToken} ms a token to follow while generating (many enum values or alternatives that share their start): simplify the schema`,
+    );
+  return new Error(ERRORS[code] ?? `llama.cpp failed to decode (code ${code})`);
+}
 
 /** Why a context cannot run the loop here, or null if it can. */
 export function decodeLoopUnavailable(): string | null {
@@ -132,13 +151,20 @@ export class DecodeLoop {
   /** The fewest prompt tokens a copy must save (native copyWorth: the copy moves a slot's whole cache). */
   private worth = Infinity;
 
-  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number }) {
+  /** What one request's grammar may cost (GRAMMAR_BUDGET; tests lower it). */
+  private readonly budget: typeof GRAMMAR_BUDGET;
+
+  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number; grammarBudget?: Partial<typeof GRAMMAR_BUDGET> }) {
     const addon = llamaAddon<Addon>();
     const why = decodeLoopUnavailable();
     if (why || !addon) throw new Error(why ?? "the llama addon is not built");
+    this.budget = { ...GRAMMAR_BUDGET, ...o.grammarBudget };
     this.native = new addon.DecodeLoop(nativeModel(model), nativeContext(context), (events) => this.onEvents(events), {
       batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
       quietMs: o.quietMs ?? 2000,
+      grammarStatesMax: this.budget.statesMax,
+      grammarMsPerToken: this.budget.msPerToken,
+      grammarMsAllowance: this.budget.msAllowance,
     });
   }
 
@@ -219,6 +245,8 @@ export class DecodeLoop {
       r.id = this.native.submit(slot.seq, Uint32Array.from(from ? prompt.slice(nPast) : tokens), nPast, from ? { ...native, copyFrom: from.seq } : native);
     } catch (e) {
       this.running.delete(slot.seq);
+      // grammars are checked before they get here (grammar-compiler.ts); one llama.cpp refuses anyway is still the schema's fault
+      if (/^submit: the grammar/.test((e as Error).message)) throw new ApiError("schema_too_complex", `the request's schema gave a grammar llama.cpp refused (${(e as Error).message})`);
       throw e;
     }
   }
@@ -251,14 +279,14 @@ export class DecodeLoop {
       }
       this.running.delete(seq);
       if (kind === "error") {
-        r.error = new Error(ERRORS[token] ?? `llama.cpp failed to decode (code ${token})`);
+        r.error = loopError(token, this.budget);
         // nPast -1: what the cache holds is not known for certain
         r.slot.cached = nPast >= 0 ? r.record.slice(0, nPast) : [];
       } else {
         if (kind === "max") r.queue.push(token);
         if (kind === "max" || kind === "eog") r.record.push(token);
         r.slot.cached = r.record.slice(0, nPast);
-        r.end = { reason: kind, token };
+        r.end = { reason: kind, token, nPast };
       }
       r.ended();
     }
@@ -288,6 +316,7 @@ export class LoopStream implements AsyncIterableIterator<number> {
   private readonly r: Running;
   private readonly done: Promise<void>;
   private started = false;
+  private cancelled = false;
 
   constructor(
     private readonly loop: DecodeLoop,
@@ -312,6 +341,11 @@ export class LoopStream implements AsyncIterableIterator<number> {
     const previous = this.slot.busy;
     this.slot.busy = this.done;
     await previous;
+    if (this.cancelled) {
+      this.r.end = { reason: "cancelled", token: -1, nPast: this.nPast };
+      this.r.ended();
+      return;
+    }
     try {
       this.loop.start(this.slot, this.tokens, this.nPast, this.request, this.r);
     } catch (e) {
@@ -340,6 +374,16 @@ export class LoopStream implements AsyncIterableIterator<number> {
       if (r.end) return { value: undefined, done: true };
       await new Promise<void>((w) => (r.wake = w));
     }
+  }
+
+  /**
+   * Stops the request wherever it stands, its prompt's decoding included (the loop takes the cancel
+   * between two steps), without waiting: the iteration then ends, `end.reason` "cancelled" with
+   * `end.nPast` the prompt tokens decoded by then.
+   */
+  cancel(): void {
+    this.cancelled = true;
+    if (this.r.id !== 0 && !this.r.end && !this.r.error) this.loop.cancel(this.r);
   }
 
   /** Stops generating (if it still is) and resolves once the loop let go of the slot. */

@@ -1,6 +1,9 @@
 import { ApiError } from "../../api/http/errors";
 import type { JsonSchema } from "../../chat/job";
 import { llamaAddon } from "./native/addon-path";
+import { GRAMMAR_REPETITION_MAX, patternProblem } from "./pattern-limits";
+import { schemaProblem } from "../../chat/schema-limits";
+import { GRAMMAR_BUDGET } from "./grammar-budget";
 
 // JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
 //   - structured output and strict tools: llama.cpp's own converter (common/json-schema-to-grammar,
@@ -20,6 +23,8 @@ const INEXPRESSIBLE = new Set([
   "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
 ]);
 const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
+/** Counts the converter turns into grammar repetitions. */
+const COUNTS = ["minLength", "maxLength", "minItems", "maxItems"] as const;
 const CONVERTER_FORMATS = new Set(["date", "time", "date-time", "uuid"]);
 /** Formats llama.cpp's converter does not know, as anchored patterns it does convert. */
 const FORMAT_PATTERNS: Record<string, string> = {
@@ -43,6 +48,7 @@ function isObject(v: unknown): v is JsonSchema {
 
 interface Addon {
   jsonSchemaToGrammar(schemaJson: string): string;
+  grammarCheck(gbnf: string): { states: number; rules: number };
 }
 
 /** Whether llama.cpp's converter is here (the llama addon is built; install.sh builds it). */
@@ -61,12 +67,37 @@ function converter(): Addon {
  * `lenient` (non-strict tools), what it cannot enforce is left out and the rest enforced.
  */
 export function toGbnf(schema: JsonSchema, param: string, lenient = false): string {
+  // What the converter could not survive is refused first (schema-limits.ts), here as well as at
+  // the request's edge: nothing reaches llama.cpp's converter unmeasured. A hint refuses only sizes.
+  const problem = schemaProblem(schema, param);
+  if (problem) throw new ApiError(problem.kind === "size" || !lenient ? "schema_too_complex" : "unsupported_schema", problem.message, { param: problem.param });
   const prepared = toConverterSchema(schema, param, lenient);
+  let gbnf: string;
   try {
-    return bmpWhereCounted(validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE));
+    gbnf = bmpWhereCounted(validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE));
   } catch (e) {
     throw new ApiError("unsupported_schema", `${param}: the schema could not be compiled into a grammar (${(e as Error).message.replace(/\s+/g, " ").trim()})`, { param });
   }
+  checkGrammar(gbnf, param);
+  return gbnf;
+}
+
+/**
+ * The grammar as the decode loop will parse it: llama.cpp's parser refuses what it cannot follow
+ * (a repetition it does not count, left recursion), and the parse states it starts with must fit the
+ * loop's budget (decode-loop.ts GRAMMAR_BUDGET) — a 400 here, not a failed request later.
+ */
+function checkGrammar(gbnf: string, param: string): void {
+  const check = llamaAddon<Partial<Addon>>()?.grammarCheck;
+  if (!check) return; // an addon built before the check: the loop still refuses what does not parse
+  let states: number;
+  try {
+    states = check(gbnf).states;
+  } catch (e) {
+    throw new ApiError("unsupported_schema", `${param}: the grammar built from this schema does not parse (${(e as Error).message}): it asks for more than llama.cpp's grammars express (repetitions past ${GRAMMAR_REPETITION_MAX}, or a rule that refers to itself first)`, { param });
+  }
+  if (states > GRAMMAR_BUDGET.statesMax)
+    throw new ApiError("schema_too_complex", `${param}: the grammar built from this schema starts with ${states} parse states (at most ${GRAMMAR_BUDGET.statesMax}): fewer enum values or alternatives`, { param });
 }
 
 /**
@@ -141,6 +172,20 @@ export function toConverterSchema(input: unknown, param: string, lenient = false
       const { [lo]: _, ...rest } = schema;
       schema = rest;
     }
+  // What a grammar can count: llama.cpp's parser fails past 2,000 for a minimum and silently drops a larger maximum.
+  for (const k of COUNTS)
+    if (schema[k] !== undefined && !(Number.isInteger(schema[k]) && (schema[k] as number) >= 0 && (schema[k] as number) <= GRAMMAR_REPETITION_MAX)) {
+      drop(k, `must be a whole number from 0 to ${GRAMMAR_REPETITION_MAX} (the most a grammar counts here)`);
+      const { [k]: _, ...rest } = schema;
+      schema = rest;
+    }
+  // Integer bounds the converter reads as 64-bit integers; a client's JSON reader keeps 53 bits.
+  for (const k of BOUNDS)
+    if (typeof schema[k] === "number" && !(Math.abs(schema[k] as number) <= Number.MAX_SAFE_INTEGER)) {
+      drop(k, `must be within ±${Number.MAX_SAFE_INTEGER} (a safe integer)`);
+      const { [k]: _, ...rest } = schema;
+      schema = rest;
+    }
   const num = (k: string) => (typeof schema[k] === "number" ? (schema[k] as number) : undefined);
   const lo = num("minimum") !== undefined ? Math.ceil(num("minimum")!) : num("exclusiveMinimum") !== undefined ? Math.floor(num("exclusiveMinimum")!) + 1 : undefined;
   const hi = num("maximum") !== undefined ? Math.floor(num("maximum")!) : num("exclusiveMaximum") !== undefined ? Math.ceil(num("exclusiveMaximum")!) - 1 : undefined;
@@ -209,6 +254,11 @@ function anchored(pattern: string, param: string, lenient = false): string | nul
   const start = pattern.startsWith("^");
   const end = pattern.endsWith("$") && !pattern.endsWith("\\$");
   const full = start && end ? pattern : `^${start ? "" : ".*"}(${pattern.slice(start ? 1 : 0, end ? -1 : undefined)})${end ? "" : ".*"}$`;
+  const costly = patternProblem(full);
+  if (costly) {
+    if (lenient) return null;
+    refuse(param, "pattern", costly);
+  }
   if (patternConverts(full)) return full;
   if (lenient) return null;
   refuse(param, "pattern", "uses a regular expression the grammar cannot express (llama.cpp's json-schema-to-grammar subset)");
@@ -254,11 +304,28 @@ const ANY: JsonSchema = { oneOf: [{ type: SCALARS }, { type: "array" }, { type: 
 /** Params for node-llama-cpp's function grammar: the hint it can express; null when nothing is constrained. */
 export function toFunctionParams(schema: JsonSchema): JsonSchema | null {
   if (!isObject(schema) || Object.keys(schema).every((k) => ANNOTATIONS.has(k) || !(Object.hasOwn(KEEP, k) || ["type", "properties", "anyOf", "oneOf", "$ref", "enum", "const", "allOf"].includes(k)))) return null;
-  return hint(schema, (schema.$defs ?? schema.definitions) as JsonSchema | undefined, 0);
+  // Inlined $refs repeat their defs: a def whose k properties each refer back to it, inlined three
+  // levels deep, made k³ nodes (k=100: 68 s of the event loop and 7.9 GB to render into the prompt,
+  // issue 41). The hint may be at most twice the schema's own size; past that, any value.
+  const budget = { left: 2 * objectCount(schema) + 64 };
+  return hint(schema, (schema.$defs ?? schema.definitions) as JsonSchema | undefined, 0, 0, budget);
 }
 
-function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0): JsonSchema {
-  if (!isObject(s) || depth > 24) return ANY;
+/** Objects in a JSON value (a schema's subschemas and then some), counted without recursion. */
+function objectCount(value: unknown): number {
+  let n = 0;
+  const stack = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v !== "object" || v === null) continue;
+    if (!Array.isArray(v)) n++;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) if (typeof x === "object" && x !== null) stack.push(x);
+  }
+  return n;
+}
+
+function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs: number, budget: { left: number }): JsonSchema {
+  if (!isObject(s) || depth > 24 || --budget.left < 0) return ANY;
   const out: JsonSchema = typeof s.description === "string" ? { description: s.description } : {};
   const nullable = s.nullable === true;
   const wrap = (x: JsonSchema): JsonSchema => (nullable ? { oneOf: [x, { type: "null" }] } : x);
@@ -266,16 +333,16 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
     // Inlined: node-llama-cpp resolves only "#/$defs/…" and a cut-off recursion becomes any value.
     // A recursive schema stops being inlined after a few levels: any value below.
     const m = /^#\/(?:\$defs|definitions)\/([^/]+)$/.exec(s.$ref);
-    return wrap(m && defs && isObject(defs[m[1]!]) && refs < 3 ? hint(defs[m[1]!], defs, depth + 1, refs + 1) : ANY);
+    return wrap(m && defs && isObject(defs[m[1]!]) && refs < 3 ? hint(defs[m[1]!], defs, depth + 1, refs + 1, budget) : ANY);
   }
   for (const key of ["anyOf", "oneOf"] as const)
-    if (Array.isArray(s[key]) && (s[key] as unknown[]).length) return wrap({ ...out, oneOf: (s[key] as unknown[]).map((a) => hint(a, defs, depth + 1, refs)) });
+    if (Array.isArray(s[key]) && (s[key] as unknown[]).length) return wrap({ ...out, oneOf: (s[key] as unknown[]).map((a) => hint(a, defs, depth + 1, refs, budget)) });
   if (Array.isArray(s.allOf) && !s.type && !s.properties) {
     // Merged when every part is an object schema; otherwise the first part is the hint.
     const parts = (s.allOf as unknown[]).filter(isObject);
     if (parts.length && parts.every((p) => p.type === "object" || p.properties))
-      return wrap(hint({ type: "object", properties: Object.fromEntries(parts.flatMap((p) => (isObject(p.properties) ? Object.entries(p.properties) : []))), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1, refs));
-    return wrap(parts.length ? hint(parts[0], defs, depth + 1, refs) : ANY);
+      return wrap(hint({ type: "object", properties: Object.fromEntries(parts.flatMap((p) => (isObject(p.properties) ? Object.entries(p.properties) : []))), required: parts.flatMap((p) => (Array.isArray(p.required) ? p.required : [])) }, defs, depth + 1, refs, budget));
+    return wrap(parts.length ? hint(parts[0], defs, depth + 1, refs, budget) : ANY);
   }
   const scalarOk = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
   if ("const" in s && scalarOk(s.const)) return wrap({ ...out, const: s.const });
@@ -286,7 +353,7 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
     const types = type.filter((t): t is string => typeof t === "string" && Object.hasOwn(KEEP, t));
     if (!types.length) return ANY;
     if (types.every((t) => SCALARS.includes(t) || t === "integer")) return { ...out, type: types };
-    return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1, refs)) };
+    return { ...out, oneOf: types.map((t) => hint({ ...s, type: t, nullable: false }, defs, depth + 1, refs, budget)) };
   }
   if (typeof type !== "string" || !Object.hasOwn(KEEP, type)) return wrap({ ...out, ...ANY });
   out.type = type;
@@ -295,11 +362,11 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs = 0)
   for (const k of keep) {
     const v = s[k];
     if (v === undefined) continue;
-    if (k === "properties" && isObject(v)) out.properties = Object.fromEntries(Object.entries(v).map(([n, p]) => [n, hint(p, defs, depth + 1, refs)]));
+    if (k === "properties" && isObject(v)) out.properties = Object.fromEntries(Object.entries(v).map(([n, p]) => [n, hint(p, defs, depth + 1, refs, budget)]));
     else if (k === "required" && Array.isArray(v)) out.required = v.filter((r) => typeof r === "string" && isObject(s.properties) && r in s.properties);
-    else if (k === "additionalProperties") out.additionalProperties = typeof v === "boolean" ? v : hint(v, defs, depth + 1, refs);
-    else if (k === "items") out.items = hint(v, defs, depth + 1, refs);
-    else if (k === "prefixItems" && Array.isArray(v)) out.prefixItems = v.map((p) => hint(p, defs, depth + 1, refs));
+    else if (k === "additionalProperties") out.additionalProperties = typeof v === "boolean" ? v : hint(v, defs, depth + 1, refs, budget);
+    else if (k === "items") out.items = hint(v, defs, depth + 1, refs, budget);
+    else if (k === "prefixItems" && Array.isArray(v)) out.prefixItems = v.map((p) => hint(p, defs, depth + 1, refs, budget));
     else if (k === "format") {
       if (typeof v === "string" && NLC_FORMATS.has(v)) out.format = v;
     } else if (k === "enum") {

@@ -127,3 +127,62 @@ test("a schema whose type names a property of Object.prototype is a named 400 (t
     expect(refusedAt(() => toGbnf({ type: "string", format: type }, P))).toBe(`${P}.format`);
   }
 });
+
+describe("what a grammar can count (issue 41)", () => {
+  const code = (f: () => unknown) => {
+    try {
+      f();
+    } catch (e) {
+      return { code: (e as ApiError).code, param: (e as ApiError).param };
+    }
+    return null;
+  };
+
+  test.each([
+    { name: "M1: minLength 10,000,000 (llama.cpp's parser refused it: a 500 before)", schema: { type: "string", minLength: 10_000_000 }, param: `${P}.minLength` },
+    { name: "M1: minItems 1,000,000", schema: { type: "array", items: { type: "integer" }, minItems: 1_000_000 }, param: `${P}.minItems` },
+    { name: "maxLength 5,000 (the grammar silently made it unbounded)", schema: { type: "string", maxLength: 5000 }, param: `${P}.maxLength` },
+    { name: "a fractional maxItems", schema: { type: "array", maxItems: 2.5 }, param: `${P}.maxItems` },
+    { name: "an integer bound past 2^53 (the converter read it as a 64-bit integer)", schema: { type: "integer", minimum: 1e300 }, param: `${P}.minimum` },
+    { name: "C4: a nested repetition in a pattern", schema: { type: "string", pattern: "^(a{0,2000}){0,2000}$" }, param: `${P}.pattern` },
+  ])("under strict, $name is a named 400", ({ schema, param }) => {
+    expect(code(() => toGbnf(schema, P))).toEqual({ code: "unsupported_schema", param });
+  });
+
+  test("in a hint the same keywords are left out and the rest kept (Claude Code sends maxLength 524288)", () => {
+    const gbnf = toToolGbnf({ type: "object", properties: { content: { type: "string", maxLength: 524288 }, n: { type: "integer", minimum: 1e300 }, p: { type: "string", pattern: "^(a{0,2000}){0,2000}$" } }, required: ["content"] }, false, "tools[0].function.parameters");
+    expect(gbnf).toContain("content");
+    expect(gbnf).not.toContain("524288");
+  });
+
+  test("2,000 is counted: a maxLength of 2,000 is in the grammar", () => {
+    expect(toGbnf({ type: "string", maxLength: 2000 }, P)).toContain("{0,2000}");
+  });
+
+  test("C1's schema never reaches the converter: a named 400 (it killed the process with SIGSEGV)", () => {
+    expect(code(() => toGbnf({ allOf: [{ $ref: "#/$defs/A" }], $defs: { A: { $ref: "#/$defs/A" } } }, P))).toEqual({ code: "schema_too_complex", param: `${P}.$ref` });
+    // a non-strict tool with it gets the any-object grammar
+    expect(toToolGbnf({ allOf: [{ $ref: "#/$defs/A" }], $defs: { A: { $ref: "#/$defs/A" } } }, false, "tools[0].function.parameters")).toContain("root ::= object");
+  });
+
+  test("a grammar llama.cpp's parser refuses is a named 400, checked before it reaches the decode loop", () => {
+    // (the converter writes a counted repetition of a repetition: the parser's product check refuses it)
+    const r = code(() => toGbnf({ type: "array", items: { type: "array", items: { type: "string", minLength: 40, maxLength: 60 }, minItems: 40, maxItems: 60 }, minItems: 40, maxItems: 60 }, P));
+    expect(r === null || r.code === "unsupported_schema").toBe(true);
+  });
+});
+
+test("C5: a hint inlines $refs within a budget (k properties referring back: k³ nodes rendered into the prompt before)", () => {
+  const hintOf = (k: number) => {
+    const schema = { $ref: "#/$defs/N", $defs: { N: { type: "object", properties: Object.fromEntries(Array.from({ length: k }, (_, i) => [`p${i}`, { $ref: "#/$defs/N" }])) } } };
+    const started = performance.now();
+    const params = toFunctionParams(schema) as { properties: object };
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(Object.keys(params.properties)).toHaveLength(k);
+    return JSON.stringify(params).length;
+  };
+  const [small, large] = [hintOf(100), hintOf(300)];
+  // three times the properties: about three times the hint (it was 27 times: k=100 took 68 s and 7.9 GB)
+  expect(large / small).toBeLessThan(4);
+  expect(small).toBeLessThan(200_000);
+});

@@ -14,6 +14,7 @@
 
 #include "ggml.h"
 #include "json-schema-to-grammar.h"
+#include "llama-grammar.h"
 #include "json.h"
 #include "nlc.h"
 
@@ -80,8 +81,38 @@ Napi::Value JsonSchemaToGrammar(const Napi::CallbackInfo & info) {
         return env.Undefined();
     }
 }
+
+// grammarCheck(gbnf) -> { states, rules }: parses a grammar as the decode loop will (llama.cpp's
+// parser, its left-recursion check and its first parse states), with no vocabulary; throws when
+// llama.cpp refuses it (its reason goes to the log). Run where a crash costs nothing (the grammar
+// worker process, grammar-worker.ts).
+Napi::Value GrammarCheck(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) {
+        Napi::TypeError::New(env, "grammarCheck(gbnf: string)").ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    const std::string gbnf = info[0].As<Napi::String>().Utf8Value();
+    llama_grammar * g = nullptr;
+    try {
+        g = llama_grammar_init_impl(nullptr, gbnf.c_str(), "root", false, nullptr, 0, nullptr, 0);
+    } catch (const std::exception & e) {
+        Napi::Error::New(env, e.what()).ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    if (!g) {
+        Napi::Error::New(env, "llama.cpp's grammar parser refused it").ThrowAsJavaScriptException();
+        return env.Undefined();
+    }
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("states", (double) g->stacks.size());
+    out.Set("rules", (double) g->rules.size());
+    llama_grammar_free_impl(g);
+    return out;
+}
 }  // namespace
 
 void init_grammar(Napi::Env env, Napi::Object exports) {
+    exports.Set("grammarCheck", Napi::Function::New(env, GrammarCheck));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, JsonSchemaToGrammar));
 }

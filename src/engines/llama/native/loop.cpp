@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "llama-grammar.h"  // llama.cpp's own grammar, held directly: its parse states are counted (issue 41)
 #include "llama.h"
 #include "nlc.h"
 #include "utf8.h"
@@ -49,7 +50,17 @@ enum Kind : int32_t { TOKEN = 0, END_EOG = 1, END_MAX = 2, CANCELLED = 3, ERROR 
 constexpr size_t EVENT_INTS = 5;
 // prompt tokens in one prefill plan (prompt_shares): llama-server's default n_batch
 constexpr int32_t PLAN_TOKENS = 2048;
-enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4, E_CLOSED = -5 };
+enum Code : int32_t { E_BUSY = -1, E_GRAMMAR = -2, E_FULL = -3, E_NO_LOGITS = -4, E_CLOSED = -5, E_GRAMMAR_STATES = -6, E_GRAMMAR_SLOW = -7 };
+
+// A grammar's cost per token, bounded so that one request's schema cannot slow or wedge every other
+// request of the loop (issue 41: a nested repetition multiplied its parse states at every token and
+// held the loop for 14 minutes; a 100,000-value enum made every step of its model take seconds).
+// Every parse state is checked against each token llama.cpp considers, and merging the states after
+// a token compares them pairwise: the work grows with the states' count, and past a few thousand one
+// token takes seconds. A request whose grammar holds more states than statesMax, or whose
+// sampling took more than msPerToken a token on average (beyond msAllowance, for a
+// few costly first tokens), is ended with an error (schema_too_complex) and its slot freed. The
+// bounds come from JavaScript (decode-loop.ts GRAMMAR_BUDGET), where the error's message names them.
 
 struct Slot {
     int32_t seq = 0;
@@ -60,7 +71,8 @@ struct Slot {
     int32_t generated = 0;
     bool batch = false;              // batch work: gives way to live requests
     llama_sampler * chain = nullptr;
-    llama_sampler * grammar = nullptr;
+    llama_grammar * grammar = nullptr;
+    double grammar_ms = 0;            // time its sampling took under the grammar (the budget above)
     uint8_t utf8 = utf8::S0;          // under a grammar: where its output stands in a UTF-8 character
     std::vector<llama_token> forced;  // forced[k] gets +1000 at the k-th token (tests' forced text)
     int32_t logit = -1;               // batch index of its logits in the step in flight
@@ -72,7 +84,7 @@ struct Slot {
     int32_t copy_from = -1;           // a sequence whose cache it starts from (copyFrom): see intake
     ~Slot() {
         if (chain) llama_sampler_free(chain);
-        if (grammar) llama_sampler_free(grammar);
+        if (grammar) llama_grammar_free_impl(grammar);
     }
 };
 
@@ -118,6 +130,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         n_ctx_seq_ = (int32_t) llama_n_ctx_seq(ctx_);
         width_beside_live_ = (int32_t) std::min(num("batchWidthBesideLive", 1e9), 1e9);
         quiet_ms_ = num("quietMs", 2000);
+        grammar_states_max_ = (size_t) std::max(1.0, num("grammarStatesMax", 4096));
+        grammar_ms_per_token_ = num("grammarMsPerToken", 25);
+        grammar_ms_allowance_ = num("grammarMsAllowance", 1000);
         batch_ = llama_batch_init(n_batch_, 0, 1);
         tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "decode-loop", 0, 1, this);
         tsfn_.Unref(env);
@@ -158,6 +173,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     int32_t n_ctx_seq_ = 0;
     int32_t width_beside_live_ = 1 << 30;
     double quiet_ms_ = 2000;
+    size_t grammar_states_max_ = 4096;
+    double grammar_ms_per_token_ = 25;
+    double grammar_ms_allowance_ = 1000;
     llama_batch batch_{};
 
     std::thread thread_;
@@ -294,12 +312,12 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             }
             const bool lazy = lp.IsArray() || lt.IsTypedArray();
             try {
-                s->grammar = lazy ? llama_sampler_init_grammar_lazy_patterns(vocab_, gbnf.c_str(), "root", cp.data(), cp.size(), toks.data(), toks.size())
-                                  : llama_sampler_init_grammar(vocab_, gbnf.c_str(), "root");
+                s->grammar = llama_grammar_init_impl(vocab_, gbnf.c_str(), "root", lazy, cp.data(), cp.size(), toks.data(), toks.size());
             } catch (const std::exception & e) {
                 return fail(std::string("the grammar does not compile: ") + e.what());
             }
             if (!s->grammar) return fail("the grammar does not parse");
+            if (s->grammar->stacks.size() > grammar_states_max_) return fail("the grammar starts with more than " + std::to_string(grammar_states_max_) + " parse states");
             // built once, here on the JS thread, before the first slot that reads it reaches the loop
             if (!utf8_.built()) utf8_.build(vocab_);
         }
@@ -484,17 +502,17 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         if (s.grammar) {
             llama_token_data single{id, 1.0f, 0.0f};
             llama_token_data_array one{&single, 1, -1, false};
-            if (utf8_.next(s.utf8, id) != utf8::BAD) llama_sampler_apply(s.grammar, &one);
+            if (utf8_.next(s.utf8, id) != utf8::BAD) llama_grammar_apply_impl(*s.grammar, &one);
             if (utf8_.next(s.utf8, id) == utf8::BAD || single.logit == -INFINITY) {
                 fill();
                 cur = {cand.data(), (size_t) n_vocab_, -1, false};
-                llama_sampler_apply(s.grammar, &cur);
+                llama_grammar_apply_impl(*s.grammar, &cur);
                 keep_well_formed(s, cur);
                 llama_sampler_apply(s.chain, &cur);
                 if (cur.selected < 0 || cur.selected >= (int64_t) cur.size) return -1;
                 id = cur.data[cur.selected].id;
             }
-            llama_sampler_accept(s.grammar, id);
+            llama_grammar_accept_impl(*s.grammar, id);
             const uint8_t next = utf8_.next(s.utf8, id);
             s.utf8 = next == utf8::BAD ? utf8::S0 : next;
         }
@@ -516,12 +534,17 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             }
             // llama.cpp's grammar throws (a token past the grammar's end); escaping this thread it
             // would abort the process, so it ends the one request
+            const double t0 = s.grammar ? now_ms() : 0;
             try {
                 s.picked = sample(s, rows[k]);
                 if (s.picked < 0) s.failed = E_NO_LOGITS;
             } catch (const std::exception &) {
                 s.failed = E_GRAMMAR;
             }
+            if (!s.grammar || s.failed) return;
+            s.grammar_ms += now_ms() - t0;
+            if (s.grammar->stacks.size() > grammar_states_max_) s.failed = E_GRAMMAR_STATES;
+            else if (s.grammar_ms > grammar_ms_per_token_ * (s.generated + 1) + grammar_ms_allowance_) s.failed = E_GRAMMAR_SLOW;
         };
         static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
         const size_t threads = std::min({due.size(), cores, std::max<size_t>(1, due.size() * (size_t) n_vocab_ / WORK_PER_THREAD)});
