@@ -154,8 +154,14 @@ export function createChatService(deps: {
         }, controller.signal);
         end.usage = { inputTokens: r.promptTokens, outputTokens: r.completionTokens, cachedTokens: r.cachedTokens };
         timer.done(r);
-        // Settled even when the client left mid-way: what was generated was computed.
+        // Settled even when the client left mid-way: what was computed until then (the engine
+        // stopped at once, in the prompt too, and counts only the prompt tokens it decoded).
         if (!opts.settleLater) await ticket.settle(end.usage);
+        if (opts.signal?.aborted) {
+          // no answer for anyone to read: the request ends as cancelled (499 in the log), not as a 200
+          out.fail(new ApiError("request_cancelled", "the client closed the connection before the answer was complete"));
+          return;
+        }
         end.stopSequence = r.stopSequence;
         out.push(chunk(ids, {}, r.finishReason));
         out.push(usageChunk(ids, toUsage(r)));

@@ -87,6 +87,11 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   const run = async (stream: LoopStream, budget: number, record: Token[] | null): Promise<Ended> => {
     const text = new OutputText(r.pieces);
     let count = 0;
+    // A client that leaves stops the request at once, in its prompt's decoding too (issue 41: a
+    // 47k-token prompt abandoned after 2 s ran on for 30 s); tokens only come after the prompt.
+    const stop = () => stream.cancel();
+    if (r.signal.aborted) stop();
+    else r.signal.addEventListener("abort", stop, { once: true });
     try {
       for await (const t of stream) {
         const token = t as Token;
@@ -105,6 +110,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
         if (scanner.stop || r.signal.aborted || (r.oneCall && scanner.callComplete)) return "stopped";
       }
     } finally {
+      r.signal.removeEventListener("abort", stop);
       await stream.return();
       const rest = text.end();
       if (rest) emit(scanner.push(rest.text, rest.visible, rest.tokens));
@@ -129,6 +135,8 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
 
   const first = r.loop.generate(r.slot, r.prompt.slice(r.nPast), r.nPast, { ...r.request, maxTokens: r.maxTokens });
   const ended = await run(first, r.maxTokens, firstPass);
+  // cancelled before its first token: only the part of the prompt decoded by then was done
+  const promptDone = first.end?.reason === "cancelled" && sampled === 0 ? Math.min(r.prompt.length, Math.max(first.end.nPast, r.nPast)) : r.prompt.length;
   if (ended === "max") cut = true;
   // (cut by max_tokens or aborted while deciding: the free text stays unshown)
   if (r.schema && !r.signal.aborted && ended !== "max") {
@@ -156,7 +164,7 @@ export async function generateOnLoop(r: GenerationRequest): Promise<EngineResult
   return {
     finishReason,
     stopSequence: stop?.custom ? stop.stop : null,
-    promptTokens: r.prompt.length,
+    promptTokens: promptDone,
     completionTokens: sampled,
     reasoningTokens: reasoningBefore + scanner.reasoningTokens,
     // a copy of another slot's cache counts (decode-loop.ts share); image positions primed for this request do not
