@@ -113,7 +113,7 @@ export function createServices(
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
   const accounts = createAccountService(db, config.limits, clock);
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
-  const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input });
+  const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });

@@ -1,6 +1,7 @@
 import type { Principal } from "../accounts/types";
 import type { ChatRequest } from "../api/openai/chat-schema";
 import { ApiError } from "../api/http/errors";
+import type { Limits } from "../billing/limits";
 import type { ActualUsage, Meter, Ticket } from "../billing/meter";
 import type { Clock } from "../clock";
 import type { EngineUse, Registry } from "../engines/registry";
@@ -65,8 +66,9 @@ export function createChatService(deps: {
   logger: Logger;
   metrics: Metrics;
   imageInput: ImageInputOptions;
+  limits: Pick<Limits, "enter">;
 }) {
-  const { registry, meter, clock, logger, metrics, imageInput } = deps;
+  const { registry, meter, clock, logger, metrics, imageInput, limits } = deps;
 
   async function start(principal: Principal, req: ChatRequest, opts: ChatCallOptions): Promise<ChatRun> {
     const job = toChatJob(req);
@@ -188,14 +190,23 @@ export function createChatService(deps: {
 
   return {
     start,
-    /** Prompt tokens of a request with the model's real template and tokenizer (count_tokens). */
-    async countTokens(req: ChatRequest): Promise<number> {
+    /**
+     * Prompt tokens of a request with the model's real template and tokenizer (count_tokens). Not
+     * billed, but limited like the request it counts for: the key's rpm (at the edge) and its
+     * requests in flight, since rendering and counting a prompt is the same work.
+     */
+    async countTokens(principal: Principal, req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
-      const use = await registry.use(job.model, "chat");
+      const leave = limits.enter(principal);
+      const use = await registry.use(job.model, "chat").catch((e) => {
+        leave();
+        throw e;
+      });
       try {
         await takeImages(job, use.manifest.id, use.manifest.vision, imageInput);
         return await use.engine.countTokens(job);
       } finally {
+        leave();
         use.release();
       }
     },

@@ -47,10 +47,10 @@ export function messagesRoutes(chat: ChatService, logger: Logger) {
     )
     .post(
       `${ENDPOINT}/count_tokens`,
-      async ({ body }) => {
+      async ({ body, request }) => {
         // The prompt as the model would see it, with its own template and tokenizer; nothing is billed.
         const { request: chatRequest, origins } = toChatRequest(body);
-        return Response.json({ input_tokens: await relabelled(chat.countTokens(chatRequest), origins) });
+        return Response.json({ input_tokens: await relabelled(chat.countTokens(principalOf(request), chatRequest), origins) });
       },
       { body: CountTokensRequest },
     );

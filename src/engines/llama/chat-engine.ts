@@ -14,6 +14,7 @@ import { outputMarkers } from "./markers";
 import { attachThreadpool, type Threadpool } from "./threadpool";
 import { callGrammar, schemaAfterThought } from "./tool-calls";
 import { grammarCompiler } from "./grammar-compiler";
+import { refuseOverlongText } from "./prompt-size";
 import type { GrammarJob, GrammarOutcome } from "./grammar-worker";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
@@ -278,6 +279,8 @@ export class LlamaChatEngine implements ChatEngine {
   /** The prompt exactly as it will be evaluated: the model's template over the history and tools. */
   private async render(job: ChatJob) {
     const s = await this.ensure();
+    // before the template and the tokenizer run here, on the event loop (prompt-size.ts)
+    await refuseOverlongText(s.model, job, s.context.contextSize);
     const forcedTool = job.toolChoice === "required" || typeof job.toolChoice === "object";
     // A forced tool call is made at once, without a reasoning pass first (README "API").
     const thinking = s.thinks && !forcedTool && (job.thinking ?? true);

@@ -5,6 +5,7 @@
 //   JSON Schema → GBNF through llama.cpp's own converter (grammar.cpp)
 //   the decode loop of a chat context on a native thread (loop.cpp)
 //   a token's text as bytes, for streaming output (pieces.cpp)
+//   a long text's tokens counted off the JavaScript thread (tokens.cpp)
 // Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
 // (CMakeLists.txt, build.ts), so the process has one llama.cpp.
 
@@ -19,6 +20,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     init_grammar(env, exports);
     init_loop(env, exports);
     init_pieces(env, exports);
+    init_tokens(env, exports);
     return exports;
 }
 }  // namespace

@@ -66,3 +66,4 @@ void init_mtmd(Napi::Env env, Napi::Object exports);
 void init_threadpool(Napi::Env env, Napi::Object exports);
 void init_grammar(Napi::Env env, Napi::Object exports);
 void init_pieces(Napi::Env env, Napi::Object exports);
+void init_tokens(Napi::Env env, Napi::Object exports);
