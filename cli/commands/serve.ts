@@ -5,6 +5,9 @@ import { applyReload } from "../../src/reload";
 import { globals, intOption } from "../context";
 import { fail } from "../output";
 
+/** Seconds a stop may take beyond shutdown_timeout_s (cutting streams, stopping batch lines, unloading models). */
+export const SHUTDOWN_MARGIN_S = 15;
+
 export function serveCommand(): Command {
   return new Command("serve")
     .description("run the API server")
@@ -26,6 +29,14 @@ export function serveCommand(): Command {
           }
           stopping = true;
           logger.info("shutting down", { signal, timeout_s: config.server.shutdown_timeout_s });
+          // Whatever the stop waits on (a native step, a stuck unload), the process ends: requests get
+          // shutdown_timeout_s, the stop's own steps SHUTDOWN_MARGIN_S more (issue 41: a wedged decode
+          // loop kept a SIGTERM'd server up until kill -9).
+          setTimeout(() => {
+            logger.error("shutdown did not finish in time: exiting without waiting", { signal, after_s: config.server.shutdown_timeout_s + SHUTDOWN_MARGIN_S });
+            logger.flush();
+            process.exit(1);
+          }, (config.server.shutdown_timeout_s + SHUTDOWN_MARGIN_S) * 1000).unref();
           await running.stop();
           process.exit(0);
         };

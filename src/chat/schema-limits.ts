@@ -32,6 +32,8 @@ export const SCHEMA_LIMITS = {
 export type SchemaProblemKind =
   /** Too large or too deep: refused wherever the schema is used (it is rendered into the prompt too). */
   | "size"
+  /** Defines nothing (a $ref to no def, a def that is only itself): refused wherever it is used. */
+  | "invalid"
   /** A structure no grammar can follow (a $ref cycle that consumes nothing, too many optional properties): refused under strict; a hint's grammar falls back to any object. */
   | "grammar";
 
@@ -75,6 +77,7 @@ export function schemaProblem(schema: unknown, param: string): SchemaProblem | n
   if (!isObject(schema)) return null; // the converter says what a schema must be
   const size = (message: string, at = param): SchemaProblem => ({ kind: "size", param: at, message: `${at}: ${message}` });
   const grammar = (message: string, at: string): SchemaProblem => ({ kind: "grammar", param: at, message: `${at}: ${message}` });
+  const invalid = (message: string, at: string): SchemaProblem => ({ kind: "invalid", param: at, message: `${at}: ${message}` });
   const bytes = jsonBytes(schema, SCHEMA_LIMITS.bytes);
   if (bytes > SCHEMA_LIMITS.bytes) return size(`the schema is larger than ${SCHEMA_LIMITS.bytes / 1024} KB of JSON`);
 
@@ -102,7 +105,7 @@ export function schemaProblem(schema: unknown, param: string): SchemaProblem | n
     if (typeof s.$ref === "string") {
       const target = s.$ref;
       if (REF.test(target)) {
-        if (!defs.has(target)) return grammar(`$ref "${target}" names no entry of this schema's $defs`, `${n.at}.$ref`);
+        if (!defs.has(target)) return invalid(`$ref "${target}" names no entry of this schema's $defs`, `${n.at}.$ref`);
         edge(refs, n.def, target);
         if (n.atStart) edge(leading, n.def, target);
       }
@@ -149,7 +152,7 @@ export function schemaProblem(schema: unknown, param: string): SchemaProblem | n
 
   const cycle = leadingCycle(leading);
   if (cycle)
-    return grammar(
+    return invalid(
       `${cycle.map((r) => `"${r}"`).join(" → ")} refers back to itself before any value is written (a $ref cycle through $ref, allOf, anyOf or oneOf alone): no grammar can follow it`,
       `${param}.$ref`,
     );
@@ -158,10 +161,15 @@ export function schemaProblem(schema: unknown, param: string): SchemaProblem | n
   return null;
 }
 
-/** Refuses `schema` past its bounds: every problem under strict, only size problems otherwise. Returns the problem it let pass, if any. */
+/** Whether a problem refuses the schema: every one under strict; in a hint (a non-strict tool), all but what only a grammar cannot follow. */
+export function refuses(p: SchemaProblem, strict: boolean): boolean {
+  return strict || p.kind !== "grammar";
+}
+
+/** Refuses `schema` past its bounds (refuses()); returns the problem it let pass, if any. */
 export function checkSchema(schema: unknown, param: string, strict: boolean): SchemaProblem | null {
   const p = schemaProblem(schema, param);
-  if (p && (strict || p.kind === "size")) throw new ApiError("schema_too_complex", p.message, { param: p.param });
+  if (p && refuses(p, strict)) throw new ApiError("schema_too_complex", p.message, { param: p.param });
   return p;
 }
 

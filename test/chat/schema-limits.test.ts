@@ -38,12 +38,12 @@ describe("schemas past a bound are named problems, before any converter runs", (
     {
       name: "C1: allOf over a $ref that refers to itself (the converter recursed until SIGSEGV)",
       schema: { allOf: [{ $ref: "#/$defs/A" }], $defs: { A: { $ref: "#/$defs/A" } } },
-      kind: "grammar",
+      kind: "invalid",
       says: /refers back to itself before any value is written/,
     },
-    { name: "M1: a left-recursive $ref through anyOf", schema: { $ref: "#/$defs/E", $defs: { E: { anyOf: [{ $ref: "#/$defs/E" }, { type: "integer" }] } } }, kind: "grammar", says: /"#\/\$defs\/E" → "#\/\$defs\/E"/ },
-    { name: "a two-def alias ring", schema: { $ref: "#/$defs/A", $defs: { A: { $ref: "#/$defs/B" }, B: { oneOf: [{ $ref: "#/$defs/A" }] } } }, kind: "grammar", says: /refers back to itself/ },
-    { name: "a $ref to a def that is not there", schema: { $ref: "#/$defs/Missing", $defs: {} }, kind: "grammar", says: /names no entry/ },
+    { name: "M1: a left-recursive $ref through anyOf", schema: { $ref: "#/$defs/E", $defs: { E: { anyOf: [{ $ref: "#/$defs/E" }, { type: "integer" }] } } }, kind: "invalid", says: /"#\/\$defs\/E" → "#\/\$defs\/E"/ },
+    { name: "a two-def alias ring", schema: { $ref: "#/$defs/A", $defs: { A: { $ref: "#/$defs/B" }, B: { oneOf: [{ $ref: "#/$defs/A" }] } } }, kind: "invalid", says: /refers back to itself/ },
+    { name: "a $ref to a def that is not there", schema: { $ref: "#/$defs/Missing", $defs: {} }, kind: "invalid", says: /names no entry/ },
     { name: "C3: a 20,000-link $ref chain (738 KB: overflowed the converter's stack)", schema: refChain(20_000), kind: "size", says: /larger than 256 KB/ },
     { name: "more than 10,000 subschemas", schema: { type: "array", prefixItems: Array.from({ length: 12_000 }, () => ({})) }, kind: "size", says: /more than 10000 subschemas/ },
     { name: "a 3,000-link chain within the subschema count, too deep with its $refs followed", schema: refChain(3_000), kind: "size", says: /deeper than 256 levels with its \$refs followed/ },
@@ -57,7 +57,7 @@ describe("schemas past a bound are named problems, before any converter runs", (
     { name: "a schema over 256 KB", schema: { type: "string", description: "x".repeat(300_000) }, kind: "size", says: /larger than 256 KB/ },
   ])("$name", ({ schema, kind, says }) => {
     const p = schemaProblem(schema, P);
-    expect(p?.kind).toBe(kind as "size" | "grammar");
+    expect(p?.kind).toBe(kind as "size" | "grammar" | "invalid");
     expect(p?.message).toMatch(says);
     expect(p?.message.startsWith(P)).toBe(true);
   });
@@ -90,9 +90,12 @@ describe("what is refused where", () => {
     expect(refusal(() => checkSchema(cycle, P, true))).toEqual({ code: "schema_too_complex", param: `${P}.$ref`, status: 400 });
   });
 
-  test("a hint (a non-strict tool) lets a grammar problem pass (its grammar falls back to any object) but not a size", () => {
-    expect(refusal(() => checkSchema(cycle, "tools[0].function.parameters", false))).toBeNull();
-    expect(checkSchema(cycle, "tools[0].function.parameters", false)?.kind).toBe("grammar");
+  test("a hint (a non-strict tool) lets a problem only a grammar has pass (its grammar falls back to any object), not a size or a schema that defines nothing", () => {
+    const optional = { type: "object", properties: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`p${i}`, {}])) };
+    expect(refusal(() => checkSchema(optional, "tools[0].function.parameters", false))).toBeNull();
+    expect(checkSchema(optional, "tools[0].function.parameters", false)?.kind).toBe("grammar");
+    expect(refusal(() => checkSchema(optional, P, true))?.code).toBe("schema_too_complex");
+    expect(refusal(() => checkSchema(cycle, "tools[0].function.parameters", false))?.code).toBe("schema_too_complex");
     expect(refusal(() => checkSchema(huge, "tools[0].function.parameters", false))?.code).toBe("schema_too_complex");
   });
 

@@ -2,7 +2,7 @@ import { ApiError } from "../../api/http/errors";
 import type { JsonSchema } from "../../chat/job";
 import { llamaAddon } from "./native/addon-path";
 import { GRAMMAR_REPETITION_MAX, patternProblem } from "./pattern-limits";
-import { schemaProblem } from "../../chat/schema-limits";
+import { refuses, schemaProblem } from "../../chat/schema-limits";
 import { GRAMMAR_BUDGET } from "./grammar-budget";
 
 // JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
@@ -70,7 +70,7 @@ export function toGbnf(schema: JsonSchema, param: string, lenient = false): stri
   // What the converter could not survive is refused first (schema-limits.ts), here as well as at
   // the request's edge: nothing reaches llama.cpp's converter unmeasured. A hint refuses only sizes.
   const problem = schemaProblem(schema, param);
-  if (problem) throw new ApiError(problem.kind === "size" || !lenient ? "schema_too_complex" : "unsupported_schema", problem.message, { param: problem.param });
+  if (problem) throw new ApiError(refuses(problem, !lenient) ? "schema_too_complex" : "unsupported_schema", problem.message, { param: problem.param });
   const prepared = toConverterSchema(schema, param, lenient);
   let gbnf: string;
   try {
