@@ -48,6 +48,8 @@ export interface ChatTestOptions {
   engines?: Record<string, unknown>;
   /** The built-in chat models (chat, small-chat, tight); false: only extraModels. */
   builtIn?: boolean;
+  /** A lower grammar budget for the chat engines (src/engines/llama/grammar-budget.ts). */
+  grammarBudget?: Partial<typeof import("../../src/engines/llama/grammar-budget").GRAMMAR_BUDGET>;
 }
 
 export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {
@@ -68,7 +70,7 @@ export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { 
     },
     clock: o.clock,
     discoveredGpus: o.discoveredGpus,
-    engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testForcedTokens: testForced }) }),
+    engines: (config, logger) => ({ ...defaultEngines(config, logger), chat: llamaChatFactory(config, logger, { testForcedTokens: testForced, ...(o.grammarBudget ? { testGrammarBudget: o.grammarBudget } : {}) }) }),
   });
   return Object.assign(t, {
     openai: (key: string) =>

@@ -15,6 +15,7 @@ import { attachThreadpool, type Threadpool } from "./threadpool";
 import { callGrammar, schemaAfterThought } from "./tool-calls";
 import { grammarCompiler } from "./grammar-compiler";
 import { refuseOverlongText } from "./prompt-size";
+import type { GRAMMAR_BUDGET } from "./grammar-budget";
 import type { GrammarJob, GrammarOutcome } from "./grammar-worker";
 import type { LlamaRuntime } from "./runtime";
 import { imageMarker, imageChatWrapper } from "./vision/prompt";
@@ -43,6 +44,8 @@ export interface LlamaChatEngineOptions {
    * configuration field reaches it.
    */
   testForcedTokens?: (model: LlamaModel, job: ChatJob) => readonly number[] | undefined;
+  /** Test setup only: a lower grammar budget (grammar-budget.ts), to reach it with a tiny model. No configuration field reaches it. */
+  testGrammarBudget?: Partial<typeof GRAMMAR_BUDGET>;
 }
 
 interface Loaded {
@@ -194,7 +197,7 @@ export class LlamaChatEngine implements ChatEngine {
       threadpool = attached.pool;
       // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
       // the same per sequence in it and a live request arriving waits for the step in flight.
-      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1 });
+      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1, ...(o.testGrammarBudget ? { grammarBudget: o.testGrammarBudget } : {}) });
       // llama-server restores checkpoints of such caches; node-llama-cpp did too. Here their prompts are decoded whole.
       const probe = context.getSequence();
       const reuse = !probe.needsCheckpoints;

@@ -10,7 +10,7 @@ import { llamaRuntime, type LlamaRuntime } from "./runtime";
 export function llamaChatFactory(
   config: Pick<Config, "engines">,
   logger: Logger,
-  extra: Pick<LlamaChatEngineOptions, "testForcedTokens"> = {},
+  extra: Pick<LlamaChatEngineOptions, "testForcedTokens" | "testGrammarBudget"> = {},
 ): NonNullable<EngineFactories["chat"]> {
   const threads = config.engines.threads || availableParallelism();
   const runtime = chatRuntime(config, logger);
