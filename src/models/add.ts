@@ -9,6 +9,7 @@ import { isZImageBundle, readZImageBundle } from "../engines/diffusion/z-image-b
 import { readClassifierFolder, readEmbedderFolder } from "../engines/transformers/model-folder";
 import { alive } from "../store/lock";
 import { HF_DEFAULT_CONTEXT, quantOf } from "./hf";
+import { checkGguf, GgufFormatError } from "./gguf-check";
 
 // `appliance models add ID`: the [[models]] entry of a pulled model, made from its folder's own
 // files, and written into the config file without disturbing what is there.
@@ -113,8 +114,11 @@ async function ggufFacts(path: string): Promise<{ name?: string; context: number
   const { readGgufFileInfo } = await import("node-llama-cpp"); // only here: the CLI starts without it
   let info;
   try {
+    // the header checked first: node-llama-cpp's reader loops on a corrupt file's counts
+    await checkGguf(path);
     info = await readGgufFileInfo(path, { readTensorInfo: false });
   } catch (e) {
+    if (e instanceof GgufFormatError) throw new AddError(e.message);
     throw new AddError(`${path}: not a readable GGUF file (${(e as Error).message})`);
   }
   const meta = info.metadata as Record<string, Record<string, unknown> | undefined>;

@@ -1,4 +1,5 @@
 import type { CatalogueFile, DownloadEntry, HubEntry } from "../../models/catalogue";
+import { checkGguf } from "./gguf-check";
 import { PullError } from "./pull";
 
 // Pulls from a Hugging Face hub by name, as `ollama pull hf.co/org/repo:Q4_K_M` and
@@ -273,6 +274,7 @@ export const HF_DEFAULT_CONTEXT = 16_384;
 /** The context a GGUF was trained for (`<arch>.context_length`), read from its header; null when it does not say. */
 export async function trainedContext(path: string): Promise<number | null> {
   const { readGgufFileInfo } = await import("node-llama-cpp"); // only here: the CLI starts without it
+  await checkGguf(path); // node-llama-cpp's reader loops on a corrupt file's counts
   const info = await readGgufFileInfo(path, { readTensorInfo: false });
   const arch = info.metadata.general?.architecture;
   const n = arch ? (info.metadata as Record<string, Record<string, unknown> | undefined>)[arch]?.context_length : undefined;

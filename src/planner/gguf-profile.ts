@@ -3,6 +3,7 @@ import { GgmlType, GgufInsights, readGgufFileInfo, type GgufFileInfo, type Llama
 import { vulkanMaxTensorBytes } from "./devices";
 import type { DeviceKind, Footprint, LoadSettings, ModelProfile } from "./types";
 import { fileVersion, noParts, toFootprint, VersionCache, type Parts } from "./footprint";
+import { ggufVerdict } from "../models/gguf-check";
 
 // A chat model's memory, read from its GGUF's header and tensor table (no weights are read), for
 // the settings the chat engine loads it with (src/engines/llama/chat-engine.ts doLoad):
@@ -189,7 +190,12 @@ function oversizedWeights(info: GgufFileInfo, path: string, limit: number, block
 }
 
 const fileInfos = new VersionCache<GgufFileInfo>();
-const readInfo = (path: string) => fileInfos.get(fileVersion(path), () => readGgufFileInfo(path, { readTensorInfo: true, logWarnings: false }));
+// The header checked first (src/models/gguf-check.ts): node-llama-cpp's reader loops on a corrupt file's counts.
+const readInfo = (path: string) =>
+  fileInfos.get(fileVersion(path), async () => {
+    await ggufVerdict(path);
+    return readGgufFileInfo(path, { readTensorInfo: true, logWarnings: false });
+  });
 
 /** Insights hold their Llama (the dry runs run on it): one cache per Llama, and one for none. */
 const insightsByLlama = new WeakMap<object, VersionCache<GgufInsights>>();

@@ -22,6 +22,7 @@ import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
 import type { ImageRun } from "./vision/prompt";
 import type { LoadSettings } from "../../planner/types";
+import { loadGgufModel } from "./load-model";
 
 export interface LlamaChatEngineOptions {
   modelId: string;
@@ -174,7 +175,8 @@ export class LlamaChatEngine implements ChatEngine {
     // Every request decodes through the addon's loop (decode-loop.ts): without it, no chat.
     const noLoop = decodeLoopUnavailable();
     if (noLoop) throw new Error(`chat model "${o.modelId}" cannot load: ${noLoop}`);
-    const model = await llama.loadModel({ modelPath: o.modelPath, gpuLayers: o.gpuLayers, ...planned });
+    // the GGUF header checked first, and the load stopped when residency gives it up (load-model.ts)
+    const model = await loadGgufModel(llama, { modelPath: o.modelPath, gpuLayers: o.gpuLayers, ...planned }, this);
     let threadpool: Threadpool | null = null;
     let loop: DecodeLoop | null = null;
     try {
