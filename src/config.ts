@@ -16,6 +16,18 @@ const Server = T.Object(
     log_level: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")], { default: "info" }),
     max_body_mb: T.Number({ default: 64, exclusiveMinimum: 0 }),
     shutdown_timeout_s: T.Number({ default: 30, minimum: 0, description: "on SIGTERM, how long running requests may take to finish" }),
+    // A request body's pace (src/net/body-pace.ts): a body that falls behind is answered 408 and its connection closed.
+    body_grace_s: T.Number({ default: 10, exclusiveMinimum: 0, description: "seconds a request body may take before body_min_bytes_per_s applies" }),
+    body_min_bytes_per_s: T.Integer({
+      default: 16384,
+      minimum: 1,
+      description: "after body_grace_s, a request body must have averaged at least this many bytes a second since its head, until it is complete",
+    }),
+    max_requests_per_address: T.Integer({
+      default: 256,
+      minimum: 0,
+      description: "requests in flight (bodies still arriving included) per client address, IPv6 per /64; beyond it 429 at once; 0 = no cap",
+    }),
     metrics_listen: T.String({
       default: "",
       pattern: "^$|^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]]+):[0-9]{1,5}$",

@@ -3,7 +3,7 @@ import { mkdirSync } from "node:fs";
 import { setClientAddress } from "./api/http/context";
 import { ApiError } from "./api/http/errors";
 import { rentalUpgrade, rentalWebSocket } from "./api/rentals/proxy";
-import { liftIdleTimeout } from "./api/http/idle";
+import { createConnectionGuard } from "./api/http/idle";
 import { InFlight } from "./api/http/in-flight";
 import { startMetricsListener } from "./metrics/listen";
 import { createApp, maxBodyBytesOf } from "./app";
@@ -19,6 +19,7 @@ import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
 import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./net/listener";
 import { randomBase62 } from "./ids";
+import { raiseFdLimit } from "./net/rlimit";
 import { VERSION } from "./version";
 
 export interface RunningServer {
@@ -73,12 +74,22 @@ export async function startServer(
     const metricsListener = startMetricsListener(deps);
     if (metricsListener.url) logger.info("metrics listening", { url: metricsListener.url });
     const tls = config.server.tls ? readTls(config.server.tls) : undefined;
+    // Every connection holds a descriptor: the soft limit goes up to the hard one (src/net/rlimit.ts).
+    const fds = raiseFdLimit();
+    if ("error" in fds) logger.warn("file descriptor limit not raised", { problem: fds.error });
+    else logger.info("file descriptor limit", { soft: fds.after.soft, hard: fds.after.hard, raised_from: fds.before.soft === fds.after.soft ? undefined : fds.before.soft });
+    // Request bodies keep a pace, and each client address a bounded number of requests in flight (src/api/http/idle.ts).
+    const guard = createConnectionGuard({
+      bodyGraceS: config.server.body_grace_s,
+      bodyMinBytesPerS: config.server.body_min_bytes_per_s,
+      maxRequestsPerAddress: config.server.max_requests_per_address,
+      logger,
+    });
     const fetch = (req: Request, srv: Server<any>) => {
       setClientAddress(req, srv.requestIP(req)?.address);
-      liftIdleTimeout(req, srv);
       // A rental notebook's WebSocket (src/api/rentals/proxy.ts) is upgraded here; a refused one is
       // answered by the app, in the API's envelope. Everything else costs one header read.
-      return rentalUpgrade(deps.rentals, req, srv, () => inFlight.track(() => app.handle(req))) ?? inFlight.track(() => app.handle(req));
+      return guard.serve(req, srv, (r) => rentalUpgrade(deps.rentals, r, srv, () => inFlight.track(() => app.handle(r))) ?? inFlight.track(() => app.handle(r)));
     };
     const server = MainListener.start({
       hostname: config.server.host,

@@ -28,6 +28,8 @@ export const ERROR_TABLE = {
   node_unavailable: { status: 409, openaiType: "invalid_request_error", openaiCode: "node_unavailable", anthropicType: "invalid_request_error" },
   max_active_rentals_reached: { status: 409, openaiType: "invalid_request_error", openaiCode: "max_active_rentals_reached", anthropicType: "invalid_request_error" },
   idempotency_key_reused: { status: 422, openaiType: "invalid_request_error", openaiCode: "idempotency_key_reused", anthropicType: "invalid_request_error" },
+  // A request body that did not keep its pace (server.body_grace_s, server.body_min_bytes_per_s); the connection is closed.
+  request_timeout: { status: 408, openaiType: "invalid_request_error", openaiCode: "request_timeout", anthropicType: "invalid_request_error" },
   payload_too_large: { status: 413, openaiType: "invalid_request_error", openaiCode: "payload_too_large", anthropicType: "request_too_large" },
   rate_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "rate_limit_exceeded", anthropicType: "rate_limit_error" },
   daily_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "daily_limit_exceeded", anthropicType: "rate_limit_error" },

@@ -1,13 +1,35 @@
 import type { Server } from "bun";
+import type { Logger } from "../../log";
+import { AddressCap, addressKey } from "../../net/address-cap";
+import { BodyPace } from "../../net/body-pace";
+import { clientAddressOf, pathOf, setClientAddress } from "./context";
+import { ApiError, formatFor, renderError } from "./errors";
+import { sseBodyEnd } from "./sse";
 
-// Bun closes a connection that has been quiet for `idleTimeout` (10 s by default), a response
-// that has started streaming included. A chat stream is quiet between its first chunk and its
-// first token for as long as the prompt takes, and between tokens while other requests' prompts
+// The listener's guard on connections (src/main.ts's fetch): what bounds the time and the number of
+// requests one client may hold.
+//
+// Idle timeout. Bun closes a connection that has been quiet for `idleTimeout` (10 s by default), a
+// response that has started streaming included. A chat stream is quiet between its first chunk and
+// its first token for as long as the prompt takes, and between tokens while other requests' prompts
 // are decoded: with a 0.5B model on 2 cores, 8 streams waited over 10 s and were reset
-// (ECONNRESET). Requests that run work (every POST) may stay quiet as long as the work takes;
-// idle keep-alive connections and slow request heads are still closed.
+// (ECONNRESET). Requests that run work (every POST) may stay quiet as long as the work takes, once
+// their body is in; idle keep-alive connections and slow request heads are still closed.
+//
+// Bodies. Bun's idle timer does not count bytes arriving in a body, so it would cut a large upload
+// after 10 s; it is lifted while a body arrives and the body's pace bounds it instead
+// (src/net/body-pace.ts): a body that falls behind is answered 408 and its connection closed. Any
+// answer given before its body has fully arrived closes the connection, so a body nobody reads
+// (a 401 on a trickling POST) cannot hold it either.
+//
+// Per address. Requests in flight per client address are capped (src/net/address-cap.ts), counted
+// from the head to the end of the answer, streams included; beyond the cap a request is refused at
+// once (429, Connection: close). Loopback is no exception: a reverse proxy on the same host is one.
 
-/** Whether `req` is exempt from the listener's idle timeout. */
+/** Bun's idle timeout, in seconds, for requests that do not run work (Bun.serve's default). */
+export const IDLE_TIMEOUT_S = 10;
+
+/** Whether `req` is exempt from the listener's idle timeout once its body is in. */
 export function runsWork(req: Request): boolean {
   return req.method === "POST";
 }
@@ -15,4 +37,152 @@ export function runsWork(req: Request): boolean {
 /** Lifts the idle timeout for `req` when it runs work. */
 export function liftIdleTimeout(req: Request, server: Pick<Server<unknown>, "timeout">): void {
   if (runsWork(req)) server.timeout(req, 0);
+}
+
+export interface GuardOptions {
+  /** server.body_grace_s */
+  bodyGraceS: number;
+  /** server.body_min_bytes_per_s */
+  bodyMinBytesPerS: number;
+  /** server.max_requests_per_address; 0: no cap. */
+  maxRequestsPerAddress: number;
+  logger: Logger;
+}
+
+type Handle = (req: Request) => Response | undefined | Promise<Response | undefined>;
+
+/** The listener's fetch, guarded: `serve(req, server, handle)` runs `handle` on a request it admits. */
+export function createConnectionGuard(opts: GuardOptions) {
+  const pace = new BodyPace({ graceMs: opts.bodyGraceS * 1000, minBytesPerS: opts.bodyMinBytesPerS });
+  const cap = new AddressCap(opts.maxRequestsPerAddress);
+  const slowLog = tally(opts.logger, "request bodies too slow: cut with 408 (server.body_grace_s, server.body_min_bytes_per_s)");
+  const capLog = tally(opts.logger, "requests refused: too many in flight from one address, 429 (server.max_requests_per_address)");
+
+  async function serve(req: Request, server: Pick<Server<unknown>, "timeout">, handle: Handle): Promise<Response | undefined> {
+    const client = addressKey(clientAddressOf(req));
+    const release = cap.acquire(client);
+    if (!release) {
+      capLog.note(client);
+      return tooMany(req, cap.max);
+    }
+    let res: Response | undefined;
+    let body: ReturnType<BodyPace["watch"]> | null = null;
+    try {
+      if (!req.body) {
+        liftIdleTimeout(req, server);
+        res = await handle(req);
+      } else {
+        server.timeout(req, 0);
+        const path = pathOf(req.url);
+        body = pace.watch(req.body, {
+          reason: () =>
+            new ApiError("request_timeout", `the request body arrived too slowly: it must keep up with ${opts.bodyMinBytesPerS} bytes/s after ${opts.bodyGraceS} s (server.body_min_bytes_per_s, server.body_grace_s)`),
+          onComplete: () => {
+            if (!runsWork(req)) server.timeout(req, IDLE_TIMEOUT_S);
+          },
+          onCut: () => slowLog.note(`${client} ${req.method} ${path}`),
+        });
+        const paced = new Request(req.url, { method: req.method, headers: req.headers, body: body.stream, signal: req.signal, duplex: "half" } as RequestInit);
+        const address = clientAddressOf(req);
+        setClientAddress(paced, address === "local" ? undefined : address);
+        res = await handle(paced);
+      }
+    } catch (e) {
+      release();
+      throw e;
+    }
+    if (!res) {
+      release(); // upgraded to a WebSocket: no longer a request
+      return res;
+    }
+    // Answered before its body was in (refused, or cut): the rest of the body is not waited for.
+    if (body && !body.complete) res = closing(res);
+    return followEnd(res, release);
+  }
+
+  return { serve, pace, cap };
+}
+
+function tooMany(req: Request, max: number): Response {
+  const err = new ApiError("concurrency_limit_exceeded", `too many requests in flight from this address (server.max_requests_per_address = ${max}); retry when one has finished`, {
+    headers: { "retry-after": "1", connection: "close" },
+  });
+  return renderError(err, formatFor(pathOf(req.url), req.headers));
+}
+
+function closing(res: Response): Response {
+  try {
+    res.headers.set("connection", "close");
+    return res;
+  } catch {
+    const copy = new Response(res.body, res);
+    copy.headers.set("connection", "close");
+    return copy;
+  }
+}
+
+/** Bodies produced over time (src/api/http/in-flight.ts): followed to their end; others end when written. */
+const STREAMED = /^(text\/event-stream|application\/octet-stream|application\/jsonl|application\/x-ndjson)/i;
+
+/** `res`, with `end` run once its body has been sent, failed or been cancelled. */
+function followEnd(res: Response, end: () => void): Response {
+  if (!res.body || !STREAMED.test(res.headers.get("content-type") ?? "")) {
+    end();
+    return res;
+  }
+  const sse = sseBodyEnd(res.body);
+  if (sse) {
+    void sse.then(end);
+    return res;
+  }
+  const reader = res.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) {
+          controller.close();
+          end();
+        } else controller.enqueue(value);
+      } catch (e) {
+        controller.error(e);
+        end();
+      }
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
+/**
+ * A warning that an attack cannot turn into a flood of log lines: the first event is logged, then
+ * at most one line per `everyMs` counting the events since the last line, with the last one's subject.
+ */
+export function tally(logger: Logger, msg: string, everyMs = 10_000, now: () => number = Date.now) {
+  let count = 0;
+  let last = "";
+  let lastLine = -Infinity;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const flush = () => {
+    timer = null;
+    if (count === 0) return;
+    logger.warn(msg, { count, last });
+    count = 0;
+    lastLine = now();
+  };
+  return {
+    note(subject: string) {
+      count++;
+      last = subject;
+      const wait = lastLine + everyMs - now();
+      if (wait <= 0) flush();
+      else if (!timer) {
+        timer = setTimeout(flush, wait);
+        (timer as { unref?: () => void }).unref?.();
+      }
+    },
+  };
 }
