@@ -1,11 +1,26 @@
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { Config } from "../config";
+import { GgufFormatError, ggufVerdictSync } from "../models/gguf-check";
 import { fail, formatBytes, ok, warn, type Check, type Probes } from "./check";
 
 // Model files, the data dir and the disk under it, and the port: what `serve` needs from the machine.
 
+/** Why a model file's GGUF header does not hold together (src/models/gguf-check.ts), else null (also when it cannot be read). */
+export function ggufProblem(path: string): string | null {
+  try {
+    ggufVerdictSync(path);
+    return null;
+  } catch (e) {
+    return e instanceof GgufFormatError ? e.reason : null;
+  }
+}
+
 /** One check per configured model (its files and their sizes); one for the demo models when on. */
-export function checkModels(config: Pick<Config, "models" | "models_dir" | "demo" | "server">, probes: Pick<Probes, "kind" | "size">): Check[] {
+export function checkModels(
+  config: Pick<Config, "models" | "models_dir" | "demo" | "server">,
+  probes: Pick<Probes, "kind" | "size">,
+  gguf: (path: string) => string | null = ggufProblem,
+): Check[] {
   const out = config.models.map((m, i): Check => {
     const name = `model ${m.id}`;
     const sizes: string[] = [];
@@ -20,6 +35,9 @@ export function checkModels(config: Pick<Config, "models" | "models_dir" | "demo
       // An interrupted download leaves an empty file behind; no engine loads it.
       if (size === 0) problems.push({ role, text: `files.${role} is empty: ${abs}` });
       else sizes.push(`${role} ${formatBytes(size)}`);
+      // What llama.cpp reads (a chat model's files, any *.gguf): a header that does not hold together fails the model's load.
+      const why = size > 0 && probes.kind(abs) === "file" && (m.kind === "chat" || abs.toLowerCase().endsWith(".gguf")) ? gguf(abs) : null;
+      if (why) problems.push({ role, text: `files.${role} (${abs}) is ${why}` });
     }
     if (problems.length) {
       return fail(name, problems.map((p) => p.text).join("; "), `appliance models pull ${m.id}, or fix models[${i}].files.${problems[0]!.role} in the config`);

@@ -50,6 +50,9 @@ export const ModelManifest = T.Object(
     batch_size: T.Optional(T.Integer({ minimum: 1 })),
     queue: T.Optional(T.Integer({ minimum: 0, description: "requests that may wait for a busy slot; default = slots (chat), 4 (image)" })),
     queue_wait_s: T.Optional(T.Number({ exclusiveMinimum: 0, description: "longest wait for a slot before 429 (chat) or 503 (image); default 30 (chat), 60 (image)" })),
+    load_timeout_s: T.Optional(
+      T.Integer({ minimum: 1, description: "longest one load may take before it is stopped (503 model_load_failed); default 120 s plus 20 s per GiB of the model's files" }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -6,7 +6,8 @@ import type { Logger } from "../log";
 import { slotCount, slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "./manifest";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
-import { createResidency, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
+import { GgufFormatError, ggufVerdict, ggufVerdictSync } from "../models/gguf-check";
+import { createResidency, ggufFiles, ggufLoadError, ModelRemovedError, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
 
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
 // is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories
@@ -16,7 +17,9 @@ import { createResidency, type Resident, type ResidencyOptions, type ResidencySt
 // once, and takes removed ones out of the list so that new requests get the 404 at once. A request
 // holds its model's engine (`use`) from the moment it resolves the id until it has finished,
 // streams included; an engine that left the set — its model removed, or replaced because its
-// manifest changed — is unloaded only when the last request holding it lets go.
+// manifest changed — is unloaded only when the last request holding it lets go. A load of it still
+// in progress is stopped at once (residency.stopLoad): a model removed from the config does not go
+// on filling memory.
 
 export interface ModelEntry {
   id: string;
@@ -78,7 +81,7 @@ interface Served extends Resident {
 }
 
 /** Manifest fields that can change without a new engine: they are read per request, not by the engine. */
-const IN_PLACE = ["price", "name", "load"] as const;
+const IN_PLACE = ["price", "name", "load", "load_timeout_s"] as const;
 
 export type Registry = ReturnType<typeof createRegistry>;
 
@@ -168,6 +171,7 @@ export function createRegistry(
 
   function retire(s: Served): void {
     s.retired = true;
+    void residency.stopLoad(s, new ModelRemovedError(s.manifest.id));
     const { promise, resolve } = Promise.withResolvers<void>();
     retiring.set(s, resolve);
     disposed.add(promise);
@@ -178,6 +182,7 @@ export function createRegistry(
   function dispose(s: Served): Promise<void> {
     s.disposing ??= (async () => {
       await s.loading?.catch(() => undefined); // a load under way would otherwise finish after the unload
+      await residency.stopLoad(s, new ModelRemovedError(s.manifest.id));
       try {
         await s.made?.unload();
         if (s.made) opts.logger?.info("model engine unloaded: its model left the config or changed", { model: s.manifest.id });
@@ -208,6 +213,24 @@ export function createRegistry(
   }
 
   const residency = createResidency(() => served.values(), { keepAliveS: 300, ...opts.residency, now: opts.now, logger: opts.logger });
+
+  /** A first_use model's GGUF headers at start: a corrupt file is logged once, with its path, and the model shows "failed". */
+  async function checkHeadersAtStart(s: Served, i: number): Promise<void> {
+    for (const { role, path } of ggufFiles(s.manifest, (r) => fileOf(s.manifest, r, s.baseDir))) {
+      const problem = await ggufVerdict(path).then(
+        () => null,
+        (e) => (e instanceof GgufFormatError ? e : null), // unreadable now: its load says why
+      );
+      if (!problem) continue;
+      opts.logger?.error("model cannot load: its file is not a valid GGUF; it stays listed and answers 503 model_load_failed", {
+        model: s.manifest.id,
+        field: `models[${i}].files.${role}`,
+        error: problem.message,
+      });
+      residency.fail(s, ggufLoadError(s.manifest, role, problem).message);
+      return;
+    }
+  }
 
   const registry = {
     list: (): readonly ModelEntry[] => entries,
@@ -272,6 +295,9 @@ export function createRegistry(
     async loadAtStart(): Promise<void> {
       for (const [i, s] of [...served.values()].entries()) {
         const m = s.manifest;
+        // Every model's GGUF headers, loaded now or not: a corrupt first_use model is logged and
+        // shows "failed" from the start, and the others serve (a pinned one stops the start below).
+        if (m.load !== "start") await checkHeadersAtStart(s, i);
         if (m.load !== "start" || !opts.engines?.[m.kind]) continue;
         try {
           engineOf(s, m.kind);
@@ -307,7 +333,12 @@ export function createRegistry(
           fresh.push({ s: makeServed(m, o.baseDir, old.created), i });
         } else kept.push({ s: old, m });
       }
-      for (const { s, i } of fresh) checkFiles(s.manifest, i, s.baseDir);
+      for (const { s, i } of fresh) {
+        checkFiles(s.manifest, i, s.baseDir);
+        // A reload is refused for a corrupt GGUF, as for a missing file: the served set stays as it is.
+        const bad = headerProblems(s.manifest, i, s.baseDir)[0];
+        if (bad) throw new ConfigError(`${bad.field}: ${bad.error.message}`);
+      }
       // Checked: from here on nothing throws.
       const ids = new Set(next.map((m) => m.id));
       const retiredNow = [...served.values()].filter((s) => !ids.has(s.manifest.id) || changes.replaced.includes(s.manifest.id));
@@ -386,10 +417,43 @@ function checkFiles(m: ModelManifest, i: number, baseDir: string): void {
   }
 }
 
-/** Start-up check: every file a manifest names must exist, and no model file is empty. */
-export function checkModelFiles(models: ModelManifest[], baseDir: string): void {
-  models.forEach((m, i) => checkFiles(m, i, baseDir));
+/** A model file whose GGUF header does not hold together (src/models/gguf-check.ts). */
+export interface HeaderProblem {
+  id: string;
+  /** `models[i].files.<role>` */
+  field: string;
+  error: GgufFormatError;
 }
+
+/** The GGUF files of `m` whose header does not hold together (each read once per version of the file). */
+function headerProblems(m: ModelManifest, i: number, baseDir: string): HeaderProblem[] {
+  const out: HeaderProblem[] = [];
+  for (const { role, path } of ggufFiles(m, (r) => pathOf(m, r, baseDir))) {
+    try {
+      ggufVerdictSync(path);
+    } catch (e) {
+      // A file that cannot be read now is left to its load, which says why.
+      if (e instanceof GgufFormatError) out.push({ id: m.id, field: `models[${i}].files.${role}`, error: e });
+    }
+  }
+  return out;
+}
+
+/**
+ * Start-up check: every file a manifest names must exist, and no model file is empty (else a
+ * ConfigError). GGUF headers are checked too, and what does not hold together is returned rather
+ * than thrown: a server starts with such a model listed as failed (registry.loadAtStart logs it);
+ * `config check`, `doctor` and `models add` refuse it.
+ */
+export function checkModelFiles(models: ModelManifest[], baseDir: string): HeaderProblem[] {
+  models.forEach((m, i) => checkFiles(m, i, baseDir));
+  return models.flatMap((m, i) => headerProblems(m, i, baseDir));
+}
+
+const pathOf = (m: ModelManifest, role: string, baseDir: string): string => {
+  const p = m.files[role]!;
+  return isAbsolute(p) ? p : resolve(baseDir, p);
+};
 
 /**
  * How many requests may wait for a model to load, and how long for memory: for models with worker

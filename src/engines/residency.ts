@@ -1,5 +1,9 @@
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { ApiError } from "../api/http/errors";
 import type { Logger } from "../log";
+import { GgufFormatError, ggufVerdict } from "../models/gguf-check";
+import { withLoadSignal } from "./load-signal";
 import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../planner/types";
 import type { ModelManifest } from "./manifest";
 import type { ModelEngine } from "./types";
@@ -11,6 +15,14 @@ import type { ModelEngine } from "./types";
 // with requests stand in the way, the request waits for them to finish (never cutting one), up to
 // its queue wait; a model that cannot fit even with every unpinned model gone is refused with a
 // 503 saying how much memory is missing. An idle model is unloaded after its keep-alive.
+//
+// Before a load, the GGUF headers of the model's files are checked (src/models/gguf-check.ts): a
+// file that does not hold together fails the load with its reason, and the model shows "failed" with
+// it (`appliance ps`, the admin API) until a later load succeeds. A load is bounded in time
+// (load_timeout_s) and can be stopped: when it outlasts its bound, or its model leaves the config
+// (registry.apply), its abort signal fires; the chat engine hands it to node-llama-cpp, which stops
+// reading and frees what it loaded. An engine that cannot stop (ONNX Runtime sessions) is given up
+// on and unloaded once its load ends.
 //
 // Plans, evictions and loads run one at a time (one lock): two loads never plan on the same free
 // memory. Nothing here runs on a request that finds its model loaded except a timestamp and a timer
@@ -50,6 +62,12 @@ interface State {
   lastUsed: number;
   placement: Placement | null;
   loading: Promise<void> | null;
+  /** Stops the load in progress (its model removed, or its time up). */
+  stop: AbortController | null;
+  /** Loads started so far: a load given up on is unloaded when it ends only if none started since. */
+  loads: number;
+  /** Why the last load failed; null once one succeeds. */
+  failed: string | null;
   /** Requests waiting for this model to load. */
   waiting: number;
   timer: ReturnType<typeof setTimeout> | null;
@@ -61,7 +79,9 @@ interface State {
 export interface ResidencyStatus {
   id: string;
   kind: ModelManifest["kind"];
-  state: "loaded" | "loading" | "unloaded";
+  state: "loaded" | "loading" | "unloaded" | "failed";
+  /** Why the last load failed (state "failed"), else null. */
+  error: string | null;
   pinned: boolean;
   /** Seconds an idle loaded model stays loaded; -1: until room is needed. */
   keep_alive_s: number;
@@ -102,7 +122,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
 
   const stateOf = (r: Resident): State => {
     let s = states.get(r);
-    if (!s) states.set(r, (s = { lastUsed: 0, placement: null, loading: null, waiting: 0, timer: null, unloadWhenIdle: false }));
+    if (!s) states.set(r, (s = { lastUsed: 0, placement: null, loading: null, stop: null, loads: 0, failed: null, waiting: 0, timer: null, unloadWhenIdle: false }));
     return s;
   };
   const keepAliveOf = (m: ModelManifest): number => m.keep_alive_s ?? o.keepAliveS;
@@ -161,14 +181,49 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     f.footprint.cpuMb <= rooms.cpu.availableMb &&
     (f.footprint.gpuMb === 0 || f.footprint.gpuMb <= (rooms.gpus.find((g) => g.device.id === (f.gpuDevice ?? f.device))?.availableMb ?? 0));
 
+  /**
+   * The engine's load, bounded by the model's load_timeout_s and stopped by `stop`. When it is given
+   * up on while the engine goes on (an engine that cannot stop), the engine is unloaded once its
+   * load ends, unless another load of the model started meanwhile.
+   */
+  async function loadEngine(r: Resident, engine: ModelEngine, settings: LoadSettings | undefined, stop: AbortController): Promise<void> {
+    const m = r.manifest;
+    const limitS = loadTimeoutS(m, (role) => r.file(role));
+    const timer = setTimeout(
+      () => stop.abort(new ApiError("model_load_failed", `model "${m.id}" did not load within ${limitS} s (load_timeout_s); the load was stopped`)),
+      limitS * 1000,
+    );
+    const s = stateOf(r);
+    const load = s.loads;
+    const run = withLoadSignal(engine, stop.signal, () => engine.load(settings));
+    try {
+      await abortable(run, stop.signal);
+    } catch (e) {
+      if (stop.signal.aborted)
+        void run.then(
+          () => {
+            if (s.loads !== load || !engine.loaded) return;
+            o.logger?.warn("a model load given up on finished later: unloading it", { model: m.id });
+            return engine.unload();
+          },
+          () => undefined,
+        );
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Loads `r` where the planner puts it, unloading idle models first when it needs their room. */
-  async function bringIn(r: Resident, deadline: number): Promise<void> {
+  async function bringIn(r: Resident, deadline: number, stop: AbortController): Promise<void> {
+    stop.signal.throwIfAborted(); // stopped while it waited for the lock
     const engine = r.engine();
     const s = stateOf(r);
     if (engine.loaded) return;
     const m = r.manifest;
+    await checkGgufHeaders(r, stop.signal);
     if (!o.planner) {
-      await engine.load();
+      await loadEngine(r, engine, undefined, stop);
       return;
     }
     const planner = o.planner;
@@ -179,10 +234,11 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       // Files the planner cannot read: the engine says at load what is wrong with them, or loads
       // what the planner does not know; either way without memory accounting, said once here.
       o.logger?.warn("memory planner cannot read the model's files: loading it without memory accounting", { model: m.id, error: (e as Error).message });
-      await engine.load();
+      await loadEngine(r, engine, undefined, stop);
       return;
     }
     for (;;) {
+      stop.signal.throwIfAborted();
       const devices = await planner.devices();
       const wants = planner.wants(m, devices);
       const others = [...residents()].filter((x) => x !== r && stateOf(x).placement && loaded(x));
@@ -198,7 +254,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
           if ((p.gpuDevice ?? p.device) === (best.gpuDevice ?? best.device) || p.footprint.cpuMb > 0) gone.add(x);
         }
         for (const x of gone) await unload(x, `to make room for ${m.id}`);
-        await engine.load(best.settings);
+        await loadEngine(r, engine, best.settings, stop);
         s.placement = { device: best.device, gpuDevice: best.gpuDevice, settings: best.settings, footprint: best.footprint };
         o.logger?.info("model placed", { model: m.id, ...best.settings, device: best.device, memory_mb: { gpu: best.footprint.gpuMb, cpu: best.footprint.cpuMb }, unloaded: [...gone].map((x) => x.manifest.id) });
         return;
@@ -215,6 +271,36 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         throw new ApiError("workers_busy", `model "${m.id}" waits for memory held by requests to ${busy.map((x) => `"${x.manifest.id}"`).join(", ")}; retry shortly`, { headers: { "retry-after": "5" } });
       await Promise.race([(released ??= Promise.withResolvers<void>()).promise, Bun.sleep(Math.min(left, 1000))]);
     }
+  }
+
+  /**
+   * One load of `r` (shared by everyone waiting for it), under the lock, with its own stop. A
+   * failure is remembered as the model's state and logged, except a wait for memory that busy
+   * models hold (the model itself is fine) and a stop because the model left the config.
+   */
+  function startLoad(r: Resident, deadline: number): Promise<void> {
+    const s = stateOf(r);
+    const stop = new AbortController();
+    s.stop = stop;
+    s.loads++;
+    // A stop answers the waiters at once, even while another model's load holds the lock.
+    return abortable(serially(() => bringIn(r, deadline, stop)), stop.signal)
+      .then(
+        () => void (s.failed = null),
+        (e: unknown) => {
+          const removed = stop.signal.aborted && stop.signal.reason instanceof ModelRemovedError;
+          if (!removed && !(e instanceof ApiError && e.code === "workers_busy")) {
+            s.failed = (e as Error).message ?? String(e);
+            const cause = (e as { cause?: unknown }).cause;
+            o.logger?.error("model failed to load", { model: r.manifest.id, error: cause instanceof GgufFormatError ? cause.message : s.failed });
+          }
+          throw e;
+        },
+      )
+      .finally(() => {
+        s.loading = null;
+        if (s.stop === stop) s.stop = null;
+      });
   }
 
   const rooms = (x: { gpus: Room[]; cpu: Room }): [Room[], Room] => [x.gpus, x.cpu];
@@ -255,7 +341,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       try {
         const deadline = now() + opts.maxWaitMs;
         // Shared by every request waiting for this model: one leaving does not stop the load.
-        s.loading ??= serially(() => bringIn(r, deadline)).finally(() => (s.loading = null));
+        s.loading ??= startLoad(r, deadline);
         await (opts.signal ? abortable(s.loading, opts.signal) : s.loading);
       } finally {
         s.waiting--;
@@ -271,7 +357,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     async load(r: Resident): Promise<void> {
       const s = stateOf(r);
       s.lastUsed = now();
-      s.loading ??= serially(() => bringIn(r, now())).finally(() => (s.loading = null));
+      s.loading ??= startLoad(r, now());
       await s.loading;
       if (r.holds === 0) scheduleIdle(r);
     },
@@ -301,6 +387,19 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         return stay;
       });
     },
+    /**
+     * Stops `r`'s load in progress, if any (its model left the config): requests waiting for it get
+     * `reason`. Resolves once the load has ended.
+     */
+    async stopLoad(r: Resident, reason: ModelRemovedError): Promise<void> {
+      const s = states.get(r);
+      s?.stop?.abort(reason);
+      await s?.loading?.catch(() => undefined);
+    },
+    /** Remembers a model's files as unloadable (the start-up check found them corrupt): its state says why. */
+    fail(r: Resident, reason: string): void {
+      stateOf(r).failed = reason;
+    },
     /** Where `r` is placed (null when not loaded, or loaded outside the planner). */
     placement: (r: Resident): Placement | null => (loaded(r) ? stateOf(r).placement : null),
     status(r: Resident): ResidencyStatus {
@@ -311,7 +410,8 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       return {
         id: r.manifest.id,
         kind: r.manifest.kind,
-        state: loaded(r) ? "loaded" : s.loading ? "loading" : "unloaded",
+        state: loaded(r) ? "loaded" : s.loading ? "loading" : s.failed !== null ? "failed" : "unloaded",
+        error: loaded(r) ? null : s.failed,
         pinned: pinned(r.manifest),
         keep_alive_s: pinned(r.manifest) ? -1 : keepAliveOf(r.manifest),
         device: p?.device ?? (loaded(r) ? (e?.device ?? null) : null),
@@ -333,6 +433,65 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       }
     },
   };
+}
+
+/** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
+export class ModelRemovedError extends ApiError {
+  constructor(id: string) {
+    super("model_load_failed", `model "${id}" left the config while it loaded; its load was stopped`);
+    this.name = "ModelRemovedError";
+  }
+}
+
+/** Files a model's engine reads as GGUF: every file of a chat model (llama.cpp reads nothing else), and any *.gguf. */
+export function ggufFiles(m: ModelManifest, file: (role: string) => string): { role: string; path: string }[] {
+  return Object.keys(m.files)
+    .map((role) => ({ role, path: file(role) }))
+    .filter(({ path }) => (m.kind === "chat" || path.toLowerCase().endsWith(".gguf")) && existsSync(path) && statSync(path).isFile());
+}
+
+/** A GGUF format error as the model's load failure: its reason for clients (no path), the error itself as the cause (the log's line has the path). */
+export function ggufLoadError(m: ModelManifest, role: string, e: GgufFormatError): ApiError {
+  const err = new ApiError("model_load_failed", `model "${m.id}" cannot be loaded: its ${role} file is ${e.reason}`);
+  (err as { cause?: unknown }).cause = e;
+  return err;
+}
+
+/** The GGUF headers of `r`'s files, checked before anything reads them (once per version of each file). */
+async function checkGgufHeaders(r: Resident, signal: AbortSignal): Promise<void> {
+  for (const { role, path } of ggufFiles(r.manifest, (x) => r.file(x))) {
+    try {
+      await ggufVerdict(path, { signal });
+    } catch (e) {
+      if (e instanceof GgufFormatError) throw ggufLoadError(r.manifest, role, e);
+      throw e;
+    }
+  }
+}
+
+/** Bytes of a model's files (folders summed, a few levels down): what the default load bound scales with. */
+function filesBytes(paths: string[]): number {
+  let total = 0;
+  const walk = (p: string, depth: number) => {
+    try {
+      const st = statSync(p);
+      if (st.isFile()) total += st.size;
+      else if (st.isDirectory() && depth < 4) for (const name of readdirSync(p)) walk(join(p, name), depth + 1);
+    } catch {} // a file that vanished counts nothing; the load says what is wrong
+  };
+  for (const p of paths) walk(p, 0);
+  return total;
+}
+
+/** Seconds of the default bound, then seconds per GiB of the model's files (reading at 51 MB/s at least). */
+export const LOAD_TIMEOUT_BASE_S = 120;
+export const LOAD_TIMEOUT_PER_GIB_S = 20;
+
+/** How long one load of `m` may take: its load_timeout_s, else 120 s plus 20 s per GiB of its files. */
+export function loadTimeoutS(m: ModelManifest, file: (role: string) => string): number {
+  if (m.load_timeout_s !== undefined) return m.load_timeout_s;
+  const bytes = filesBytes(Object.keys(m.files).map((role) => file(role)));
+  return Math.ceil(LOAD_TIMEOUT_BASE_S + (LOAD_TIMEOUT_PER_GIB_S * bytes) / 1024 ** 3);
 }
 
 /** `p`, or the signal's reason once it aborts (the load itself goes on for the others waiting). */

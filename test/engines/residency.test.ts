@@ -1,7 +1,13 @@
-import { expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ApiError } from "../../src/api/http/errors";
+import { loadSignalOf } from "../../src/engines/load-signal";
 import type { ModelManifest } from "../../src/engines/manifest";
-import { createResidency, type MemoryPlanner, type Resident } from "../../src/engines/residency";
+import { createResidency, loadTimeoutS, ModelRemovedError, type MemoryPlanner, type Resident } from "../../src/engines/residency";
+import { memoryLogger } from "../../src/log";
+import { tempDir } from "../helpers/app";
+import { attackGguf, validGguf } from "../models/gguf-bytes";
 import type { ModelEngine } from "../../src/engines/types";
 import type { DeviceInfo, Fit, LoadSettings, ModelProfile, Room } from "../../src/planner/types";
 
@@ -63,7 +69,7 @@ function world(gpuMb: number, sizes: Record<string, number>, o: { cpuMb?: number
   const residency = createResidency(() => [...models.values()].map((x) => x.r), { planner, keepAliveS: -1, now: () => t, blocked: () => blocked });
   function add(id: string, load: "start" | "first_use" = "first_use") {
     const e = new StandIn(id);
-    const r = { manifest: { id, kind: "chat", load, slots: 1 } as ModelManifest, engine: () => e, made: e, holds: 0, file: () => "" };
+    const r = { manifest: { id, kind: "chat", load, slots: 1, files: {} } as ModelManifest, engine: () => e, made: e, holds: 0, file: () => "" };
     models.set(id, { r, e, pending: false } as any);
   }
   for (const id of Object.keys(sizes)) add(id);
@@ -185,4 +191,112 @@ test("a CPU placement's compute buffer on the GPU is booked there: it counts aga
   // A rental of the GPU unloads the CPU model holding a buffer there.
   expect(await w.residency.vacate((d) => d === "cuda:0")).toEqual([]);
   expect(w.engine("small").loaded).toBe(false);
+});
+
+// Loads bounded and stoppable (issue 41 M2): an engine whose load waits until it is told to finish,
+// reading the abort signal residency lends it (as the chat engine hands it to node-llama-cpp), or
+// not (as ONNX Runtime sessions, which cannot stop).
+
+class SlowEngine implements ModelEngine {
+  loaded = false;
+  loads = 0;
+  unloads = 0;
+  aborted: unknown = null;
+  finish = Promise.withResolvers<void>();
+  constructor(
+    readonly modelId: string,
+    private readonly stops: boolean,
+  ) {}
+  async load() {
+    this.loads++;
+    const signal = loadSignalOf(this);
+    await new Promise<void>((resolve, reject) => {
+      if (this.stops) signal?.addEventListener("abort", () => ((this.aborted = signal.reason), reject(signal.reason)), { once: true });
+      void this.finish.promise.then(resolve);
+    });
+    this.loaded = true;
+  }
+  async unload() {
+    this.loaded = false;
+    this.unloads++;
+  }
+}
+
+const files = tempDir("appliance-residency-");
+afterAll(() => rmSync(files, { recursive: true, force: true }));
+
+function alone(e: ModelEngine, m: Partial<ModelManifest> = {}) {
+  const logger = memoryLogger();
+  const manifest = { id: e.modelId, kind: "chat", load: "first_use", slots: 1, files: {}, ...m } as ModelManifest;
+  const r: Resident = { manifest, engine: () => e, made: e, holds: 1, file: (role) => manifest.files[role]! };
+  const residency = createResidency(() => [r], { keepAliveS: -1, logger });
+  return { r, residency, logger, ready: () => residency.ready(r, { maxQueue: 10, maxWaitMs: 60_000 }) };
+}
+
+test("a load past its load_timeout_s is stopped through its signal: 503 model_load_failed, and the model shows failed until a load succeeds", async () => {
+  const e = new SlowEngine("slow", true);
+  const { r, residency, logger, ready } = alone(e, { load_timeout_s: 1 });
+  const err = await ready().catch((x) => x);
+  expect(err).toBeInstanceOf(ApiError);
+  expect(err.code).toBe("model_load_failed");
+  expect(err.message).toBe('model "slow" did not load within 1 s (load_timeout_s); the load was stopped');
+  expect(e.aborted).toBe(err); // the engine was told, with the same reason
+  expect(residency.status(r)).toMatchObject({ state: "failed", error: err.message });
+  expect(logger.lines.find((l) => l.msg === "model failed to load")).toMatchObject({ model: "slow", error: err.message });
+  e.finish.resolve(); // the next load ends at once
+  await ready();
+  expect(residency.status(r)).toMatchObject({ state: "loaded", error: null });
+}, 10_000);
+
+test("an engine that cannot stop is given up on at its bound, and unloaded once its load ends", async () => {
+  const e = new SlowEngine("onnx-like", false);
+  const { r, residency, logger, ready } = alone(e, { load_timeout_s: 1 });
+  expect((await ready().catch((x) => x)).code).toBe("model_load_failed");
+  expect(residency.status(r).state).toBe("failed");
+  e.finish.resolve();
+  for (let i = 0; i < 100 && e.unloads === 0; i++) await Bun.sleep(10);
+  expect([e.loaded, e.unloads]).toEqual([false, 1]);
+  expect(logger.lines.some((l) => l.msg === "a model load given up on finished later: unloading it")).toBe(true);
+}, 10_000);
+
+test("stopping a load (its model left the config) answers its waiters at once and aborts the engine's load; the model is not marked failed", async () => {
+  const e = new SlowEngine("gone", true);
+  const { r, residency, ready } = alone(e);
+  const waiting = ready().catch((x) => x);
+  for (let i = 0; i < 100 && e.loads === 0; i++) await Bun.sleep(5);
+  expect(residency.status(r).state).toBe("loading");
+  await residency.stopLoad(r, new ModelRemovedError("gone"));
+  const err = await waiting;
+  expect(err).toBeInstanceOf(ModelRemovedError);
+  expect(err.code).toBe("model_load_failed");
+  expect(err.message).toBe('model "gone" left the config while it loaded; its load was stopped');
+  expect(e.aborted).toBe(err);
+  expect(residency.status(r)).toMatchObject({ state: "unloaded", error: null });
+});
+
+test("a corrupt GGUF fails the load before the engine is asked, naming the file's problem; replaced by a valid one, the model loads", async () => {
+  const path = join(files, "model.gguf");
+  writeFileSync(path, attackGguf());
+  const e = new SlowEngine("corrupt", true);
+  e.finish.resolve();
+  const { r, residency, logger, ready } = alone(e, { files: { model: path } });
+  const err = await ready().catch((x) => x);
+  expect(err).toBeInstanceOf(ApiError);
+  expect(err.code).toBe("model_load_failed");
+  expect(err.message).toStartWith('model "corrupt" cannot be loaded: its model file is not a valid GGUF file (too_many_kvs): kv_count at byte 16: ');
+  expect(err.message).not.toContain(files); // clients are not told paths
+  expect(e.loads).toBe(0);
+  expect(residency.status(r)).toMatchObject({ state: "failed", error: err.message });
+  expect(logger.lines.find((l) => l.msg === "model failed to load")!.error).toStartWith(`${path}: not a valid GGUF file (too_many_kvs)`); // the log has it
+  writeFileSync(path, validGguf());
+  await ready();
+  expect(residency.status(r)).toMatchObject({ state: "loaded", error: null });
+});
+
+test("the default load bound: 120 s, and 20 s more per GiB of the model's files", () => {
+  const path = join(files, "sized.bin");
+  writeFileSync(path, new Uint8Array(1024 * 1024));
+  const m = { id: "x", kind: "chat", files: { model: path } } as unknown as ModelManifest;
+  expect(loadTimeoutS(m, () => path)).toBe(121); // 120 + 20/1024 s, rounded up
+  expect(loadTimeoutS({ ...m, load_timeout_s: 5 }, () => path)).toBe(5);
 });

@@ -39,6 +39,8 @@ export const ERROR_TABLE = {
   // A server behind the appliance (a rental's notebook) failed or answered what may not be passed on.
   upstream_error: { status: 502, openaiType: "server_error", openaiCode: "upstream_error", anthropicType: "api_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
+  // The model's load failed for a reason retrying does not cure soon: a corrupt file, a load past its load_timeout_s.
+  model_load_failed: { status: 503, openaiType: "server_error", openaiCode: "model_load_failed", anthropicType: "api_error" },
   // nginx's "client closed request": the client left (or shutdown cut it) before the answer; only logs and metrics see it.
   request_cancelled: { status: 499, openaiType: "invalid_request_error", openaiCode: "request_cancelled", anthropicType: "invalid_request_error" },
   internal_error: { status: 500, openaiType: "server_error", openaiCode: "internal_error", anthropicType: "api_error" },
