@@ -4,11 +4,13 @@ import { mkdir, open, readFile, rename, rm, statfs, truncate, unlink, writeFile 
 import { dirname, join } from "node:path";
 import { modelFolder, type CatalogueFile, type DownloadEntry } from "../../models/catalogue";
 import { alive } from "../store/lock";
+import { checkGguf, GgufFormatError } from "./gguf-check";
 
 // Downloads a catalogue entry's files into <models_dir>/<id>/. Each file is streamed to
 // `<path>.part` (never held in memory), hashed as it arrives, checked against the catalogue's size
 // and SHA-256, and only then renamed into place: a file at its final path is always a verified one,
-// so the server never loads half a download. An interrupted download resumes from the .part with
+// so the server never loads half a download. A GGUF is also checked for a header that holds together
+// (gguf-check.ts) before it is moved into place. An interrupted download resumes from the .part with
 // an HTTP Range request (RFC 9110 §14.2); a server that ignores the range (200) restarts it cleanly.
 
 export interface PullProgress {
@@ -63,6 +65,11 @@ export class PullError extends Error {
 /** The download did not match the catalogue; what was downloaded is deleted. */
 export class ChecksumError extends PullError {
   override name = "ChecksumError";
+}
+
+/** A downloaded model file that is not what its name says (a GGUF whose header does not hold); it is deleted. */
+export class CorruptFileError extends PullError {
+  override name = "CorruptFileError";
 }
 
 /** Files of the entry with no checksum recorded (neither a SHA-256 nor a git blob SHA-1 with its size). */
@@ -129,6 +136,7 @@ async function pullFile(ctx: FileContext): Promise<PulledFile> {
   }
   await mkdir(dirname(target), { recursive: true });
   const { bytes, sha256 } = await download(ctx, report);
+  await refuseCorrupt(ctx, `${target}.part`);
   await rename(`${target}.part`, target);
   report("done", bytes, bytes);
   return { role: ctx.role, path: file.path, status: "downloaded", bytes, sha256 };
@@ -136,11 +144,32 @@ async function pullFile(ctx: FileContext): Promise<PulledFile> {
 
 type Report = (phase: PullProgress["phase"], done: number, total: number | null, rate?: number, message?: string) => void;
 
-/** A file at its final path counts when its size matches (and, with verify, its hash). */
+const isGguf = (path: string) => path.toLowerCase().endsWith(".gguf");
+
+/**
+ * A GGUF whose header does not hold together (src/models/gguf-check.ts) is deleted and refused,
+ * checksum or not: a hub serves what was uploaded, and node-llama-cpp's reader loops on such a file.
+ */
+async function refuseCorrupt(ctx: FileContext, path: string): Promise<void> {
+  if (!isGguf(ctx.target)) return;
+  try {
+    await checkGguf(path);
+  } catch (e) {
+    if (!(e instanceof GgufFormatError)) throw e;
+    await rm(path, { force: true });
+    throw new CorruptFileError(`${ctx.file.path}: ${e.reason}; the download was deleted`);
+  }
+}
+
+/** A file at its final path counts when its size matches (and, with verify, its hash), and a GGUF's header holds. */
 async function isPresent(ctx: FileContext, report: Report): Promise<boolean> {
   const { file, target, opts } = ctx;
   if (!existsSync(target) || !statSync(target).isFile()) return false;
   if (file.bytes !== null && size(target) !== file.bytes) return false;
+  if (isGguf(target) && !(await checkGguf(target).then(() => true, (e) => (e instanceof GgufFormatError ? false : Promise.reject(e))))) {
+    await rm(target, { force: true }); // a corrupt file left by an earlier pull: fetched again, and checked
+    return false;
+  }
   const sum = checksumOf(file);
   if (!opts.verify || sum === null) return true;
   const hash = newHash(file);

@@ -6,6 +6,7 @@ import { catalogue, isDownload, manifestFor } from "../../models/catalogue";
 import { validateConfig } from "../../src/config";
 import { checkModelFiles } from "../../src/engines/registry";
 import { tempDir } from "../helpers/app";
+import { validGguf } from "../models/gguf-bytes";
 
 // `appliance models list|pull` in a child process, as an operator runs it. The command is mounted
 // on a root program like cli/main.ts's (same global --config/--data-dir), against a data dir with
@@ -15,6 +16,7 @@ const REPO = join(import.meta.dir, "..", "..");
 const dir = tempDir("appliance-models-cli-");
 const catalogueDir = join(dir, "catalogue");
 const weights = randomBytes(200 * 1024);
+const gguf = validGguf("unchecked"); // pulled as a .gguf: its header is checked
 const tokenizer = new TextEncoder().encode('{"version":"1.0"}');
 const requests: string[] = [];
 let server: ReturnType<typeof Bun.serve>;
@@ -28,6 +30,7 @@ beforeAll(() => {
       requests.push(path);
       if (path === "/weights.onnx") return new Response(weights);
       if (path === "/tokenizer.json") return new Response(tokenizer);
+      if (path === "/weights.gguf") return new Response(gguf);
       return new Response("not found", { status: 404 });
     },
   });
@@ -57,7 +60,7 @@ beforeAll(() => {
       kind: "chat",
       description: "a file without a recorded sha256",
       max_context: 4096,
-      files: { model: { url: `${url}/weights.onnx`, path: "weights.gguf", bytes: null, sha256: null } },
+      files: { model: { url: `${url}/weights.gguf`, path: "weights.gguf", bytes: null, sha256: null } },
     }),
   );
 });
@@ -168,7 +171,7 @@ test("models pull refuses a file with no checksum unless --allow-unverified", as
   const models_dir = join(dir, "elsewhere");
   const taken = await models(["pull", "unchecked", "--catalogue", catalogueDir, "--allow-unverified", "--models-dir", models_dir]);
   expect(taken.code).toBe(0);
-  expect(readFileSync(join(models_dir, "unchecked", "weights.gguf")).equals(weights)).toBe(true);
+  expect(readFileSync(join(models_dir, "unchecked", "weights.gguf")).equals(gguf)).toBe(true);
   expect(taken.stdout).toContain('files = { model = "unchecked/weights.gguf" }');
 });
 

@@ -14,6 +14,7 @@ import { AddError, inspectModelFolder, withModelBlock } from "../../src/models/a
 import type { ModelManifest } from "../../src/engines/manifest";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
+import { attackGguf } from "./gguf-bytes";
 
 // `appliance models add ID` as an operator runs it (the real CLI in a child process): the entry is
 // made from the pulled folder's own files, appended to the config file with the rest of the file
@@ -215,6 +216,18 @@ test("a folder's kind comes from its files: GGUF with a projector is vision chat
   writeFileSync(join(dir, "bad", "model.gguf"), "not a gguf");
   await expect(inspectModelFolder(join(dir, "bad"))).rejects.toBeInstanceOf(AddError);
 });
+
+test("`models add` of a folder whose GGUF claims 2^63 key-value pairs is refused at once with the named problem; the config is left as it was", () => {
+  const t = setup({});
+  mkdirSync(join(t.dir, "models", "attack"), { recursive: true });
+  writeFileSync(join(t.dir, "models", "attack", "attack-Q4_K_M.gguf"), attackGguf());
+  const r = t.run("add", "attack");
+  expect(r.code).toBe(1);
+  expect(r.stderr.trim()).toBe(
+    `error: ${join(t.dir, "models", "attack", "attack-Q4_K_M.gguf")}: not a valid GGUF file (too_many_kvs): kv_count at byte 16: 9223372036854775808 key-value pairs: the 0 bytes after the header hold at most 0 (14 bytes each at least; limit 65536)`,
+  );
+  expect(t.text()).toBe(HEADER);
+}, 30_000);
 
 const M = { id: "m", name: "m", kind: "chat", files: { model: "m.gguf" }, max_context: 4096, vision: false, slots: 2, load: "start" } as ModelManifest;
 

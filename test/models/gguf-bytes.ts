@@ -55,10 +55,11 @@ export class GgufBytes {
   }
 }
 
-/** A small valid GGUF: two F32 tensors of 8 and 4 elements, 32-byte aligned. */
-export function validGguf(): Uint8Array {
-  return new GgufBytes()
-    .header({ tensors: 2, kvs: 2 })
+/** A small valid GGUF: two F32 tensors of 8 and 4 elements, 32-byte aligned; `name` (general.name) tells copies apart. */
+export function validGguf(name?: string): Uint8Array {
+  const b = new GgufBytes().header({ tensors: 2, kvs: name === undefined ? 2 : 3 });
+  if (name !== undefined) b.kvStr("general.name", name);
+  return b
     .kvStr("general.architecture", "llama")
     .kvU32("general.alignment", 32)
     .tensor("a", [8], 0, 0)

@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { parseEntry, type HubEntry } from "../../models/catalogue";
 import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, type HubFile } from "../../src/models/hf";
-import { ChecksumError, PullError, pullModel } from "../../src/models/pull";
+import { ChecksumError, CorruptFileError, PullError, pullModel } from "../../src/models/pull";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
 import { gitSha1, LocalHub, sha256 } from "../helpers/hub";
+import { attackGguf, validGguf } from "./gguf-bytes";
 
 // Pulls by name from a local server that speaks the Hugging Face hub's API (test/helpers/hub.ts):
 // the revision endpoint, the paged tree with `lfs.oid` and `oid`, `resolve/` redirecting to storage
@@ -37,13 +38,14 @@ beforeAll(async () => {
     "README.md": { bytes: readme, lfs: false },
     "Tiny-Q4_K_M.gguf": { bytes: gguf, lfs: true },
     "Tiny-Q8_0.gguf": { bytes: blob("q8", 5000), lfs: true },
-    "mmproj-Tiny-F16.gguf": { bytes: blob("projector f16", 3000), lfs: true },
+    "mmproj-Tiny-F16.gguf": { bytes: validGguf("projector f16"), lfs: true }, // pulled: its header is checked
     "mmproj-Tiny-Q8_0.gguf": { bytes: blob("projector q8", 2000), lfs: true },
     "split/Tiny-Q2_K-00002-of-00002.gguf": { bytes: blob("part two", 1000), lfs: true },
     "split/Tiny-Q2_K-00001-of-00002.gguf": { bytes: blob("part one", 1000), lfs: true },
   });
   addRepo("acme/Tiny-GGUF", OLD, { "Tiny-Q4_K_M.gguf": { bytes: blob("old q4", 4000), lfs: true } }, "v1");
   addRepo("acme/gated", COMMIT, { "Gated-Q4_K_M.gguf": { bytes: gguf, lfs: true } });
+  addRepo("acme/Corrupt-GGUF", COMMIT, { "Corrupt-Q4_K_M.gguf": { bytes: attackGguf(), lfs: true } });
   addRepo("acme/config-only", COMMIT, { "config.json": { bytes: blob('{"a":1}'), lfs: false }, "model-Q4_0.gguf": { bytes: blob("q4", 100), lfs: true } });
 });
 
@@ -248,4 +250,47 @@ describe("catalogue entries that name a repository and commit", () => {
     expect(JSON.parse(pulled.stdout).manifest).toMatchObject({ id: "tiny-hub", files: { model: "tiny-hub/Tiny-Q4_K_M.gguf" } });
     expect(JSON.parse((await run(["list", "--json"])).stdout)[0]).toMatchObject({ id: "tiny-hub", status: "present" });
   });
+});
+
+describe("a corrupt GGUF on the hub (issue 41 M2)", () => {
+  test("is refused before it is moved into place, checksum or not: nothing is left, not even the .part", async () => {
+    const h = new HfHub({ endpoint });
+    const { entry } = await resolveHfGguf(parseHfRef("hf:acme/Corrupt-GGUF:Q4_K_M"), h, { maxContext: 4096 });
+    expect(entry.files.model!.sha256).toBe(sha256(attackGguf())); // the hub vouches for these very bytes
+    const dir = join(root, "corrupt");
+    const err = await pullModel(entry, { modelsDir: dir, fetch: h.fetch }).catch((x) => x);
+    expect(err).toBeInstanceOf(CorruptFileError);
+    expect(err).toBeInstanceOf(PullError);
+    expect(err.message).toBe(
+      "Corrupt-Q4_K_M.gguf: not a valid GGUF file (too_many_kvs): kv_count at byte 16: 9223372036854775808 key-value pairs: the 0 bytes after the header hold at most 0 (14 bytes each at least; limit 65536); the download was deleted",
+    );
+    const folder = join(dir, entry.id);
+    expect(existsSync(join(folder, "Corrupt-Q4_K_M.gguf"))).toBe(false);
+    expect(existsSync(join(folder, "Corrupt-Q4_K_M.gguf.part"))).toBe(false);
+  });
+
+  test("a corrupt file an earlier pull left in place is removed and fetched again, then refused", async () => {
+    const h = new HfHub({ endpoint });
+    const { entry } = await resolveHfGguf(parseHfRef("hf:acme/Corrupt-GGUF:Q4_K_M"), h, { maxContext: 4096 });
+    const dir = join(root, "corrupt-present");
+    mkdirSync(join(dir, entry.id), { recursive: true });
+    writeFileSync(join(dir, entry.id, "Corrupt-Q4_K_M.gguf"), attackGguf()); // the right size: once taken as present
+    expect(await pullModel(entry, { modelsDir: dir, fetch: h.fetch }).catch((x) => x)).toBeInstanceOf(CorruptFileError);
+    expect(existsSync(join(dir, entry.id, "Corrupt-Q4_K_M.gguf"))).toBe(false);
+  });
+
+  test("`models pull hf:…` prints one error line naming the problem and exits 1", async () => {
+    const dir = join(root, "cli-corrupt");
+    mkdirSync(dir, { recursive: true });
+    const child = Bun.spawn([process.execPath, CLI, "models", "pull", "hf:acme/Corrupt-GGUF:Q4_K_M", "--models-dir", join(dir, "models")], {
+      env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "no-config"), APPLIANCE_DATA_DIR: dir, HF_ENDPOINT: endpoint },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stderr, code] = await Promise.all([new Response(child.stderr).text(), child.exited]);
+    expect(code).toBe(1);
+    expect(stderr).toContain("error: Corrupt-Q4_K_M.gguf: not a valid GGUF file (too_many_kvs): kv_count at byte 16");
+    expect(stderr).not.toContain("    at ");
+    expect(existsSync(join(dir, "models", "corrupt-q4_k_m", "Corrupt-Q4_K_M.gguf"))).toBe(false);
+  }, 30_000);
 });
