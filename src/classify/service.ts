@@ -3,6 +3,7 @@ import type { ClassifyRequest } from "../api/openai/classify";
 import { ApiError } from "../api/http/errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { ClassifierEngine, ClassifyItem } from "../engines/types";
+import { refuseLongText } from "../engines/text-bounds";
 import type { CapabilityDeps } from "../services";
 
 // THE classification service (spec §2.7, §4, §8): premise/hypothesis pairs through the model's
@@ -43,7 +44,9 @@ export function createClassifyService(deps: CapabilityDeps) {
     const { items, field } = toItems(req);
     await engine.load();
     const limit = Math.min(MAX_CLASSIFY_TOKENS, engine.maxTokens);
-    const tokens = await engine.tokenize(items);
+    items.forEach((item, i) => refuseLongText("text" in item ? item.text.length : item.premise.length + item.hypothesis.length, limit, `${field}[${i}]`, manifest.id, "item"));
+    // (stops at the first item over the limit: no work is spent on a request that is refused)
+    const tokens = await engine.tokenize(items, limit);
     tokens.forEach(({ ids }, i) => {
       if (ids.length > limit)
         throw new ApiError(

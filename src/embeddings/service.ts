@@ -3,6 +3,7 @@ import type { EmbeddingsRequest } from "../api/openai/embeddings";
 import { ApiError } from "../api/http/errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { EmbeddingEngine, EmbeddingInput } from "../engines/types";
+import { refuseLongText } from "../engines/text-bounds";
 import type { CapabilityDeps } from "../services";
 
 // THE embeddings service (spec §2.9): the HTTP route and batch lines end here. It checks the
@@ -55,7 +56,9 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
         `dimensions: model "${manifest.id}" returns ${engine.dimensions}-dimension vectors and cannot shorten them; leave dimensions out or send ${engine.dimensions}`,
         { param: "dimensions" },
       );
-    const tokens = await engine.tokenize(inputs.map((i) => i.value)).catch((e) => {
+    for (const i of inputs) if (typeof i.value === "string") refuseLongText(i.value.length, engine.maxTokens, i.param, manifest.id, "input");
+    // (stops at the first input over the limit: no work is spent on a request that is refused)
+    const tokens = await engine.tokenize(inputs.map((i) => i.value), engine.maxTokens).catch((e) => {
       throw renamed(e, inputs);
     });
     tokens.forEach((t, i) => {

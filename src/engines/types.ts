@@ -91,7 +91,8 @@ export interface EmbeddingEngine extends ModelEngine {
   /** Longest input in tokens; longer ones are refused, never truncated. */
   readonly maxTokens: number;
   /** Token ids of each input as the model will see them (special tokens included). */
-  tokenize(inputs: EmbeddingInput[]): Promise<number[][]>;
+  /** With `maxTokens`: stops after the first input over it (the rest are not tokenized, nor returned). */
+  tokenize(inputs: EmbeddingInput[], maxTokens?: number): Promise<number[][]>;
   /** Normalised vectors, one per input, from already tokenized inputs (micro-batched). */
   embed(tokens: number[][], signal?: AbortSignal): Promise<Float32Array[]>;
 }
@@ -109,7 +110,8 @@ export interface TokenizedItem {
 export interface ClassifierEngine extends ModelEngine {
   readonly maxTokens: number;
   /** Each item's tokens: pairs through the tokenizer's own (text, text_pair) template. */
-  tokenize(items: ClassifyItem[]): Promise<TokenizedItem[]>;
+  /** With `maxTokens`: stops after the first item over it (the rest are not tokenized, nor returned). */
+  tokenize(items: ClassifyItem[], maxTokens?: number): Promise<TokenizedItem[]>;
   /** Probabilities in the fixed order [contradiction, entailment, neutral], whatever the model's id2label. */
   classify(items: TokenizedItem[], signal?: AbortSignal): Promise<[number, number, number][]>;
 }

@@ -58,7 +58,7 @@ export class TransformersClassifierEngine implements ClassifierEngine {
     await this.encoder.unload();
   }
 
-  async tokenize(items: ClassifyItem[]): Promise<TokenizedItem[]> {
+  async tokenize(items: ClassifyItem[], maxTokens = Infinity): Promise<TokenizedItem[]> {
     const { tokenizer } = await this.encoder.ensure();
     return mapInSlices(items, (item) => {
       const enc =
@@ -68,7 +68,7 @@ export class TransformersClassifierEngine implements ClassifierEngine {
       const ids = enc.input_ids as number[];
       const typeIds = enc.token_type_ids as number[] | undefined;
       return typeIds?.some((t) => t !== 0) ? { ids, typeIds } : { ids };
-    });
+    }, undefined, (t) => t.ids.length > maxTokens);
   }
 
   classify(items: TokenizedItem[], signal?: AbortSignal): Promise<Probs[]> {

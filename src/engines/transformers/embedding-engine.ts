@@ -61,7 +61,7 @@ export class TransformersEmbeddingEngine implements EmbeddingEngine {
     await this.encoder.unload();
   }
 
-  async tokenize(inputs: EmbeddingInput[]): Promise<number[][]> {
+  async tokenize(inputs: EmbeddingInput[], maxTokens = Infinity): Promise<number[][]> {
     const { tokenizer } = await this.encoder.ensure();
     // The template is the tokenizer's: found once, by encoding a probe word.
     const tpl = (this.template ??= templateOf(tokenizer, this.describe().vocabSize));
@@ -73,7 +73,7 @@ export class TransformersEmbeddingEngine implements EmbeddingEngine {
           param: `input[${i}]`,
         });
       return [...tpl.prefix, ...input, ...tpl.suffix];
-    });
+    }, undefined, (ids) => ids.length > maxTokens);
   }
 
   embed(tokens: number[][], signal?: AbortSignal): Promise<Float32Array[]> {

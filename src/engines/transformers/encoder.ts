@@ -44,11 +44,12 @@ export interface Loaded {
  * thread (counts are needed before credit is reserved), and a request of 2,048 long inputs must
  * not stall every other request while it is tokenized.
  */
-export async function mapInSlices<T, R>(items: readonly T[], fn: (item: T, index: number) => R, sliceMs = 10): Promise<R[]> {
+export async function mapInSlices<T, R>(items: readonly T[], fn: (item: T, index: number) => R, sliceMs = 10, stopAfter?: (r: R) => boolean): Promise<R[]> {
   const out: R[] = [];
   let sliceStart = performance.now();
   for (let i = 0; i < items.length; i++) {
     out.push(fn(items[i]!, i));
+    if (stopAfter?.(out[i]!)) break;
     if (performance.now() - sliceStart > sliceMs && i + 1 < items.length) {
       await new Promise((r) => setImmediate(r));
       sliceStart = performance.now();

@@ -29,6 +29,26 @@ test("H1: a 62 MB prompt is refused for its length, and other users are answered
   expect(slowestS).toBeLessThan(3);
 }, 120_000);
 
+test("H1's class: a 20 MB embeddings input and classifier pair, and 2,048 inputs over the length, are refused before tokenizing, while other users are answered (18-36 s of the event loop each before)", async () => {
+  const big = HUGE.slice(0, 20_000_000);
+  const dense = HUGE.slice(0, 8000);
+  const { value, slowestS, answered } = await whileOthersAsk(s, async () => {
+    const started = performance.now();
+    const answers = [
+      await errorOf(await post(s, "/v1/embeddings", { model: "embed", input: big })),
+      await errorOf(await post(s, "/v1/embeddings", { model: "embed", input: Array.from({ length: 2048 }, () => dense) })),
+      await errorOf(await post(s, "/v1/classify", { model: "nli", pairs: [{ premise: big, hypothesis: "x" }] })),
+      await errorOf(await post(s, "/v1/classify", { model: "nli", input: Array.from({ length: 256 }, () => HUGE.slice(0, 60_000)) })),
+    ];
+    return { answers, seconds: (performance.now() - started) / 1000 };
+  });
+  expect(s.alive()).toBe(true);
+  for (const a of value.answers) expect(a).toMatchObject({ status: 400, code: "context_length_exceeded" });
+  expect(value.seconds).toBeLessThan(10);
+  expect(answered).toBeGreaterThan(0);
+  expect(slowestS).toBeLessThan(3);
+}, 120_000);
+
 test("M3: a client that leaves while its prompt is decoded stops the work; the rest of the prompt is neither decoded nor billed", async () => {
   const text = Array.from({ length: 1100 }, (_, i) => `word${i % 97} number ${i}.`).join(" ");
   const counted = (await (await post(s, "/v1/messages/count_tokens", { model: "long", messages: [{ role: "user", content: text }] })).json()) as { input_tokens: number };

@@ -3,6 +3,7 @@ import { expect } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../../models/cache";
+import { ensureOnnxModel } from "../../../models/onnx/cache";
 import { tempDir } from "../../helpers/app";
 import { cli, serveCli } from "../../helpers/cli";
 
@@ -32,6 +33,7 @@ export async function startAttackServer(o: { toml?: string } = {}): Promise<Atta
   const dir = tempDir("appliance-attack-");
   const chat = await ensureChatModel("chat");
   const small = await ensureChatModel("small-chat");
+  const [embed, nli] = await Promise.all([ensureOnnxModel("embed"), ensureOnnxModel("nli")]);
   const config = join(dir, "config.toml");
   writeFileSync(
     config,
@@ -62,6 +64,18 @@ export async function startAttackServer(o: { toml?: string } = {}): Promise<Atta
       `slots = 2`,
       `batch_size = 8`,
       `load = "start"`,
+      `[[models]]`,
+      `id = "embed"`,
+      `name = "embed"`,
+      `kind = "embedding"`,
+      `files = { model = "${embed}" }`,
+      `max_context = 512`,
+      `[[models]]`,
+      `id = "nli"`,
+      `name = "nli"`,
+      `kind = "classifier"`,
+      `files = { model = "${nli}" }`,
+      `max_context = 8192`,
       o.toml ?? "",
     ].join("\n"),
   );
