@@ -15,7 +15,7 @@ let user: string;
 let consoleAdmin: ConsoleClient;
 let consoleUser: ConsoleClient;
 
-const STATUS_KEYS = ["context_size", "device", "gpu_layers", "id", "idle_s", "in_flight", "keep_alive_s", "kind", "last_used", "memory_mb", "pinned", "slots", "state", "waiting"];
+const STATUS_KEYS = ["context_size", "device", "error", "gpu_layers", "id", "idle_s", "in_flight", "keep_alive_s", "kind", "last_used", "memory_mb", "pinned", "slots", "state", "waiting"];
 
 beforeAll(async () => {
   const chat = await ensureChatModel("chat");

@@ -128,14 +128,14 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     description: "A key of any scope, of an admin account. What `appliance ps` shows.",
     errors: [403],
     ok: json(
-      "`{object:\"list\", data:[{id, kind, state: loaded|loading|unloaded, pinned, keep_alive_s, device, gpu_layers, context_size, slots, memory_mb:{gpu, cpu}, in_flight, waiting, idle_s, last_used}]}`",
+      "`{object:\"list\", data:[{id, kind, state: loaded|loading|unloaded|failed, error (why the last load failed, else null), pinned, keep_alive_s, device, gpu_layers, context_size, slots, memory_mb:{gpu, cpu}, in_flight, waiting, idle_s, last_used}]}`",
     ),
   },
   "POST /api/v1/admin/models/*": {
     operationId: "loadOrUnloadModel",
     summary: "Load or unload a model (keys of admin accounts)",
     description:
-      "The path after `models/` is `{id}/load` or `{id}/unload`; the id may contain `/`. A load is placed by the memory planner (idle models are unloaded to make room) and answers the model's status once loaded, or 503 `model_unavailable` with the planner's reason. An unload answers `{id, result}`: `unloaded`, `when_idle` (requests hold it: it unloads when they end) or `not_loaded`.",
+      "The path after `models/` is `{id}/load` or `{id}/unload`; the id may contain `/`. A load is placed by the memory planner (idle models are unloaded to make room) and answers the model's status once loaded, or 503 `model_unavailable` with the planner's reason, or 503 `model_load_failed` (a model file whose GGUF header does not hold together, a load past its `load_timeout_s`). An unload answers `{id, result}`: `unloaded`, `when_idle` (requests hold it: it unloads when they end) or `not_loaded`.",
     wildcard: "model_action",
     errors: [403, 429, 503],
     ok: json("The model's status (load) or `{id, result}` (unload)."),
