@@ -178,6 +178,8 @@ ExecStart=$DEST/appliance serve --config $CONFIG
 Restart=on-failure
 KillSignal=SIGTERM
 TimeoutStopSec=60
+# One descriptor per client connection; the server raises its soft limit to this at start.
+LimitNOFILE=65536
 
 [Install]
 WantedBy=$WANTED

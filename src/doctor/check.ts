@@ -2,6 +2,7 @@ import type { CudaChoice } from "../engines/llama/cuda-probe";
 import type { Config } from "../config";
 import type { MemoryPlan } from "../planner/plan-all";
 import type { CommandRunner } from "../rentals/inventory";
+import type { FdLimit } from "../net/rlimit";
 
 // What `appliance doctor` reports: one line per check. Every check is a plain function of what was
 // probed (Probes, or facts gathered from it), so a test can feed it any machine it likes.
@@ -33,6 +34,8 @@ export interface Probes {
   statfs(path: string): { free: number; total: number };
   readText(path: string): string | null;
   cores(): number;
+  /** This process's limit on open file descriptors (src/net/rlimit.ts); null where it cannot be read. */
+  fdLimit(): FdLimit | null;
   /** Listens on host:port and closes again: null when that worked, else the error code. */
   listen(host: string, port: number): Promise<string | null>;
   /** Folders holding libggml-cuda.so in node-llama-cpp's CUDA prebuilt packages (null: not installed). */

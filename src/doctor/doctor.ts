@@ -6,6 +6,7 @@ import { chatBackend, checkChatDecoding, checkChatEngine, checkImageInput, check
 import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkMemoryPlan } from "./memory";
 import { checkTlsCert } from "./tls";
+import { checkFdLimit } from "./limits";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
 
@@ -38,7 +39,7 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
     configCheck = fail("config", (e as Error).message, "fix the config; `appliance config check` validates it");
   }
   const [gpus, cuda, vulkan] = await Promise.all([gatherGpus(probes), gatherCuda(probes), gatherVulkan(probes)]);
-  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda), checkVulkan(vulkan)];
+  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda), checkVulkan(vulkan), checkFdLimit(probes.fdLimit())];
   if (loaded) {
     const { config } = loaded;
     const served: Served[] = [

@@ -11,6 +11,7 @@ import { builtAddon } from "../engines/llama/native/addon-path";
 import { installedPackageDir } from "../engines/installed";
 import { onnxRuntimeLibDir } from "../engines/onnx-device";
 import { spawnRunner } from "../rentals/inventory";
+import { readFdLimit } from "../net/rlimit";
 import type { Probes } from "./check";
 
 // The real machine behind Probes. Nothing here decides anything; the checks do.
@@ -56,6 +57,7 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
       }
     },
     cores: () => availableParallelism(),
+    fdLimit: readFdLimit,
     listen: listenBriefly,
     llamaCuda,
     cudaDecode: () => chooseCudaBuild(),

@@ -299,6 +299,7 @@ describe("runDoctor", () => {
       ["gpus", "ok"],
       ["cuda runtime", "ok"],
       ["vulkan", "ok"],
+      ["open files", "ok"],
     ]);
     expect(report.checks[0]!.detail).toContain("server.port: Expected integer");
   });
@@ -310,6 +311,7 @@ describe("runDoctor", () => {
       "ok gpus",
       "ok cuda runtime",
       "ok vulkan",
+      "ok open files",
       "ok chat engine",
       "ok onnx engines",
       "ok image input",

@@ -34,6 +34,7 @@ export function fakeProbes(over: Partial<Probes> = {}): Probes {
     statfs: () => ({ free: 100 * GiB, total: 200 * GiB }),
     readText: () => null,
     cores: () => 4,
+    fdLimit: () => ({ soft: 65536, hard: 65536 }),
     listen: async () => null,
     llamaCuda: () => ({ primary: null, fallback: null }),
     cudaDecode: async () => {

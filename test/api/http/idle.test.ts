@@ -24,7 +24,7 @@ function guarded(handler: Handler, o: { maxRequestsPerAddress?: number } = {}) {
     idleTimeout: 1,
     fetch(req: Request, srv: Server<unknown>) {
       setClientAddress(req, srv.requestIP(req)?.address);
-      return guard.serve(req, srv, handler);
+      return guard.serve(req, srv, handler) as Promise<Response>; // undefined only for a WebSocket upgrade
     },
   });
   return { server, logger, guard, url: `http://127.0.0.1:${server.port}` };
