@@ -6,6 +6,11 @@ import { ensureOnnxModel } from "../models/onnx/cache";
 import { ConfigError, validateConfig, type Config } from "../src/config";
 import type { ModelManifest } from "../src/engines/manifest";
 import { applyReload } from "../src/reload";
+import { writeRealModel } from "../models/gguf/real-archs";
+import { loadSignalOf } from "../src/engines/load-signal";
+import { llamaRuntime } from "../src/engines/llama/runtime";
+import { ModelRemovedError } from "../src/engines/residency";
+import { memoryLogger } from "../src/log";
 import { tempDir } from "./helpers/app";
 import { chatTestApp } from "./helpers/chat";
 import { cli, serveCli } from "./helpers/cli";
@@ -233,4 +238,59 @@ test("end to end: `models add` then `kill -HUP` serves the new model; removing i
   expect(await models()).toEqual(["chat"]);
   expect((await embedReq()).status).toBe(404);
   await until("model engine unloaded");
+}, 90_000);
+
+test("a reload that removes a model while it loads stops the load: node-llama-cpp's load is aborted, nothing is left loaded, nothing finishes later", async () => {
+  t = await chatTestApp();
+  // A real model's shape (qwen3-1.7b, 1.2 GB with its weights left sparse): its load takes seconds here.
+  const big = tempDir("appliance-reload-big-");
+  dirs.push(big);
+  const path = writeRealModel("qwen3-1.7b", big, { model: { path: "qwen3-1.7b.gguf" } }).model!.path;
+  // The chat engines' runtime (one per process): its loadModel watched, to see how the load ends.
+  const { llama } = await llamaRuntime({ device: "cpu", threads: 1, logger: memoryLogger() });
+  const original = llama.loadModel.bind(llama);
+  const seen: { started: number; ended?: number; outcome?: "loaded" | unknown }[] = [];
+  llama.loadModel = async (o) => {
+    if (o.modelPath !== path) return original(o);
+    const call: (typeof seen)[number] = { started: performance.now() };
+    seen.push(call);
+    try {
+      const m = await original(o);
+      call.outcome = "loaded";
+      return m;
+    } catch (e) {
+      call.outcome = e;
+      throw e;
+    } finally {
+      call.ended = performance.now();
+    }
+  };
+  try {
+    applyReload(t.deps, nextConfig((ms) => [...ms, { id: "big", name: "Big", kind: "chat", files: { model: path }, max_context: 2048, slots: 1, load: "start" }]));
+    const engine = t.deps.registry.chatEngine("big");
+    for (let i = 0; i < 1500 && seen.length === 0; i++) await Bun.sleep(10);
+    expect(seen).toHaveLength(1); // node-llama-cpp is reading the model
+    await Bun.sleep(300);
+    expect(seen[0]!.ended).toBeUndefined(); // still loading
+    const signal = loadSignalOf(engine)!;
+    expect(signal.aborted).toBe(false);
+    expect(t.deps.registry.status().find((m) => m.id === "big")!.state).toBe("loading");
+
+    const r = applyReload(t.deps, nextConfig((ms) => ms.filter((m) => m.id !== "big")));
+    expect(r.models.removed).toEqual(["big"]);
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBeInstanceOf(ModelRemovedError);
+    await t.deps.registry.settled();
+    // node-llama-cpp stopped at its next check (llama.cpp maps the file in one call first; it frees
+    // what it loaded) and rejected with the reason it was given: no model came back.
+    expect(seen[0]!.outcome).toBe(signal.reason);
+    expect(engine.loaded).toBe(false);
+    expect(t.deps.registry.engines()).not.toContain(engine);
+    // A load that had gone on would end within a few seconds and be unloaded with a warning: none comes.
+    await Bun.sleep(5000);
+    expect(engine.loaded).toBe(false);
+    expect(t.logs.filter((l) => l.model === "big").map((l) => l.msg)).not.toContainAnyValues(["chat model loaded", "a model load given up on finished later: unloading it", "model failed to load"]);
+  } finally {
+    llama.loadModel = original;
+  }
 }, 90_000);

@@ -66,6 +66,8 @@ interface State {
   stop: AbortController | null;
   /** Loads started so far: a load given up on is unloaded when it ends only if none started since. */
   loads: number;
+  /** The engine's last load call, settled once it has ended (and, given up on, been unloaded). */
+  running: Promise<void>;
   /** Why the last load failed; null once one succeeds. */
   failed: string | null;
   /** Requests waiting for this model to load. */
@@ -122,7 +124,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
 
   const stateOf = (r: Resident): State => {
     let s = states.get(r);
-    if (!s) states.set(r, (s = { lastUsed: 0, placement: null, loading: null, stop: null, loads: 0, failed: null, waiting: 0, timer: null, unloadWhenIdle: false }));
+    if (!s) states.set(r, (s = { lastUsed: 0, placement: null, loading: null, stop: null, loads: 0, running: Promise.resolve(), failed: null, waiting: 0, timer: null, unloadWhenIdle: false }));
     return s;
   };
   const keepAliveOf = (m: ModelManifest): number => m.keep_alive_s ?? o.keepAliveS;
@@ -196,18 +198,16 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     const s = stateOf(r);
     const load = s.loads;
     const run = withLoadSignal(engine, stop.signal, () => engine.load(settings));
+    s.running = run.then(noop, noop);
     try {
       await abortable(run, stop.signal);
     } catch (e) {
       if (stop.signal.aborted)
-        void run.then(
-          () => {
-            if (s.loads !== load || !engine.loaded) return;
-            o.logger?.warn("a model load given up on finished later: unloading it", { model: m.id });
-            return engine.unload();
-          },
-          () => undefined,
-        );
+        s.running = run.then(async () => {
+          if (s.loads !== load || !engine.loaded) return;
+          o.logger?.warn("a model load given up on finished later: unloading it", { model: m.id });
+          await engine.unload().catch(noop);
+        }, noop);
       throw e;
     } finally {
       clearTimeout(timer);
@@ -389,12 +389,14 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     },
     /**
      * Stops `r`'s load in progress, if any (its model left the config): requests waiting for it get
-     * `reason`. Resolves once the load has ended.
+     * `reason` at once. Resolves once the engine's load has ended (an engine that cannot stop: once
+     * it finished and was unloaded).
      */
     async stopLoad(r: Resident, reason: ModelRemovedError): Promise<void> {
       const s = states.get(r);
       s?.stop?.abort(reason);
-      await s?.loading?.catch(() => undefined);
+      await s?.loading?.catch(noop);
+      await s?.running;
     },
     /** Remembers a model's files as unloadable (the start-up check found them corrupt): its state says why. */
     fail(r: Resident, reason: string): void {
@@ -434,6 +436,8 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     },
   };
 }
+
+const noop = () => undefined;
 
 /** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
 export class ModelRemovedError extends ApiError {
