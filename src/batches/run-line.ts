@@ -28,12 +28,19 @@ export function lineIds(batchId: string, line: number) {
   return { id: `batch_req_${tag}`, requestId: `req_${tag}` };
 }
 
+/**
+ * Thrown by `record` when the line had already ended another way (failed as crashed, cancelled):
+ * it runs inside the settle transaction, so throwing rolls the charge back with it.
+ */
+class LineAlreadyEnded extends Error {}
+
 /** Runs a claimed line; "aborted" when `signal` stopped it (the line stays to be run again). */
 export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, principal: Principal, signal: AbortSignal): Promise<"done" | "aborted"> {
   const { id, requestId } = lineIds(batch.id, line.line);
   const record = (body: unknown) => {
     const result = { id, custom_id: line.custom_id, response: { status_code: 200, request_id: requestId, body }, error: null };
-    deps.repo.finish(batch.id, line.line, "completed", JSON.stringify(result), deps.clock.now());
+    if (!deps.repo.finish(batch.id, line.line, "completed", JSON.stringify(result), deps.clock.now()))
+      throw new LineAlreadyEnded(`batch line ${batch.id}:${line.line} had already ended`);
   };
   const opts = { requestId, endpoint: batch.endpoint, batch: true, signal };
   const body = JSON.parse(line.body);
@@ -53,6 +60,11 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
     }
     return "done";
   } catch (e) {
+    if (e instanceof LineAlreadyEnded) {
+      // one result per line, and a line is charged with its result or not at all
+      deps.logger.warn("batch line ended elsewhere while it ran; its answer is dropped, uncharged", { batch: batch.id, line: line.line });
+      return "done";
+    }
     if (signal.aborted) return "aborted";
     const { error, unexpected } = asApiError(e, requestId);
     if (unexpected) deps.logger.error("batch line failed", { batch: batch.id, line: line.line, error: (e as Error).message, stack: (e as Error).stack });
@@ -62,7 +74,8 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
       response: { status_code: error.status, request_id: requestId, body: toOpenAIErrorBody(error) },
       error: { code: ERROR_TABLE[error.code].openaiCode ?? error.code, message: error.message },
     };
-    deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now());
+    if (!deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now()))
+      deps.logger.warn("batch line ended elsewhere while it ran; its failure is not recorded", { batch: batch.id, line: line.line });
     return "done";
   }
 }
@@ -70,4 +83,10 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
 /** The error-file line of a line that never ran (cancelled, expired). */
 export function unrunResult(batchId: string, line: Pick<LineRow, "line" | "custom_id">, code: "batch_cancelled" | "batch_expired", message: string): string {
   return JSON.stringify({ id: lineIds(batchId, line.line).id, custom_id: line.custom_id, response: null, error: { code, message } });
+}
+
+/** The error-file line of a line the server stopped while running, MAX_STARTS times (issue 41 C2). */
+export function crashedResult(batchId: string, line: Pick<LineRow, "line" | "custom_id" | "starts">): string {
+  const message = `the server stopped while running this request ${line.starts === 2 ? "twice" : `${line.starts} times`} (it crashed or was killed); it is not run again, and nothing was charged for it`;
+  return JSON.stringify({ id: lineIds(batchId, line.line).id, custom_id: line.custom_id, response: null, error: { code: "batch_line_crashed", message } });
 }

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { AccountService } from "../accounts/service";
+import type { Principal } from "../accounts/types";
 import type { ChatService } from "../chat/service";
 import type { Clock } from "../clock";
 import type { EmbeddingsService } from "../embeddings/service";
@@ -9,14 +10,21 @@ import type { FilesService } from "../files/service";
 import type { Logger } from "../log";
 import { batchesRepo, type BatchRow, type LineRow } from "../store/batches";
 import { isBatchEndpoint } from "./endpoints";
-import { runLine, unrunResult } from "./run-line";
+import { crashedResult, runLine, unrunResult } from "./run-line";
 import { validateBatchFile } from "./validate";
 
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and
 // finalizes them. Its state is the store: every step is recorded, so a restart (or a kill)
 // resumes where the last commit left off — a line is pending until its result and charge commit
-// together, and a line that was running when the process died is simply pending again. Which
-// lines are running is kept here only (a line costs one write, its result).
+// together. Which lines are running is kept here only; the store keeps how many times each line
+// was started (one write per dispatch pass, committed before the lines run; a graceful stop hands
+// it back).
+//
+// Crashes (issue 41 C2): a pending line with starts > 0 was running when a process died (or its
+// result could not be recorded). It is a suspect: it runs alone, with no other batch line beside
+// it, so that if the process dies again it is the one to blame (live traffic aside). A line found
+// with MAX_STARTS starts is failed with `batch_line_crashed` instead of being run again: a line
+// that kills the process costs two restarts, not a crash loop.
 //
 // Spare capacity (spec §8): a chat model runs at most slots − 1 batch lines at once (one slot is
 // left to live traffic), and its lines wait for slots behind every live request; embedding lines
@@ -26,6 +34,8 @@ const POLL_MS = 500;
 const EMBEDDING_LINES_IN_FLIGHT = 64;
 const PAGE = 1000;
 const DISPATCH_PAGE = 64;
+/** Runs a line may have been cut short by a dying process before it is failed rather than run again. */
+export const MAX_STARTS = 2;
 
 export interface BatchWorkerDeps {
   db: Database;
@@ -39,6 +49,7 @@ export interface BatchWorkerDeps {
 }
 
 export type BatchWorker = ReturnType<typeof createBatchWorker>;
+type BatchState = { lines: Set<number>; cursor: number };
 
 export function createBatchWorker(deps: BatchWorkerDeps) {
   const repo = batchesRepo(deps.db);
@@ -50,6 +61,9 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   const inFlight = (id: string) => perBatch.get(id)?.lines.size ?? 0;
   const runningLines = (id: string): ReadonlySet<number> => perBatch.get(id)?.lines ?? new Set();
   const busy = new Set<string>(); // batches being validated or finalized
+  /** Suspect lines (`batch:line`) waiting to run alone; while any waits, no other line starts. */
+  const suspects = new Map<string, { batch: string; line: number }>();
+  let suspectRunning = false;
   let timer: ReturnType<typeof setInterval> | null = null;
   let stopped = true;
   let ticking = false;
@@ -81,8 +95,9 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
           repo.failUnrun(b.id, runningLines(b.id), (l) => unrunResult(b.id, l, "batch_expired", "the batch's completion window ended before this request ran"), now);
           if (!inFlight(b.id)) void finalize(b, "expired");
         } else if (b.completed + b.failed >= b.total) void finalize(b, "completed");
-        else dispatch(b);
+        else if (suspects.size === 0) dispatch(b);
       }
+      if (suspects.size && !stopped) runSuspect(now);
     } catch (e) {
       deps.logger.error("batch worker tick failed", { error: (e as Error).message, stack: (e as Error).stack });
     } finally {
@@ -94,47 +109,119 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     }
   }
 
+  function stateOf(batchId: string) {
+    let state = perBatch.get(batchId);
+    if (!state) perBatch.set(batchId, (state = { lines: new Set(), cursor: 0 }));
+    return state;
+  }
+
   /** Starts the batch's next pending lines, in order, while their models have spare capacity. */
   function dispatch(b: BatchRow) {
     const principal = deps.accounts.principalById(b.key_id);
     if (!principal) return;
-    let state = perBatch.get(b.id);
-    if (!state) perBatch.set(b.id, (state = { lines: new Set(), cursor: 0 }));
+    const state = stateOf(b.id);
+    const picked = pick(b, state);
+    if (picked.length === 0) return;
+    launch(b, picked, principal, state);
+  }
+
+  /** The lines to start now, counted against their models' capacity; stops at a suspect. */
+  function pick(b: BatchRow, state: BatchState): LineRow[] {
+    const picked: LineRow[] = [];
     for (;;) {
       const page = repo.pendingAfter(b.id, state.cursor, DISPATCH_PAGE);
-      if (page.length === 0) return;
+      if (page.length === 0) return picked;
       for (const line of page) {
+        if (state.lines.has(line.line)) {
+          state.cursor = line.line;
+          continue;
+        }
+        if (line.starts > 0) {
+          // started before and never finished: it waits to run alone (runSuspect)
+          suspects.set(`${b.id}:${line.line}`, { batch: b.id, line: line.line });
+          return picked;
+        }
         let cap: number;
         try {
           cap = capacity(line.model);
         } catch {
           cap = Infinity; // the model left the config: the line runs and fails with the model's 404
         }
-        if ((perModel.get(line.model) ?? 0) >= cap) return;
+        if ((perModel.get(line.model) ?? 0) >= cap) return picked;
         state.cursor = line.line;
-        if (!state.lines.has(line.line)) start(b, line, principal, state);
+        perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
+        picked.push(line);
       }
     }
   }
 
-  function start(b: BatchRow, line: LineRow, principal: NonNullable<ReturnType<AccountService["principalById"]>>, state: { lines: Set<number>; cursor: number }) {
-    const key = `${b.id}:${line.line}`;
-    const controller = new AbortController();
-    perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
-    state.lines.add(line.line);
-    const done = runLine(lineDeps, b, line, principal, controller.signal)
-      .catch((e) => {
-        // its result could not be recorded: it is still pending, and is looked at again
-        deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message });
-        state.cursor = Math.min(state.cursor, line.line - 1);
-      })
-      .finally(() => {
-        perModel.set(line.model, perModel.get(line.model)! - 1);
-        state.lines.delete(line.line);
-        running.delete(key);
-        tick();
-      });
-    running.set(key, { controller, done });
+  /**
+   * Runs one suspect line with no other batch line beside it, once nothing else runs; fails one
+   * that has already been started MAX_STARTS times.
+   */
+  function runSuspect(now: number) {
+    if (running.size > 0 || suspectRunning) return;
+    for (const [key, s] of suspects) {
+      const b = repo.byId(s.batch);
+      const line = repo.line(s.batch, s.line);
+      const principal = b && deps.accounts.principalById(b.key_id);
+      // ended meanwhile (cancel, expiry), or its batch cannot run (the same as dispatch would decide)
+      if (!b || !line || !principal || line.state !== "pending" || b.status !== "in_progress" || now >= b.expires_at) {
+        suspects.delete(key);
+        continue;
+      }
+      if (line.starts >= MAX_STARTS) {
+        suspects.delete(key);
+        if (repo.fail(b.id, line.line, crashedResult(b.id, line), now))
+          deps.logger.warn("batch line failed: the server stopped while running it twice", { batch: b.id, line: line.line, starts: line.starts });
+        continue;
+      }
+      suspectRunning = true;
+      perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
+      deps.logger.info("batch line runs alone: the server stopped while running it", { batch: b.id, line: line.line, starts: line.starts });
+      launch(b, [line], principal, stateOf(b.id), key);
+      return;
+    }
+  }
+
+  /** Records the lines' starts (one commit), then runs them. Their models' capacity is already counted. */
+  function launch(b: BatchRow, lines: LineRow[], principal: Principal, state: BatchState, suspect?: string) {
+    try {
+      repo.markStarted(b.id, lines.map((l) => l.line));
+    } catch (e) {
+      for (const l of lines) perModel.set(l.model, perModel.get(l.model)! - 1);
+      if (suspect) suspectRunning = false;
+      throw e;
+    }
+    for (const line of lines) {
+      const key = `${b.id}:${line.line}`;
+      const controller = new AbortController();
+      state.lines.add(line.line);
+      const done = runLine(lineDeps, b, line, principal, controller.signal)
+        .then((outcome) => {
+          // a graceful stop is no crash: the start is handed back
+          if (outcome === "aborted") repo.unstart(b.id, line.line);
+        })
+        .catch((e) => {
+          // its result could not be recorded: it is still pending, a suspect to run alone
+          deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message });
+          suspects.set(key, { batch: b.id, line: line.line });
+          state.cursor = Math.min(state.cursor, line.line - 1);
+        })
+        .finally(() => {
+          perModel.set(line.model, perModel.get(line.model)! - 1);
+          state.lines.delete(line.line);
+          running.delete(key);
+          if (suspect) {
+            suspectRunning = false;
+            // ended, or handed back by a stop (then found again at the next start)
+            const row = repo.line(b.id, line.line);
+            if (!row || row.state !== "pending" || row.starts < 1 || stopped) suspects.delete(suspect);
+          }
+          tick();
+        });
+      running.set(key, { controller, done });
+    }
   }
 
   async function validate(b: BatchRow) {
@@ -222,9 +309,11 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   }
 
   return {
-    /** Resumes after a restart: what was running when the process died is pending again. */
+    /** Resumes after a restart: what was running when the process died is pending again, a suspect. */
     start() {
       stopped = false;
+      suspects.clear();
+      for (const l of repo.started()) suspects.set(`${l.batch_id}:${l.line}`, { batch: l.batch_id, line: l.line });
       timer = setInterval(tick, POLL_MS);
       timer.unref();
       tick();

@@ -36,6 +36,8 @@ export interface LineRow {
   body: string;
   state: "pending" | "completed" | "failed";
   result: string | null;
+  /** Times started and neither finished nor handed back by a graceful stop (migration 007). */
+  starts: number;
 }
 
 const STAMP: Partial<Record<BatchStatus, keyof BatchRow>> = {
@@ -74,6 +76,12 @@ export function batchesRepo(db: Database) {
   const finishLine = db.query(
     "UPDATE batch_lines SET state = $state, result = $result, finished_at = $now WHERE batch_id = $batch AND line = $line AND state = 'pending'",
   );
+  const line = db.query<LineRow, { batch: string; line: number }>("SELECT * FROM batch_lines WHERE batch_id = $batch AND line = $line");
+  const started = db.query<{ batch_id: string; line: number }, []>(
+    "SELECT batch_id, line FROM batch_lines INDEXED BY batch_lines_started WHERE state = 'pending' AND starts > 0 ORDER BY batch_id, line",
+  );
+  const start = db.query("UPDATE batch_lines SET starts = starts + 1 WHERE batch_id = $batch AND line = $line AND state = 'pending'");
+  const unstart = db.query("UPDATE batch_lines SET starts = starts - 1 WHERE batch_id = $batch AND line = $line AND state = 'pending' AND starts > 0");
   const countUp = db.query("UPDATE batches SET completed = completed + $completed, failed = failed + $failed WHERE id = $id");
   const results = db.query<{ line: number; state: string; result: string }, { batch: string; after: number; limit: number }>(
     "SELECT line, state, result FROM batch_lines WHERE batch_id = $batch AND line > $after AND state IN ('completed', 'failed') ORDER BY line LIMIT $limit",
@@ -111,6 +119,15 @@ export function batchesRepo(db: Database) {
     }),
     /** Up to `limit` pending lines after line `after`, in line order. */
     pendingAfter: (batch: string, after: number, limit: number) => pendingAfter.all({ batch, after, limit }),
+    line: (batch: string, n: number) => line.get({ batch, line: n }),
+    /** Pending lines a process started and did not finish or hand back: a dead process was running them. */
+    started: () => started.all(),
+    /** Counts a start of each line, committed before they run (one write for all). */
+    markStarted: db.transaction((batch: string, lines: number[]) => {
+      for (const l of lines) start.run({ batch, line: l });
+    }),
+    /** A graceful stop hands a line's start back: it was stopped, not crashed on. */
+    unstart: (batch: string, n: number) => void unstart.run({ batch, line: n }),
     /** Records a line's result (and counts it). Run inside the settle transaction for completed lines. */
     finish,
     /** Fails a line in its own transaction (no charge). */
