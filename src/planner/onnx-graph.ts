@@ -40,6 +40,21 @@ export function elemBytes(elemType: number): number {
   return ({ 10: 2, 16: 2, 11: 8, 7: 8, 1: 4, 6: 4, 2: 1, 3: 1, 9: 1, 4: 2, 5: 2 } as Record<number, number>)[elemType] ?? 4;
 }
 
+/**
+ * A file that is not the protobuf it claims to be: a length or varint past the end of the file or
+ * of its message. Lengths are checked before anything is read or allocated by them.
+ */
+export class OnnxFormatError extends Error {
+  override name = "OnnxFormatError";
+  constructor(
+    readonly path: string,
+    readonly offset: number,
+    detail: string,
+  ) {
+    super(`${path}: not a valid ONNX file: at byte ${offset}: ${detail}`);
+  }
+}
+
 const FUSED = new Set(["MultiHeadAttention", "GroupQueryAttention", "Attention", "PackedMultiHeadAttention", "PackedAttention", "SparseAttention", "DecoderMaskedMultiHeadAttention"]);
 const WINDOW = 1 << 16;
 
@@ -49,7 +64,14 @@ class Reader {
   private start = 0; // file offset of buf[0]
   private len = 0;
   pos = 0;
-  constructor(private readonly fd: number) {}
+  constructor(
+    private readonly fd: number,
+    private readonly path: string,
+    private readonly size: number,
+  ) {}
+  fail(detail: string): never {
+    throw new OnnxFormatError(this.path, this.pos, detail);
+  }
 
   private fill(at: number) {
     this.start = at;
@@ -58,7 +80,7 @@ class Reader {
   byte(): number {
     if (this.pos < this.start || this.pos >= this.start + this.len) {
       this.fill(this.pos);
-      if (this.len === 0) throw new Error("truncated ONNX file");
+      if (this.len === 0) this.fail("truncated: the file ends inside a field");
     }
     return this.buf[this.pos++ - this.start]!;
   }
@@ -71,9 +93,11 @@ class Reader {
       if (b < 0x80) return v;
       mul *= 128;
     }
-    throw new Error("bad varint in ONNX file");
+    this.fail("a varint longer than 10 bytes");
   }
+  /** `n` bytes read whole (small messages): `n` is checked against the file's end before it is allocated. */
   bytes(n: number): Buffer {
+    if (n > this.size - this.pos) this.fail(`a field of ${n} bytes runs past the end of the file (${this.size} bytes)`);
     const out = Buffer.alloc(n);
     readSync(this.fd, out, 0, n, this.pos);
     this.pos += n;
@@ -87,9 +111,12 @@ class Reader {
       this.pos += n;
     }
     else if (wire === 5) this.pos += 4;
-    else throw new Error(`unsupported protobuf wire type ${wire} in ONNX file`);
+    else this.fail(`unsupported protobuf wire type ${wire}`);
   }
 }
+
+/** A message held in memory that does not parse: its own bounds, not the file's (reported with the file by readGraphSummary). */
+class MessageError extends Error {}
 
 /** Fields of a message held in memory (small messages: value infos, external data entries). */
 function* fields(b: Buffer): Generator<{ field: number; wire: number; value: number; body: Buffer }> {
@@ -97,12 +124,15 @@ function* fields(b: Buffer): Generator<{ field: number; wire: number; value: num
   const varint = () => {
     let v = 0;
     let mul = 1;
-    for (;;) {
+    for (let i = 0; i < 10; i++) {
+      // past the end, b[at] is undefined: the loop would never end
+      if (at >= b.length) throw new MessageError(`a message of ${b.length} bytes ends inside a varint`);
       const x = b[at++]!;
       v += (x & 0x7f) * mul;
       if (x < 0x80) return v;
       mul *= 128;
     }
+    throw new MessageError("a varint longer than 10 bytes");
   };
   while (at < b.length) {
     const tag = varint();
@@ -111,11 +141,12 @@ function* fields(b: Buffer): Generator<{ field: number; wire: number; value: num
     if (wire === 0) yield { field, wire, value: varint(), body: Buffer.alloc(0) };
     else if (wire === 2) {
       const n = varint();
+      if (n > b.length - at) throw new MessageError(`a field of ${n} bytes in a message of ${b.length}`);
       yield { field, wire, value: n, body: b.subarray(at, at + n) };
       at += n;
-    } else {
+    } else if (wire === 1 || wire === 5) {
       at += wire === 1 ? 8 : 4;
-    }
+    } else throw new MessageError(`unsupported protobuf wire type ${wire}`);
   }
 }
 
@@ -160,9 +191,9 @@ function valueInfo(b: Buffer): GraphValue {
 /** Reads `path`'s graph summary. Throws on a file that is not protobuf. */
 export function readGraphSummary(path: string): GraphSummary {
   const fd = openSync(path, "r");
+  const size = fstatSync(fd).size;
+  const r = new Reader(fd, path, size);
   try {
-    const r = new Reader(fd);
-    const size = fstatSync(fd).size;
     const out: GraphSummary = { externalFiles: [], inputs: [], outputs: [], fusedAttention: false, softmax: 0, convWidths: [], maxRows: 0 };
     const external = new Set<string>();
     const convs = new Set<number>();
@@ -226,6 +257,9 @@ export function readGraphSummary(path: string): GraphSummary {
     out.externalFiles = [...external];
     out.convWidths = [...convs].sort((a, b) => a - b);
     return out;
+  } catch (e) {
+    if (e instanceof MessageError) throw new OnnxFormatError(path, r.pos, `in the message that ends here: ${e.message}`);
+    throw e;
   } finally {
     closeSync(fd);
   }
