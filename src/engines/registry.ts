@@ -206,7 +206,7 @@ export function createRegistry(
     try {
       engineOf(s, m.kind);
       s.loading = residency.load(s);
-      s.loading.catch(failed);
+      s.loading.catch(() => undefined); // residency logged why
     } catch (e) {
       failed(e); // the factory refused: the model stays listed and answers with the same error
     }

@@ -4,6 +4,7 @@ import { ApiError } from "../api/http/errors";
 import type { Logger } from "../log";
 import { GgufFormatError, ggufVerdict } from "../models/gguf-check";
 import { withLoadSignal } from "./load-signal";
+import { DeviceUnavailableError } from "./onnx-device";
 import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../planner/types";
 import type { ModelManifest } from "./manifest";
 import type { ModelEngine } from "./types";
@@ -292,7 +293,9 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
           if (!removed && !(e instanceof ApiError && e.code === "workers_busy")) {
             s.failed = (e as Error).message ?? String(e);
             const cause = (e as { cause?: unknown }).cause;
-            o.logger?.error("model failed to load", { model: r.manifest.id, error: cause instanceof GgufFormatError ? cause.message : s.failed });
+            // A device the host lacks was logged by its engine, once.
+            if (!(e instanceof DeviceUnavailableError))
+              o.logger?.error("model failed to load", { model: r.manifest.id, error: cause instanceof GgufFormatError ? cause.message : s.failed });
           }
           throw e;
         },

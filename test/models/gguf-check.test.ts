@@ -1,7 +1,10 @@
 import { afterAll, expect, test } from "bun:test";
-import { rmSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
+import { writeRealModel } from "../../models/gguf/real-archs";
+import { ensureProjector } from "../../models/projector-cache";
+import { checkModels } from "../../src/doctor/files";
 import { checkGguf, checkGgufSync, GgufFormatError, ggufVerdict, type GgufProblem } from "../../src/models/gguf-check";
 import { tempDir } from "../helpers/app";
 import { attackGguf, GgufBytes, validGguf } from "./gguf-bytes";
@@ -107,6 +110,29 @@ test("valid files pass: a hand-made one and a generated model, with what their h
   expect(summary).toMatchObject({ version: 3, alignment: 32 });
   expect(summary.tensorCount).toBeGreaterThan(10);
   expect(checkGgufSync(model)).toEqual(summary);
+});
+
+test("real layouts pass: a generated projector, and qwen3-1.7b's and gemma-3-27b's shapes (Q4_K_M-style types, 151k and 262k-token vocabularies, a vision projector)", async () => {
+  expect(checkGgufSync(await ensureProjector("chat-vision")).tensorCount).toBeGreaterThan(5);
+  for (const id of ["qwen3-1.7b", "gemma-3-27b-it"]) {
+    const written = writeRealModel(id, dir, { model: { path: `${id}.gguf` }, mmproj: { path: `${id}-mmproj.gguf` } });
+    for (const { path, layout } of Object.values(written)) {
+      const s = await checkGguf(path);
+      expect(s.tensorCount).toBeGreaterThan(100);
+      expect(s.fileBytes).toBe(statSync(path).size);
+      expect(layout).toBeDefined();
+    }
+  }
+}, 60_000);
+
+test("doctor fails a model whose GGUF does not hold together, with the reason", () => {
+  const path = write("doctor-attack", attackGguf());
+  const probes = { kind: (p: string) => (existsSync(p) ? ("file" as const) : ("missing" as const)), size: (p: string) => statSync(p).size };
+  const [check] = checkModels({ models: [{ id: "bad", kind: "chat", files: { model: path } }] as any, models_dir: dir, demo: false, server: { data_dir: dir } as any }, probes);
+  expect(check).toMatchObject({ name: "model bad", status: "fail" });
+  expect(check!.detail).toBe(`files.model (${path}) is not a valid GGUF file (too_many_kvs): kv_count at byte 16: 9223372036854775808 key-value pairs: the 0 bytes after the header hold at most 0 (14 bytes each at least; limit 65536)`);
+  const good = write("doctor-good", validGguf());
+  expect(checkModels({ models: [{ id: "good", kind: "chat", files: { model: good } }] as any, models_dir: dir, demo: false, server: { data_dir: dir } as any }, probes)[0]!.status).toBe("ok");
 });
 
 test("a header larger than the read buffer (1 MiB) is read across refills", () => {
