@@ -1,8 +1,8 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { ApiError } from "../api/http/errors";
 import type { Logger } from "../log";
-import { GgufFormatError, ggufVerdict } from "../models/gguf-check";
+import { GgufFormatError, ggufVerdict, withSplitParts } from "../models/gguf-check";
 import { withLoadSignal } from "./load-signal";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../planner/types";
@@ -445,16 +445,26 @@ const noop = () => undefined;
 /** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
 export class ModelRemovedError extends ApiError {
   constructor(id: string) {
-    super("model_load_failed", `model "${id}" left the config while it loaded; its load was stopped`);
+    super("model_load_failed", `model "${id}" was removed or changed by a config reload while it loaded; its load was stopped`);
     this.name = "ModelRemovedError";
   }
 }
 
 /** Files a model's engine reads as GGUF: every file of a chat model (llama.cpp reads nothing else), and any *.gguf. */
 export function ggufFiles(m: ModelManifest, file: (role: string) => string): { role: string; path: string }[] {
-  return Object.keys(m.files)
+  const named = Object.keys(m.files)
     .map((role) => ({ role, path: file(role) }))
     .filter(({ path }) => (m.kind === "chat" || path.toLowerCase().endsWith(".gguf")) && existsSync(path) && statSync(path).isFile());
+  // the parts of a split GGUF the manifest does not name, which the engine opens by name
+  const seen = new Set(named.map((f) => f.path));
+  const parts: { role: string; path: string }[] = [];
+  for (const { role, path } of named)
+    for (const p of withSplitParts(path).slice(1)) {
+      if (seen.has(p)) continue;
+      seen.add(p);
+      parts.push({ role: `${role} (split part ${basename(p)})`, path: p });
+    }
+  return [...named, ...parts];
 }
 
 /** A GGUF format error as the model's load failure: its reason for clients (no path), the error itself as the cause (the log's line has the path). */

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 
 // A GGUF file's header checked before anything else reads it. node-llama-cpp's reader
@@ -387,6 +387,25 @@ export function ggufVerdictSync(path: string): GgufSummary {
     if (e instanceof GgufFormatError) remember(key, e);
     throw e;
   }
+}
+
+const SPLIT = /-(\d{5})-of-(\d{5})\.gguf$/i;
+
+/**
+ * The file and, for the first part of a split GGUF (`name-00001-of-00003.gguf`), the other parts
+ * that exist beside it: node-llama-cpp's reader and llama.cpp open those by name.
+ */
+export function withSplitParts(path: string): string[] {
+  const m = SPLIT.exec(path);
+  if (!m || Number(m[1]) !== 1) return [path];
+  const count = Number(m[2]);
+  const stem = path.slice(0, m.index);
+  const parts = [path];
+  for (let i = 2; i <= Math.min(count, 99_999); i++) {
+    const part = `${stem}-${String(i).padStart(5, "0")}-of-${m[2]}.gguf`;
+    if (existsSync(part)) parts.push(part);
+  }
+  return parts;
 }
 
 /** checkGguf, once per version of the file. */

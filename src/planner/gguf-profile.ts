@@ -3,7 +3,7 @@ import { GgmlType, GgufInsights, readGgufFileInfo, type GgufFileInfo, type Llama
 import { vulkanMaxTensorBytes } from "./devices";
 import type { DeviceKind, Footprint, LoadSettings, ModelProfile } from "./types";
 import { fileVersion, noParts, toFootprint, VersionCache, type Parts } from "./footprint";
-import { ggufVerdict } from "../models/gguf-check";
+import { ggufVerdict, withSplitParts } from "../models/gguf-check";
 
 // A chat model's memory, read from its GGUF's header and tensor table (no weights are read), for
 // the settings the chat engine loads it with (src/engines/llama/chat-engine.ts doLoad):
@@ -193,7 +193,7 @@ const fileInfos = new VersionCache<GgufFileInfo>();
 // The header checked first (src/models/gguf-check.ts): node-llama-cpp's reader loops on a corrupt file's counts.
 const readInfo = (path: string) =>
   fileInfos.get(fileVersion(path), async () => {
-    await ggufVerdict(path);
+    for (const part of withSplitParts(path)) await ggufVerdict(part);
     return readGgufFileInfo(path, { readTensorInfo: true, logWarnings: false });
   });
 

@@ -269,7 +269,7 @@ test("stopping a load (its model left the config) answers its waiters at once an
   const err = await waiting;
   expect(err).toBeInstanceOf(ModelRemovedError);
   expect(err.code).toBe("model_load_failed");
-  expect(err.message).toBe('model "gone" left the config while it loaded; its load was stopped');
+  expect(err.message).toBe('model "gone" was removed or changed by a config reload while it loaded; its load was stopped');
   expect(e.aborted).toBe(err);
   expect(residency.status(r)).toMatchObject({ state: "unloaded", error: null });
 });
@@ -291,6 +291,19 @@ test("a corrupt GGUF fails the load before the engine is asked, naming the file'
   writeFileSync(path, validGguf());
   await ready();
   expect(residency.status(r)).toMatchObject({ state: "loaded", error: null });
+});
+
+test("the parts of a split GGUF the manifest does not name are checked too: a corrupt second part fails the load", async () => {
+  const first = join(files, "split-00001-of-00002.gguf");
+  writeFileSync(first, validGguf());
+  writeFileSync(join(files, "split-00002-of-00002.gguf"), attackGguf());
+  const e = new SlowEngine("split", true);
+  e.finish.resolve();
+  const { ready } = alone(e, { files: { model: first } });
+  const err = await ready().catch((x) => x);
+  expect(err.code).toBe("model_load_failed");
+  expect(err.message).toStartWith('model "split" cannot be loaded: its model (split part split-00002-of-00002.gguf) file is not a valid GGUF file (too_many_kvs)');
+  expect(e.loads).toBe(0);
 });
 
 test("the default load bound: 120 s, and 20 s more per GiB of the model's files", () => {

@@ -1,5 +1,5 @@
 import type { Llama, LlamaModel, LlamaModelOptions } from "node-llama-cpp";
-import { ggufVerdict } from "../../models/gguf-check";
+import { ggufVerdict, withSplitParts } from "../../models/gguf-check";
 import { loadSignalOf } from "../load-signal";
 
 /**
@@ -10,7 +10,7 @@ import { loadSignalOf } from "../load-signal";
  */
 export async function loadGgufModel(llama: Llama, options: LlamaModelOptions, engine: object): Promise<LlamaModel> {
   const signal = loadSignalOf(engine);
-  await ggufVerdict(options.modelPath, { signal });
+  for (const part of withSplitParts(options.modelPath)) await ggufVerdict(part, { signal });
   signal?.throwIfAborted();
   const model = await llama.loadModel({ ...options, ...(signal ? { loadSignal: signal } : {}) });
   if (signal?.aborted) {
