@@ -50,13 +50,13 @@ export class GgufBytes {
     for (let i = 0; i < n; i++) this.chunks.push(0);
     return this;
   }
-  bytes(): Uint8Array {
-    return Uint8Array.from(this.chunks);
+  bytes(): Uint8Array<ArrayBuffer> {
+    return new Uint8Array(this.chunks);
   }
 }
 
 /** A small valid GGUF: two F32 tensors of 8 and 4 elements, 32-byte aligned; `name` (general.name) tells copies apart. */
-export function validGguf(name?: string): Uint8Array {
+export function validGguf(name?: string): Uint8Array<ArrayBuffer> {
   const b = new GgufBytes().header({ tensors: 2, kvs: name === undefined ? 2 : 3 });
   if (name !== undefined) b.kvStr("general.name", name);
   return b
@@ -70,6 +70,6 @@ export function validGguf(name?: string): Uint8Array {
 }
 
 /** The 24 bytes of the outside attack: a v3 header with no tensors and 2^63 key-value pairs. */
-export function attackGguf(): Uint8Array {
+export function attackGguf(): Uint8Array<ArrayBuffer> {
   return new GgufBytes().header({ tensors: 0, kvs: 1n << 63n }).bytes();
 }
