@@ -7,10 +7,11 @@ import { tempDir } from "../../helpers/app";
 import { CLI, cli, untilListening } from "../../helpers/cli";
 
 // Issue 41 H3, replayed on a real server process: POST bodies that trickle in (one byte every two
-// seconds) to /console/api/login, which needs no key, and to /v1/chat/completions with a key. Each
-// one once held its connection and a file descriptor for ever; ~20k of them reached the process's
-// limit and the server answered nothing. Now a body that falls behind its pace is answered 408 and
-// its connection closed, and one address holds at most server.max_requests_per_address requests.
+// seconds) to /console/api/login, which needs no key, and to /v1/chat/completions and /v1/files
+// with a key. Each one once held its connection and a file descriptor for ever; ~20k of them
+// reached the process's limit and the server answered nothing. Now a body that falls behind its
+// pace is answered 408 and its connection closed, and one address holds at most
+// server.max_requests_per_address requests.
 // Loopback is not exempt: the test's clients use 127.0.0.2-5 (Linux routes all of 127/8 to lo),
 // so that each address stays under the default cap of 256 where it should.
 
@@ -62,7 +63,8 @@ function trickle(port: number, from: string, path: string, headers: string[] = [
     const s = connect({ port, host: "127.0.0.1", localAddress: from });
     let timer: ReturnType<typeof setInterval> | undefined;
     s.on("connect", () => {
-      s.write([`POST ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, "Content-Type: application/json", "Content-Length: 1000", ...headers, "", "{"].join("\r\n"));
+      const type = headers.some((h) => h.startsWith("Content-Type:")) ? [] : ["Content-Type: application/json"];
+      s.write([`POST ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, ...type, "Content-Length: 1000", ...headers, "", "{"].join("\r\n"));
       headAt = performance.now();
       sent.resolve();
       timer = setInterval(() => s.destroyed || s.write(" "), 2000);
@@ -100,7 +102,12 @@ test("600 trickling bodies are cut with 408 once their grace is over, and a norm
     const auth = `Authorization: Bearer ${server.key}`;
     const trickles: Trickle[] = [];
     for (const from of ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) {
-      for (let i = 0; i < 200; i++) trickles.push(i % 6 === 5 ? trickle(server.port, from, "/v1/chat/completions", [auth]) : trickle(server.port, from, "/console/api/login"));
+      for (let i = 0; i < 200; i++) {
+        if (i % 6 === 5) trickles.push(trickle(server.port, from, "/v1/chat/completions", [auth]));
+        // a file upload's multipart body is streamed to disk as it comes (src/files/multipart.ts): it is paced all the same
+        else if (i % 6 === 4) trickles.push(trickle(server.port, from, "/v1/files", [auth, "Content-Type: multipart/form-data; boundary=b"]));
+        else trickles.push(trickle(server.port, from, "/console/api/login"));
+      }
     }
     // one more address over the default cap (256): loopback is counted like any address
     const capped = Array.from({ length: 260 }, () => trickle(server.port, "127.0.0.5", "/console/api/login"));
