@@ -15,7 +15,9 @@ export function configCommand(): Command {
       try {
         const g = globals(c);
         const { config, file } = loadConfig({ file: g.config, flags: { dataDir: g.dataDir } });
-        checkModelFiles(config.models, config.models_dir);
+        // a model file whose header does not hold together would fail its load: the check fails too
+        const corrupt = checkModelFiles(config.models, config.models_dir);
+        if (corrupt.length) throw new Error(corrupt.map((p) => `${p.field} (model "${p.id}"): ${p.error.message}`).join("\n"));
         emit(opts.json, { file, config }, ({ file, config }) =>
           [
             `config ok (${file ?? "built-in defaults, no file"})`,

@@ -121,6 +121,23 @@ describe("config check", () => {
     expect(r.stderr).toContain("models[0].files.model: file not found");
   });
 
+  test("reports a model file whose GGUF header does not hold together (issue 41: 2^63 key-value pairs)", () => {
+    const gguf = join(dir, "corrupt.gguf");
+    const bytes = new Uint8Array(24);
+    const v = new DataView(bytes.buffer);
+    bytes.set(new TextEncoder().encode("GGUF"), 0);
+    v.setUint32(4, 3, true);
+    v.setBigUint64(8, 0n, true);
+    v.setBigUint64(16, 1n << 63n, true);
+    writeFileSync(gguf, bytes);
+    const file = join(dir, "corrupt.toml");
+    writeFileSync(file, `[[models]]\nid = "m"\nname = "M"\nkind = "chat"\nfiles = { model = "${gguf}" }\nmax_context = 4096\n`);
+    const r = run("--config", file, "config", "check");
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("models[0].files.model");
+    expect(r.stderr).toContain("too_many_kvs");
+  });
+
   test("--json prints the effective configuration", () => {
     const r = run("config", "check", "--json", "--data-dir", join(dir, "elsewhere"));
     expect(r.json().config.server.data_dir).toBe(join(dir, "elsewhere"));
