@@ -165,6 +165,24 @@ const ImageInput = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+// Storage for /v1/files (issue 41 M4): a key could otherwise fill the disk with uploads.
+const Files = T.Object(
+  {
+    quota_mb: T.Integer({
+      default: 10240,
+      minimum: 0,
+      description:
+        "MiB an account's live files (uploads and batch results) may hold; an upload past it is refused (413 storage_quota_exceeded); batch results are always written; 0 = no quota",
+    }),
+    min_free_disk_mb: T.Integer({
+      default: 1024,
+      minimum: 0,
+      description: "MiB of free space uploads must leave on the data dir's filesystem, else refused (507 insufficient_storage); 0 = no floor",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -185,6 +203,7 @@ export const Config = T.Object(
     rental_nodes: T.Array(RentalNode, { default: [] }),
     rentals: Rentals,
     image_input: ImageInput,
+    files: Files,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },

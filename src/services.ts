@@ -115,7 +115,7 @@ export function createServices(
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
-  const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger });
+  const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger, storage: () => config.files });
   const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger });
   const r = config.rentals;
   const listening = { port: 0 };

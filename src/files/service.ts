@@ -8,6 +8,7 @@ import { newId, randomBase62 } from "../ids";
 import type { Logger } from "../log";
 import { filesRepo, type FileRow } from "../store/files";
 import { boundaryOf, MultipartError, readMultipart } from "./multipart";
+import { createStorageGuard, type StorageLimits } from "./storage";
 
 // Files (spec §2.10, §4): batch inputs uploaded by clients and batch results written by the
 // server. Content lives in <data_dir>/files/<id>, streamed to disk; metadata in SQLite. A file
@@ -38,11 +39,27 @@ export interface FileObject {
 
 export type FilesService = ReturnType<typeof createFilesService>;
 
-export function createFilesService(deps: { db: Database; dataDir: string; clock: Clock; logger: Logger }) {
+const NO_LIMITS: StorageLimits = { quota_mb: 0, min_free_disk_mb: 0 };
+
+export function createFilesService(deps: {
+  db: Database;
+  dataDir: string;
+  clock: Clock;
+  logger: Logger;
+  /** [files] quota and free-space floor for uploads (src/files/storage.ts), read per upload; none when absent. */
+  storage?: () => StorageLimits;
+  freeBytes?: (dir: string) => number;
+}) {
   const files = filesRepo(deps.db);
   const dir = join(deps.dataDir, "files");
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const pathOf = (id: string) => join(dir, id);
+  const storage = createStorageGuard({
+    dir,
+    limits: deps.storage ?? (() => NO_LIMITS),
+    usedBytes: (account) => files.usedBytes(account, deps.clock.now()),
+    freeBytes: deps.freeBytes,
+  });
 
   function owned(owner: Owner, id: string): FileRow {
     const row = files.byId(id);
@@ -74,20 +91,39 @@ export function createFilesService(deps: { db: Database; dataDir: string; clock:
     dir,
     pathOf,
 
-    /** POST /v1/files: a multipart body with `file` and `purpose`, streamed to disk. */
-    async upload(principal: Principal, body: ReadableStream<Uint8Array> | null, contentType: string | null): Promise<FileObject> {
+    /**
+     * POST /v1/files: a multipart body with `file` and `purpose`, streamed to disk, within the
+     * account's storage quota and the disk's free-space floor (`contentLength`: the request's, if sent).
+     */
+    async upload(principal: Principal, body: ReadableStream<Uint8Array> | null, contentType: string | null, contentLength: number | null = null): Promise<FileObject> {
       const boundary = boundaryOf(contentType);
       if (!boundary || !body) throw new ApiError("invalid_request", "the body must be multipart/form-data with a `file` and a `purpose`", { param: "file" });
-      const { tmp, result } = await receive((path) => receiveUpload(body, boundary, path));
-      const { filename, purpose, bytes } = result;
-      if (!PURPOSES.includes(purpose)) {
-        rmSync(tmp, { force: true });
-        throw new ApiError("invalid_request", `purpose "${purpose}" is not supported (supported: ${PURPOSES.join(", ")})`, { param: "purpose" });
+      const meter = storage.begin(principal.accountId, contentLength);
+      try {
+        const { tmp, result } = await receive((path) => receiveUpload(body, boundary, path, meter.add));
+        const { filename, purpose, bytes } = result;
+        try {
+          if (!PURPOSES.includes(purpose))
+            throw new ApiError("invalid_request", `purpose "${purpose}" is not supported (supported: ${PURPOSES.join(", ")})`, { param: "purpose" });
+          meter.finish(bytes);
+        } catch (e) {
+          rmSync(tmp, { force: true });
+          throw e;
+        }
+        // Nothing is awaited between the last check and the row: no other upload publishes in between.
+        return publish(principal, { filename, purpose, expiresAt: null }, tmp, bytes);
+      } finally {
+        meter.end();
       }
-      return publish(principal, { filename, purpose, expiresAt: null }, tmp, bytes);
     },
 
-    /** A file the server writes (batch results): kept `RESULT_RETENTION_MS`, then swept. */
+    /** Bytes of the account's live files, as its storage quota counts them. */
+    usedBytes: (accountId: string) => files.usedBytes(accountId, deps.clock.now()),
+
+    /**
+     * A file the server writes (batch results): kept `RESULT_RETENTION_MS`, then swept. Never refused
+     * by the storage quota or floor (a batch's answers are not lost); it counts toward the quota.
+     */
     async createResult(owner: Owner, filename: string, fill: (path: string) => Promise<number>): Promise<FileObject> {
       const { tmp, result: bytes } = await receive(fill);
       return publish(owner, { filename, purpose: "batch_output", expiresAt: deps.clock.now() + RESULT_RETENTION_MS }, tmp, bytes);
@@ -147,8 +183,8 @@ export function createFilesService(deps: { db: Database; dataDir: string; clock:
   };
 }
 
-/** Streams the `file` part to `path` (at most 50 MB) and reads the `purpose` field. */
-async function receiveUpload(body: ReadableStream<Uint8Array>, boundary: string, path: string) {
+/** Streams the `file` part to `path` (at most 50 MB; `count` may refuse more) and reads the `purpose` field. */
+async function receiveUpload(body: ReadableStream<Uint8Array>, boundary: string, path: string, count: (n: number) => void) {
   let purpose: string | null = null;
   let filename: string | null = null;
   let bytes = 0;
@@ -162,6 +198,7 @@ async function receiveUpload(body: ReadableStream<Uint8Array>, boundary: string,
           write: async (chunk) => {
             bytes += chunk.length;
             if (bytes > MAX_FILE_BYTES) throw new ApiError("payload_too_large", `a file may be at most ${MAX_FILE_BYTES} bytes (50 MB)`, { param: "file" });
+            count(chunk.length); // before the write: bytes past the quota or the floor never reach the disk
             sink.write(chunk);
             await sink.flush();
           },

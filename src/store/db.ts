@@ -8,6 +8,7 @@ import m004 from "./migrations/004-rentals.sql" with { type: "text" };
 import m005 from "./migrations/005-console.sql" with { type: "text" };
 import m006 from "./migrations/006-rental-launch-intent.sql" with { type: "text" };
 import m007 from "./migrations/007-batch-line-starts.sql" with { type: "text" };
+import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -19,6 +20,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "005-console", sql: m005 },
   { name: "006-rental-launch-intent", sql: m006 },
   { name: "007-batch-line-starts", sql: m007 },
+  { name: "008-files-account-usage", sql: m008 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

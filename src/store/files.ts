@@ -27,6 +27,10 @@ export function filesRepo(db: Database) {
   const markDeleted = db.query("UPDATE files SET deleted_at = $at WHERE id = $id AND deleted_at IS NULL");
   const expired = db.query<FileRow, [number]>("SELECT * FROM files WHERE deleted_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ?");
   const allIds = db.query<{ id: string }, []>("SELECT id FROM files WHERE deleted_at IS NULL");
+  const used = db.query<{ bytes: number }, { account: string; now: number }>(
+    `SELECT COALESCE(SUM(bytes), 0) AS bytes FROM files INDEXED BY files_account_live
+     WHERE account_id = $account AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $now)`,
+  );
 
   return {
     insert: (row: Omit<FileRow, "deleted_at">) => void insert.run(row),
@@ -40,6 +44,8 @@ export function filesRepo(db: Database) {
     markDeleted: (id: string, at: number) => markDeleted.run({ id, at }).changes > 0,
     expired: (now: number) => expired.all(now),
     liveIds: () => new Set(allIds.all().map((r) => r.id)),
+    /** Bytes of the account's live files: neither deleted nor past their expiry (the sweeper may not have run yet). */
+    usedBytes: (account: string, now: number) => used.get({ account, now })!.bytes,
   };
 }
 export type FilesRepo = ReturnType<typeof filesRepo>;

@@ -31,6 +31,8 @@ export const ERROR_TABLE = {
   // A request body that did not keep its pace (server.body_grace_s, server.body_min_bytes_per_s); the connection is closed.
   request_timeout: { status: 408, openaiType: "invalid_request_error", openaiCode: "request_timeout", anthropicType: "invalid_request_error" },
   payload_too_large: { status: 413, openaiType: "invalid_request_error", openaiCode: "payload_too_large", anthropicType: "request_too_large" },
+  // An upload past the account's storage quota ([files] quota_mb): 413, not 429, as retrying cannot help.
+  storage_quota_exceeded: { status: 413, openaiType: "invalid_request_error", openaiCode: "storage_quota_exceeded", anthropicType: "request_too_large" },
   rate_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "rate_limit_exceeded", anthropicType: "rate_limit_error" },
   daily_limit_exceeded: { status: 429, openaiType: "rate_limit_error", openaiCode: "daily_limit_exceeded", anthropicType: "rate_limit_error" },
   workers_busy: { status: 429, openaiType: "rate_limit_error", openaiCode: "workers_busy", anthropicType: "rate_limit_error" },
@@ -38,6 +40,8 @@ export const ERROR_TABLE = {
   image_workers_busy: { status: 503, openaiType: "server_error", openaiCode: "workers_busy", anthropicType: "overloaded_error" },
   // A server behind the appliance (a rental's notebook) failed or answered what may not be passed on.
   upstream_error: { status: 502, openaiType: "server_error", openaiCode: "upstream_error", anthropicType: "api_error" },
+  // An upload that would leave the data dir's filesystem under [files] min_free_disk_mb (RFC 4918's 507).
+  insufficient_storage: { status: 507, openaiType: "server_error", openaiCode: "insufficient_storage", anthropicType: "api_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
   // The model's load failed for a reason retrying does not cure soon: a corrupt file, a load past its load_timeout_s.
   model_load_failed: { status: 503, openaiType: "server_error", openaiCode: "model_load_failed", anthropicType: "api_error" },

@@ -17,7 +17,7 @@ export function filesRoutes(files: FilesService) {
   return new Elysia({ name: "openai-files" })
     // The multipart body is streamed to disk by the service: this route's parser hands Elysia the
     // unread stream (after the edge's own parse hook has authenticated the request), so no parser reads it.
-    .post("/v1/files", ({ request }) => files.upload(principalOf(request), request.body, request.headers.get("content-type")), {
+    .post("/v1/files", ({ request }) => files.upload(principalOf(request), request.body, request.headers.get("content-type"), contentLengthOf(request)), {
       parse: ({ request }) => request.body ?? null,
     })
     .get("/v1/files", ({ request, query }) => {
@@ -29,4 +29,10 @@ export function filesRoutes(files: FilesService) {
       new Response(files.content(principalOf(request), params.id), { headers: { "content-type": "application/octet-stream" } }),
     )
     .delete("/v1/files/:id", ({ request, params }) => files.remove(principalOf(request), params.id));
+}
+
+/** The announced body size, or null (chunked): the storage checks refuse what it rules out before reading. */
+function contentLengthOf(request: Request): number | null {
+  const v = request.headers.get("content-length");
+  return v !== null && /^[0-9]+$/.test(v) ? Number(v) : null;
 }
