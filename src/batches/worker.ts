@@ -64,6 +64,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   /** Suspect lines (`batch:line`) waiting to run alone; while any waits, no other line starts. */
   const suspects = new Map<string, { batch: string; line: number }>();
   let suspectRunning = false;
+  let tickSoon = false;
   let timer: ReturnType<typeof setInterval> | null = null;
   let stopped = true;
   let ticking = false;
@@ -107,6 +108,19 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
         queueMicrotask(tick);
       }
     }
+  }
+
+  /**
+   * A tick once the lines ending now have all ended: the lines of one micro-batch end together, and
+   * one dispatch pass then starts their successors with one store write, not one each.
+   */
+  function soon(): void {
+    if (tickSoon) return;
+    tickSoon = true;
+    setImmediate(() => {
+      tickSoon = false;
+      tick();
+    });
   }
 
   function stateOf(batchId: string) {
@@ -218,7 +232,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
             const row = repo.line(b.id, line.line);
             if (!row || row.state !== "pending" || row.starts < 1 || stopped) suspects.delete(suspect);
           }
-          tick();
+          soon();
         });
       running.set(key, { controller, done });
     }
