@@ -48,7 +48,6 @@ export function createFilesService(deps: {
   logger: Logger;
   /** [files] quota and free-space floor for uploads (src/files/storage.ts), read per upload; none when absent. */
   storage?: () => StorageLimits;
-  freeBytes?: (dir: string) => number;
 }) {
   const files = filesRepo(deps.db);
   const dir = join(deps.dataDir, "files");
@@ -58,7 +57,6 @@ export function createFilesService(deps: {
     dir,
     limits: deps.storage ?? (() => NO_LIMITS),
     usedBytes: (account) => files.usedBytes(account, deps.clock.now()),
-    freeBytes: deps.freeBytes,
   });
 
   function owned(owner: Owner, id: string): FileRow {

@@ -41,8 +41,8 @@ export interface UploadMeter {
   end(): void;
 }
 
-export function createStorageGuard(deps: { dir: string; limits: () => StorageLimits; usedBytes: (accountId: string) => number; freeBytes?: (dir: string) => number }) {
-  const free = () => (deps.freeBytes ?? freeBytes)(deps.dir);
+export function createStorageGuard(deps: { dir: string; limits: () => StorageLimits; usedBytes: (accountId: string) => number }) {
+  const free = () => freeBytes(deps.dir);
   /** Bytes arriving now in each account's uploads (one server per data dir: memory is the truth). */
   const arriving = new Map<string, number>();
 
