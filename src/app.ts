@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
 import { consoleRoutes } from "./api/console/routes";
-import { bindContext, clientAddressOf, contextOf, pathOf, type RequestContext } from "./api/http/context";
+import { bindContext, clientAddressOf, contextOf, pathOf, routableRequest, type RequestContext } from "./api/http/context";
 import { admitBody, bodyTooLarge } from "./api/http/body";
 import { bodyErrorOf } from "./api/http/body-check";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
@@ -160,7 +160,8 @@ export function createApp(deps: AppDeps): App {
       bindContext(req, rc);
       let res: Response;
       try {
-        res = await routes.handle(admitBody(req, rc, maxBodyBytes));
+        // Routed on its real path whatever its Host (context.ts, routableUrl).
+        res = await routes.handle(admitBody(routableRequest(req), rc, maxBodyBytes));
       } catch (e) {
         res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
       }

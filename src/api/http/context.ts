@@ -49,9 +49,14 @@ export function principalOf(req: Request): Principal {
   return p;
 }
 
-/** "http://host:port/v1/models?x" → "/v1/models" without building a URL object. */
+/** Where the path of a request's URL starts: Bun hands over "/v1/…" alone when the Host is missing or no authority. */
+function pathStart(url: string): number {
+  return url.startsWith("/") ? 0 : url.indexOf("/", url.indexOf("//") + 2);
+}
+
+/** "http://host:port/v1/models?x" (or "/v1/models?x") → "/v1/models" without building a URL object. */
 export function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const start = pathStart(url);
   if (start < 0) return "/";
   let end = url.length;
   const q = url.indexOf("?", start);
@@ -59,4 +64,40 @@ export function pathOf(url: string): string {
   const h = url.indexOf("#", start);
   if (h >= 0 && h < end) end = h;
   return url.slice(start, end);
+}
+
+/** Elysia's shortcut searches for the path from this index of the URL (see routableUrl). */
+const ELYSIA_PATH_FROM = 11;
+/** The authority given to a request that came without a usable Host (HTTP/1.0, an empty or malformed header). */
+const NO_HOST = "no-host.invalid";
+
+/**
+ * The request's URL in a form every reader splits at its real path: absolute, with the path
+ * starting at index 11 or later. Elysia finds the path by searching for "/" from index 11
+ * (elysiajs/elysia#748, its `standardHostname`): with a host of 3 characters or fewer
+ * ("http://ai/v1/models") it cut the path ("/models"), and skipped a short first segment
+ * ("http://a/ab/v1/files" routed as "/v1/files"); a URL without a host (Bun's, when the Host is
+ * missing or malformed) had any first segment of 11 characters or more skipped the same way. A short
+ * authority gets user-info padding, which changes nothing a reader uses (origin, host, path, query:
+ * `new URL()` reads them as before); a missing one gets NO_HOST. Anything else is returned as is.
+ */
+export function routableUrl(url: string): string {
+  if (url.startsWith("/")) return `http://${NO_HOST}${url}`;
+  const start = pathStart(url);
+  if (start < 0) return routableUrl(`${url}/`);
+  if (start >= ELYSIA_PATH_FROM) return url;
+  const scheme = url.indexOf("//") + 2;
+  return `${url.slice(0, scheme)}${"_".repeat(ELYSIA_PATH_FROM - start)}@${url.slice(scheme)}`;
+}
+
+/** The request as the router must see it (routableUrl): itself, or a copy with its context and address. */
+export function routableRequest(req: Request): Request {
+  const url = routableUrl(req.url);
+  if (url === req.url) return req;
+  const copy = new Request(url, req);
+  const rc = contexts.get(req);
+  if (rc) contexts.set(copy, rc);
+  const address = addresses.get(req);
+  if (address) addresses.set(copy, address);
+  return copy;
 }

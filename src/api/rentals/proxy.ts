@@ -2,6 +2,7 @@ import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { Elysia } from "elysia";
 import { accessCookieValue, sameSecret } from "../../rentals/access";
 import type { RentalsService } from "../../rentals/service";
+import { routableUrl } from "../http/context";
 import { ApiError } from "../http/errors";
 
 // A rental's notebook server through the appliance's own port (issue 27; src/rentals/access.ts):
@@ -229,7 +230,8 @@ export function rentalUpgrade(
   fallback: () => Promise<Response>,
 ): Promise<Response | undefined> | null {
   if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return null;
-  const url = new URL(req.url);
+  // Bun's URL has no host when the Host header is missing or malformed (context.ts, routableUrl).
+  const url = new URL(routableUrl(req.url));
   const id = rentalIdOf(url.pathname);
   if (id === null) return null;
   return (async () => {
