@@ -19,6 +19,17 @@ import { ApiError } from "../http/errors";
 // when a `?token=` was accepted. Unknown, not running and direct rentals are a 404; a running one
 // without its token a 401. The notebook server then checks the token again with its own rules.
 // The token is never logged: the request log records the matched route, never the URL.
+//
+// No credential of the appliance reaches the notebook, whose code the renter controls (issue 41 L1):
+// - Authorization passes only when it carries this rental's own notebook token (Jupyter reads
+//   `token …` and `Bearer …`, and checks it again); any other value — an API key above all — is
+//   removed, whatever its scheme. The token in `?token=` stays in the URL, as Jupyter needs it there.
+// - x-api-key (the API's other key header) and X-CSRF-Token (the console's) are removed.
+// - Every cookie the appliance sets is named `appliance_…` (the console's appliance_session and
+//   appliance_device, this proxy's appliance_rental): those are taken out of the Cookie header and
+//   the notebook's own cookies pass, on HTTP and on the WebSocket upgrade alike.
+// - The other way, a notebook sets no cookie named `appliance_…`, none for a path outside its rental
+//   (one without a Path is given the rental's), none for another domain (Domain is removed).
 
 const COOKIE = "appliance_rental";
 const ROUTE = "/rentals/:id/*";
@@ -27,7 +38,18 @@ const ROUTE = "/rentals/:id/*";
 const HOP = ["connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "accept-encoding"];
 const WS_HOP = [...HOP, "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol"];
 
-type Authorized = { upstream: string; basePath: string; setCookie: string | null };
+/** The appliance's own cookies, whoever set them: console/auth.ts, console/devices.ts and COOKIE. */
+const APPLIANCE_COOKIE = /^appliance_/i;
+/** Request headers that carry the appliance's credentials besides Authorization and cookies. */
+const APPLIANCE_HEADERS = ["x-api-key", "x-csrf-token"];
+
+type Authorized = {
+  upstream: string;
+  basePath: string;
+  setCookie: string | null;
+  /** Whether the request's Authorization holds the rental's own token (then it is forwarded). */
+  tokenInHeader: boolean;
+};
 
 /** The rental id of a `/rentals/{id}` or `/rentals/{id}/…` path, else null. */
 export function rentalIdOf(path: string): string | null {
@@ -51,7 +73,8 @@ function authorize(rentals: RentalsService, req: Request, url: URL, id: string):
   const secure = url.protocol === "https:" ? "; Secure" : "";
   // Set when a token in the query was accepted: the notebook's own links carry no token.
   const setCookie = query !== null && cookie !== expectedCookie ? `${COOKIE}=${expectedCookie}; Path=${target.basePath}; HttpOnly; SameSite=Lax${secure}` : null;
-  return { upstream: target.upstream, basePath: target.basePath, setCookie };
+  const tokenInHeader = header !== null && sameSecret(header, target.token);
+  return { upstream: target.upstream, basePath: target.basePath, setCookie, tokenInHeader };
 }
 
 function cookiesOf(req: Request): Map<string, string> {
@@ -64,17 +87,20 @@ function cookiesOf(req: Request): Map<string, string> {
 }
 
 /**
- * The headers sent upstream: the client's, less hop-by-hop ones, this proxy's cookie and any
- * Authorization that is not the notebook's token (an API key is no business of the notebook, whose
- * code the renter controls). Host and Origin pass unchanged (Jupyter compares them).
+ * The headers sent upstream: the client's, less hop-by-hop ones and every credential of the
+ * appliance (see the top of this file). Host and Origin pass unchanged (Jupyter compares them).
  */
-function upstreamHeaders(req: Request, url: URL, drop: string[]): Headers {
+function upstreamHeaders(req: Request, url: URL, drop: string[], auth: Authorized): Headers {
   const h = new Headers(req.headers);
-  for (const name of drop) h.delete(name);
-  const cookies = [...cookiesOf(req)].filter(([k]) => k !== COOKIE).map(([k, v]) => `${k}=${v}`);
+  for (const name of [...drop, ...APPLIANCE_HEADERS]) h.delete(name);
+  // Pairs kept as sent (order, repeated names), less the appliance's.
+  const cookies = (req.headers.get("cookie") ?? "")
+    .split(";")
+    .map((part) => part.trim())
+    .filter((part) => part !== "" && !APPLIANCE_COOKIE.test(part.split("=", 1)[0]!.trim()));
   if (cookies.length) h.set("cookie", cookies.join("; "));
   else h.delete("cookie");
-  if (h.has("authorization") && !/^\s*(?:token|bearer)\s/i.test(h.get("authorization")!)) h.delete("authorization");
+  if (!auth.tokenInHeader) h.delete("authorization");
   h.set("host", req.headers.get("host") ?? url.host);
   h.set("x-forwarded-proto", url.protocol.replace(":", ""));
   h.set("x-forwarded-host", req.headers.get("host") ?? url.host);
@@ -82,12 +108,24 @@ function upstreamHeaders(req: Request, url: URL, drop: string[]): Headers {
 }
 
 /**
- * A cookie the notebook server sets must stay on its own path: one for `/` would reach the console
- * and every other rental on this origin.
+ * A cookie the notebook server sets, as passed on, or null: one named like the appliance's is
+ * dropped, and one for a path outside the rental (one for `/` would reach the console and every
+ * other rental on this origin); one without a Path gets the rental's; Domain is removed (it would
+ * reach the other hosts of that domain).
  */
-function ownPath(setCookie: string, basePath: string): boolean {
-  const path = /;\s*path=([^;]*)/i.exec(setCookie)?.[1]?.trim();
-  return path !== undefined && (path + "/").startsWith(basePath);
+export function scopedSetCookie(setCookie: string, basePath: string): string | null {
+  const [pair, ...attributes] = setCookie.split(";");
+  if (APPLIANCE_COOKIE.test(pair!.split("=", 1)[0]!.trim())) return null;
+  const kept: string[] = [];
+  let path: string | null = null;
+  for (const a of attributes) {
+    const name = a.split("=", 1)[0]!.trim().toLowerCase();
+    if (name === "domain") continue;
+    if (name === "path") path = a.slice(a.indexOf("=") + 1).trim();
+    else kept.push(a.trim());
+  }
+  if (path !== null && path !== "" && !(path + "/").startsWith(basePath)) return null;
+  return [pair!.trim(), `Path=${path || basePath}`, ...kept].join("; ");
 }
 
 // ---- One origin, two trust domains --------------------------------------------------------------
@@ -162,7 +200,7 @@ async function forward(rentals: RentalsService, sources: readonly string[], requ
   try {
     res = await fetch(auth.upstream + url.pathname + url.search, {
       method: request.method,
-      headers: upstreamHeaders(request, url, HOP),
+      headers: upstreamHeaders(request, url, HOP, auth),
       body: hasBody ? request.body : undefined,
       redirect: "manual",
       signal: request.signal,
@@ -183,7 +221,10 @@ async function forward(rentals: RentalsService, sources: readonly string[], requ
   res.headers.forEach((v, k) => {
     if (k !== "set-cookie" && k !== "connection" && k !== "keep-alive" && k !== "transfer-encoding" && !ORIGIN_WIDE.has(k)) headers.append(k, v);
   });
-  for (const c of res.headers.getSetCookie()) if (ownPath(c, auth.basePath)) headers.append("set-cookie", c);
+  for (const c of res.headers.getSetCookie()) {
+    const scoped = scopedSetCookie(c, auth.basePath);
+    if (scoped !== null) headers.append("set-cookie", scoped);
+  }
   if (auth.setCookie) headers.append("set-cookie", auth.setCookie);
   // Appended: a policy the notebook sends itself applies too, and can only narrow this one.
   headers.append("content-security-policy", isolationPolicy(url.origin, auth.basePath, sources));
@@ -243,7 +284,7 @@ export function rentalUpgrade(
     }
     const protocols = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
     const headers: Record<string, string> = {};
-    upstreamHeaders(req, url, WS_HOP).forEach((v, k) => (headers[k] = v));
+    upstreamHeaders(req, url, WS_HOP, auth).forEach((v, k) => (headers[k] = v));
     const upstream = new WebSocket(auth.upstream.replace(/^http/, "ws") + url.pathname + url.search, { headers, protocols } as unknown as string[]);
     upstream.binaryType = "arraybuffer";
     const data: RentalSocketData = { rentalSocket: true, upstream, early: [], closed: null, client: null };
