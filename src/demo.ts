@@ -2,6 +2,7 @@ import { ensureChatModel } from "../models/cache";
 import { DIFFUSION_DEMO_GENERATORS } from "../models/diffusion/demo";
 import { ONNX_DEMO_GENERATORS } from "../models/onnx/demo";
 import { ensureProjector } from "../models/projector-cache";
+import type { Config } from "./config";
 import { builtAddon } from "./engines/llama/native/addon-path";
 import type { ModelManifest } from "./engines/manifest";
 
@@ -67,3 +68,25 @@ export async function ensureDemoModels(dataDir: string, generators = DEMO_GENERA
   for (const g of generators) if (g.available?.() ?? true) out.push(await g.ensure(dir));
   return out;
 }
+
+/** The demo models a running config serves alongside its own (set once at start, read by every reload). */
+const demoModels = new WeakMap<Config, ModelManifest[]>();
+
+/**
+ * The models served: the config's, then each demo model whose id the config does not use (a block
+ * with a demo model's id overrides it). The start and every reload (reload.ts) compute it here, so a
+ * removed override gives the demo model back.
+ */
+export function withDemoModels(models: ModelManifest[], demo: readonly ModelManifest[]): ModelManifest[] {
+  const own = new Set(models.map((m) => m.id));
+  return [...models, ...demo.filter((m) => !own.has(m.id))];
+}
+
+/** At start (main.ts): `config` serves `demo` from now on, its own models first. */
+export function serveDemoModels(config: Config, demo: ModelManifest[]): void {
+  demoModels.set(config, demo);
+  config.models.splice(0, config.models.length, ...withDemoModels(config.models, demo));
+}
+
+/** The demo models `config` was started with (none without --demo). */
+export const demoModelsOf = (config: Config): readonly ModelManifest[] => demoModels.get(config) ?? [];

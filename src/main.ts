@@ -9,7 +9,7 @@ import { startMetricsListener } from "./metrics/listen";
 import { createApp, maxBodyBytesOf } from "./app";
 import { formatMicros, usdToMicros } from "./billing/pricing";
 import type { Config } from "./config";
-import { ensureDemoModels } from "./demo";
+import { ensureDemoModels, serveDemoModels } from "./demo";
 import { checkModelFiles } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 import { createServices, type AppDeps } from "./services";
@@ -47,8 +47,7 @@ export async function startServer(
     db = openStore(dataDir);
     if (config.demo) {
       const demo = await ensureDemoModels(dataDir);
-      const known = new Set(config.models.map((m) => m.id));
-      config.models.push(...demo.filter((m) => !known.has(m.id)));
+      serveDemoModels(config, demo); // a reload computes the served models the same way (reload.ts)
       logger.info("demo models", { served: demo.map((m) => m.id) });
       banner(`--demo: serving the generated demo models ${demo.map((m) => m.id).join(", ")} (random weights: answers are noise)`);
     }

@@ -1,4 +1,5 @@
 import type { Config } from "./config";
+import { demoModelsOf, withDemoModels } from "./demo";
 import type { AppDeps } from "./services";
 
 // Config reload without a restart (SIGHUP): limits and prices — the [limits] and [prices] tables
@@ -7,7 +8,8 @@ import type { AppDeps } from "./services";
 // model is listed at once and loads per its `load`; a removed one answers 404 to new requests at
 // once and is unloaded once the requests running on it have finished; a model whose manifest
 // changed beyond price, name and load gets a new engine the same way. The demo models (--demo) are
-// not in the file and stay. Anything else that changed needs a restart and is reported.
+// not in the file: they are served as at start, where the file does not use their ids (demo.ts).
+// Anything else that changed needs a restart and is reported.
 
 export interface ReloadResult {
   applied: string[];
@@ -18,10 +20,10 @@ export interface ReloadResult {
 
 export function applyReload(deps: Pick<AppDeps, "config" | "accounts" | "registry"> & Partial<Pick<AppDeps, "metrics">>, next: Config): ReloadResult {
   const current = deps.config;
-  const nextIds = new Set(next.models.map((m) => m.id));
-  const demo = current.models.filter((m) => current.demo && m.id.startsWith("demo-") && !nextIds.has(m.id));
+  // As the start merged them (demo.ts): a removed override gives the demo model back.
+  const served = withDemoModels(next.models, demoModelsOf(current));
   // First, as it alone can refuse (a new model's file missing): then a refused reload changes nothing.
-  const changes = deps.registry.apply([...next.models, ...demo], { baseDir: next.models_dir, retired: next.retired_models });
+  const changes = deps.registry.apply(served, { baseDir: next.models_dir, retired: next.retired_models });
   current.models.splice(0, current.models.length, ...deps.registry.manifests());
   current.retired_models = next.retired_models;
   current.models_dir = next.models_dir;

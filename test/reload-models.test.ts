@@ -5,6 +5,7 @@ import { ensureChatModel } from "../models/cache";
 import { ensureOnnxModel } from "../models/onnx/cache";
 import { ConfigError, validateConfig, type Config } from "../src/config";
 import type { ModelManifest } from "../src/engines/manifest";
+import { serveDemoModels } from "../src/demo";
 import { applyReload } from "../src/reload";
 import { writeRealModel } from "../models/gguf/real-archs";
 import { loadSignalOf } from "../src/engines/load-signal";
@@ -187,7 +188,9 @@ test("a reload whose new model's file is missing is refused whole: nothing chang
 }, 60_000);
 
 test("with --demo, the demo models (not in the file) stay on a reload", async () => {
-  t = await chatTestApp({ config: { demo: true }, extraModels: [{ id: "demo-extra", name: "d", kind: "chat", files: { model: await ensureChatModel("chat") }, max_context: 512, load: "first_use" }] });
+  const demo = { id: "demo-extra", name: "d", kind: "chat" as const, files: { model: await ensureChatModel("chat") }, max_context: 512, load: "first_use" as const };
+  t = await chatTestApp({ config: { demo: true }, extraModels: [demo] });
+  serveDemoModels(t.deps.config, [validateConfig({ models: [demo] }).models[0]!]); // as the start records them (src/main.ts)
   const r = applyReload(t.deps, nextConfig((ms) => ms.filter((m) => m.id !== "demo-extra" && m.id !== "tight")));
   expect(r.models.removed).toEqual(["tight"]);
   expect(t.deps.registry.list().map((m) => m.id)).toEqual(["chat", "small-chat", "demo-extra"]);
