@@ -36,3 +36,20 @@ test("a new price applies to the next request; other changes are reported as nee
   const perToken = (c: number, u: any) => c / (u.prompt_tokens + u.completion_tokens);
   expect(perToken(costOf(after.id), after.usage)).toBeGreaterThan(perToken(costOf(before.id), before.usage) * 5);
 }, 60_000);
+
+test("a new storage quota applies to the next upload ([files] is applied in place)", async () => {
+  t = await chatTestApp();
+  const key = t.key({ kind: "premium", creditUsd: 1 });
+  const upload = () => {
+    const form = new FormData();
+    form.set("purpose", "batch");
+    form.set("file", new File(["x".repeat(2 * 1024 * 1024)], "in.jsonl"));
+    return t!.app.handle(new Request("http://localhost/v1/files", { method: "POST", headers: { authorization: `Bearer ${key}` }, body: form }));
+  };
+  expect((await upload()).status).toBe(200);
+  const next = validateConfig(structuredClone({ ...t.deps.config, files: { ...t.deps.config.files, quota_mb: 3 } }));
+  expect(applyReload(t.deps, next).applied).toContain("files.quota_mb");
+  const refused = await upload();
+  expect(refused.status).toBe(413);
+  expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("storage_quota_exceeded");
+});
