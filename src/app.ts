@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
 import { consoleRoutes } from "./api/console/routes";
-import { bindContext, clientAddressOf, contextOf, pathOf, routableRequest, type RequestContext } from "./api/http/context";
+import { bindContext, clientOf, contextOf, pathOf, routableRequest, type RequestContext } from "./api/http/context";
 import { admitBody, bodyTooLarge } from "./api/http/body";
 import { bodyErrorOf } from "./api/http/body-check";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
@@ -95,7 +95,7 @@ export function createApp(deps: AppDeps): App {
     .use(batchesRoutes(deps.batches))
     .use(rentalsRoutes(deps.rentals))
     .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources))
-    .use(consoleRoutes(deps.console.auth, deps.console.views, clientAddressOf))
+    .use(consoleRoutes(deps.console.auth, deps.console.views, clientOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
 

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { manifestProblems, ModelManifest, RetiredModel } from "./engines/manifest";
+import { trustedProxyProblem } from "./net/trusted-proxies";
 
 // One TypeBox schema for the whole config, validated once at start. Sources, lowest first:
 // built-in defaults < TOML file < environment (APPLIANCE_*) < command-line flags.
@@ -48,6 +49,11 @@ const Server = T.Object(
         { additionalProperties: false, description: "HTTPS on the main port with Bun's own TLS; files re-read on SIGHUP" },
       ),
     ),
+    trusted_proxies: T.Array(T.String({ minLength: 1 }), {
+      default: [],
+      description:
+        'reverse proxies in front of the server ("127.0.0.1", "10.0.0.0/8", "::1"): from these peers only, the client is the right-most X-Forwarded-For address that is not listed; empty = X-Forwarded-For is never read',
+    }),
     allowed_hosts: T.Array(T.String({ minLength: 1 }), {
       default: [],
       description:
@@ -298,6 +304,10 @@ export function validateConfig(raw: unknown, source = "config"): Config {
     if (ids.has(r.id)) throw new ConfigError(`${source}: retired_models[${i}].id: "${r.id}" is also a served model`);
     if (r.replaced_by && !ids.has(r.replaced_by))
       throw new ConfigError(`${source}: retired_models[${i}].replaced_by: "${r.replaced_by}" is not a served model`);
+  });
+  config.server.trusted_proxies.forEach((entry, i) => {
+    const problem = trustedProxyProblem(entry);
+    if (problem) throw new ConfigError(`${source}: server.trusted_proxies[${i}]: ${problem}`);
   });
   const gpus = new Map<string, number>();
   config.rental_nodes.forEach((n, i) => {

@@ -20,6 +20,7 @@ import { lockDataDir } from "./store/lock";
 import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./net/listener";
 import { randomBase62 } from "./ids";
 import { raiseFdLimit } from "./net/rlimit";
+import { parseTrustedProxies } from "./net/trusted-proxies";
 import { VERSION } from "./version";
 
 export interface RunningServer {
@@ -84,8 +85,10 @@ export async function startServer(
       maxRequestsPerAddress: config.server.max_requests_per_address,
       logger,
     });
+    const proxies = parseTrustedProxies(config.server.trusted_proxies);
     const fetch = (req: Request, srv: Server<any>) => {
-      setClientAddress(req, srv.requestIP(req)?.address);
+      // The client: the socket's peer, or the one a listed proxy names (src/net/trusted-proxies.ts).
+      setClientAddress(req, srv.requestIP(req)?.address, proxies);
       // A rental notebook's WebSocket (src/api/rentals/proxy.ts) is upgraded here; a refused one is
       // answered by the app, in the API's envelope. Everything else costs one header read.
       return guard.serve(req, srv, (r) => rentalUpgrade(deps.rentals, r, srv, () => inFlight.track(() => app.handle(r))) ?? inFlight.track(() => app.handle(r)));

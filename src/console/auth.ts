@@ -78,7 +78,7 @@ export function createConsoleAuth(o: {
     async signIn(
       name: unknown,
       password: unknown,
-      address: string,
+      from: { address: string; forwarded?: boolean },
       device: string | null = null,
     ): Promise<{ token: string; session: ConsoleSession; device: string }> {
       if (typeof name !== "string" || name === "" || name.length > 64) throw new ApiError("invalid_request", "account is required", { param: "account" });
@@ -94,7 +94,8 @@ export function createConsoleAuth(o: {
       // password starts a new bucket even when another process (the CLI) sets it.
       const reservation = throttle.reserve({
         account: account ? `${account.id}:${hash ? sha256hex(hash).slice(0, 16) : "none"}` : `?${name.toLowerCase()}`,
-        address,
+        address: from.address,
+        forwarded: from.forwarded ?? false,
         device: account && hash ? deviceTokenId(device, account.id, hash, now) : null,
       });
       const decoy = await decoyHash();

@@ -8,11 +8,20 @@ import type { Clock } from "../clock";
 // refunds its charge. An attempt goes one of three ways:
 //   - a browser holding a device token for the account (it signed in to it before): its own
 //     budget of DEVICE_FAILURES, nothing else — an attacker elsewhere cannot delay it;
-//   - from the host itself (a loopback address): a budget per account of its own, never the
-//     account's back-off — nothing outside the machine can lock the owner out there, and a new
-//     password starts that budget afresh;
+//   - from the host itself (a loopback address, with no proxy's forwarding headers): a budget per
+//     account of its own, never the account's back-off — nothing outside the machine can lock the
+//     owner out there, and a new password starts that budget afresh;
+//   - through a proxy on the host whose clients cannot be told apart (a loopback client that
+//     carries forwarding headers: the proxy is not in server.trusted_proxies, issue 41 L4): the
+//     account's back-off alone. Not the host's budget, which every stranger behind that proxy
+//     would share and spend (the owner at the host locked out); not one address budget either,
+//     which one stranger would spend for all of them (every account locked for everyone there).
+//     Listing the proxy in server.trusted_proxies gives each client its own address budget;
 //   - anyone else: the address budget (the attacker's cost per address) and the account's
 //     back-off, which delays guesses from every address together.
+// The client address is the one the edge resolved (api/http/context.ts: the peer, or the client a
+// trusted proxy names). A proxy on the host that sends no forwarding header cannot be told from the
+// host: configure it to send X-Forwarded-For.
 // The state lives in this process, as the API's rate windows do: a restart clears it, and a new
 // password (CLI `appliance accounts password`) starts a new account bucket (see auth.ts).
 
@@ -32,13 +41,15 @@ export const SIGNIN_DEVICE_FAILURES = 5;
 export interface SigninAttempt {
   /** The account's bucket key (its id and password version, or the unknown name). */
   account: string;
-  /** The client address as the socket saw it ("local" when served without one). */
+  /** The client address as the edge resolved it ("local" when served without a socket). */
   address: string;
+  /** The request carries a proxy's forwarding headers (X-Forwarded-For, Forwarded, Via, …). */
+  forwarded?: boolean;
   /** The id of a valid device token for this account, or null. */
   device: string | null;
 }
 
-export type SigninPath = "device" | "host" | "remote";
+export type SigninPath = "device" | "host" | "proxied" | "remote";
 
 /** What one attempt was charged; handed back on success. */
 export interface Reservation {
@@ -114,6 +125,20 @@ export function createSigninThrottle(clock: Clock) {
         }
       }
       const client = clientAddress(a.address);
+      const account = `account:${a.account}`;
+      const backoff = () => {
+        const cb = live(account, now);
+        if (cb && cb.nextAt > now) refuse(cb.nextAt - now);
+      };
+      const chargeAccount = () => {
+        const b = charge(account, now);
+        b.nextAt = now + backoffAfter(b.failures);
+      };
+      if (client.loopback && a.forwarded) {
+        backoff();
+        chargeAccount();
+        return { path: "proxied", keys: [account] };
+      }
       const address = client.loopback ? `host:${a.account}` : `address:${client.key}`;
       const ab = live(address, now);
       if (ab && ab.failures >= SIGNIN_FAILURES_PER_ADDRESS) refuse(ab.since + SIGNIN_ADDRESS_WINDOW_MS - now);
@@ -121,12 +146,9 @@ export function createSigninThrottle(clock: Clock) {
         charge(address, now);
         return { path: "host", keys: [address] };
       }
-      const account = `account:${a.account}`;
-      const cb = live(account, now);
-      if (cb && cb.nextAt > now) refuse(cb.nextAt - now);
+      backoff();
       charge(address, now);
-      const b = charge(account, now);
-      b.nextAt = now + backoffAfter(b.failures);
+      chargeAccount();
       return { path: "remote", keys: [address, account] };
     },
 

@@ -16,7 +16,8 @@ const bodyOf = (b: unknown): Body => {
   return b as Body;
 };
 
-export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf: (req: Request) => string) {
+/** `clientOf`: who sent a request (api/http/context.ts), for the sign-in throttle. */
+export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: (req: Request) => { address: string; forwarded: boolean }) {
   const signedIn = (req: Request) => requireSession(auth, req);
   // Every console route, before its handler: a Host this machine answers to (DNS rebinding).
   return new Elysia({ name: "console" })
@@ -32,7 +33,7 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, addressOf:
     .post("/console/api/login", async ({ request, body }) => {
       assertSameOrigin(request);
       const b = bodyOf(body);
-      const { token, session, device } = await auth.signIn(b.account, b.password, addressOf(request), cookieValue(request, DEVICE_COOKIE));
+      const { token, session, device } = await auth.signIn(b.account, b.password, clientOf(request), cookieValue(request, DEVICE_COOKIE));
       const headers = new Headers({ "cache-control": "no-store" });
       headers.append("set-cookie", sessionCookie(request, token));
       headers.append("set-cookie", deviceCookie(request, device));

@@ -1,4 +1,5 @@
 import type { Principal } from "../../accounts/types";
+import { forwardedClient, NO_TRUSTED_PROXIES, type TrustedProxies } from "../../net/trusted-proxies";
 import type { WireFormat } from "./errors";
 
 /** Per-request state shared by the edge (auth, limits, logging) and the routes. */
@@ -32,14 +33,30 @@ export function contextOf(req: Request): RequestContext {
 
 const addresses = new WeakMap<Request, string>();
 
-/** Set by the listener (main.ts) from the socket: the client's address, never from a header. */
-export function setClientAddress(req: Request, address: string | undefined): void {
-  if (address) addresses.set(req, address);
+/**
+ * Set by the listener (main.ts) from the socket's peer: the client's address, which is the peer
+ * unless the peer is one of server.trusted_proxies — then the client that X-Forwarded-For names
+ * (src/net/trusted-proxies.ts: the right-most address no listed proxy stands for). A copy of a
+ * request is given the address its original resolved to, with no proxies: it is taken as it is.
+ */
+export function setClientAddress(req: Request, peer: string | undefined, proxies: TrustedProxies = NO_TRUSTED_PROXIES): void {
+  if (peer) addresses.set(req, forwardedClient(peer, req.headers.get("x-forwarded-for"), proxies));
 }
 
-/** The client's address as the socket saw it; "local" for requests served without a socket (tests). */
+/**
+ * The client's address: the one function everything keyed on the client uses (the sign-in
+ * throttle, the per-address caps, logs). "local" for requests served without a socket (tests).
+ */
 export function clientAddressOf(req: Request): string {
   return addresses.get(req) ?? "local";
+}
+
+/** Headers a proxy adds: a request carrying one came through some proxy, listed or not. */
+const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host", "x-forwarded-proto", "via"];
+
+/** The client, and whether the request carries a proxy's forwarding headers (the console's throttle tells the host itself by it). */
+export function clientOf(req: Request): { address: string; forwarded: boolean } {
+  return { address: clientAddressOf(req), forwarded: FORWARDING.some((h) => req.headers.has(h)) };
 }
 
 /** The authenticated caller of a route under /v1 or /api/v1 (auth has already run). */
