@@ -40,6 +40,16 @@ function aggregate(rows, by) {
   return { days, cost, tokens, rows: inRange };
 }
 
+/**
+ * A legend's colour swatch. The colour is set through the CSSOM, which the console's CSP
+ * (style-src 'self', no 'unsafe-inline') allows; a style="" attribute is blocked by it.
+ */
+function swatch(color) {
+  const el = h('span', { class: 'swatch', 'aria-hidden': 'true' });
+  el.style.backgroundColor = color;
+  return el;
+}
+
 export async function render({ view, signal }) {
   const split = h('select', { id: 'usage-split' },
     h('option', { value: 'model', text: 'Model' }), h('option', { value: 'endpoint', text: 'Endpoint' }));
@@ -65,7 +75,7 @@ export async function render({ view, signal }) {
     summary.textContent = `Last ${DAYS} days: ${fmtMoney(totalCost)}, ${fmtInt(totalTok)} tokens, ${fmtInt(totalReq)} requests.`;
 
     const legend = h('ul', { class: 'legend', 'aria-label': `Legend (${label})` },
-      agg.cost.map((se) => h('li', null, h('span', { class: 'swatch', style: `background:${se.color}`, 'aria-hidden': 'true' }), se.name)));
+      agg.cost.map((se) => h('li', null, swatch(se.color), se.name)));
     const srTable = h('table', { class: 'sr-only' },
       h('caption', { text: `Usage per day by ${label}` }),
       h('thead', null, h('tr', null, ['Day', label === 'model' ? 'Model' : 'Endpoint', 'Requests', 'Input tokens', 'Output tokens', 'Cost'].map((t) => h('th', { scope: 'col', text: t })))),

@@ -104,11 +104,27 @@ test("usage shows a chat request made with a key", async () => {
   const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "usage" });
   const res = await api("/v1/chat/completions", key, { method: "POST", body: JSON.stringify({ model: "chat", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }) });
   expect(res.status).toBe(200);
+  // The page keeps to its own CSP (issue 41): no violation reported, by the page's event or the console.
+  const violations: string[] = [];
+  page.on("console", (m) => void (/content security policy|csp violation/i.test(m.text()) && violations.push(m.text())));
+  await page.addInitScript(() =>
+    document.addEventListener("securitypolicyviolation", (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI} ${e.sample}`)),
+  );
   await page.goto(`${server.url}/console#/usage`);
+  await page.reload(); // a fresh document, which the init script above runs in
   const recent = page.locator("#recent-table");
   expect(await eventually(async () => (await recent.textContent()) ?? "", (t) => t.includes("/v1/chat/completions"))).toContain("/v1/chat/completions");
   expect(await recent.textContent()).toContain("chat");
   await page.locator("#usage-chart").waitFor();
+  await page.locator("#usage-chart .legend").waitFor();
+  expect(violations).toEqual([]);
+  // The legend's swatches carry their series' colours.
+  const swatches = page.locator("#usage-chart .legend .swatch");
+  expect(await swatches.count()).toBeGreaterThan(0);
+  expect(await swatches.first().evaluate((el) => getComputedStyle(el).backgroundColor)).not.toBe("rgba(0, 0, 0, 0)");
+  await page.locator("#usage-split").selectOption("endpoint"); // redrawn
+  expect(await swatches.first().evaluate((el) => getComputedStyle(el).backgroundColor)).not.toBe("rgba(0, 0, 0, 0)");
+  expect(violations).toEqual([]);
   await shot("usage");
   for (const [route, name] of [["#/batches", "batches"], ["#/rentals", "rentals"], ["#/models", "models"], ["#/playground", "playground"], ["#/admin", "admin"]] as const) {
     await page.goto(`${server.url}/console${route}`);
@@ -116,6 +132,7 @@ test("usage shows a chat request made with a key", async () => {
     await shot(name);
   }
   expect(await page.locator("#accounts-table").textContent()).toContain("admin");
+  expect(violations).toEqual([]); // on the other pages either
 }, 60_000);
 
 test("the playground streams a chat answer with one's own key", async () => {
