@@ -6,11 +6,12 @@ import { FetchRefused, safeFetch, type SafeFetchOptions } from "../net/safe-fetc
 import type { ChatJob, DecodedImage, ImageInput } from "./job";
 
 // Images of a chat request, fetched and decoded before the engine sees them: base64 data URLs, or
-// https URLs fetched by the server (timeout, size cap, no internal addresses unless the admin
-// allows them, every redirect checked again, the connection pinned to the checked address: see
-// net/safe-fetch.ts). PNG, JPEG, WebP and GIF (first frame), decoded by sharp into RGB and scaled
-// down to `max_side`; an image of more than MAX_PIXELS is refused from its header, before any
-// pixel is decoded (a small file can declare 30000×30000). Errors name the part ("messages[1].content[0]").
+// https URLs (http ones too with image_input.allow_http_urls) fetched by the server (timeout, size
+// cap, no internal addresses unless the admin allows them, every redirect checked again, the
+// connection pinned to the checked address: see net/safe-fetch.ts). PNG, JPEG, WebP and GIF (first
+// frame), decoded by sharp into RGB and scaled down to `max_side`; an image of more than MAX_PIXELS
+// is refused from its header, before any pixel is decoded (a small file can declare 30000×30000).
+// Errors name the part ("messages[1].content[0]") and say what is accepted as configured.
 
 /** Spec: a chat request carries at most this many images. */
 export const MAX_IMAGES_PER_REQUEST = 2;
@@ -49,7 +50,7 @@ async function bytesOf(img: ImageInput, o: ImageInputOptions, deps: ImageFetchDe
   try {
     parsed = new URL(url);
   } catch {
-    throw urlError(img.param, "is neither a data URL nor an https URL");
+    throw urlError(img.param, `${mustBe(o)} (it does not parse as a URL)`);
   }
   return fetchBytes(parsed, img.param, o, deps);
 }
@@ -87,10 +88,13 @@ async function fetchBytes(url: URL, param: string, o: ImageInputOptions, deps: I
   return readCapped(res, param, o.max_bytes, signal);
 }
 
+/** What an image URL may be, in words that follow image_input.allow_http_urls. */
+const mustBe = (o: ImageInputOptions) => `must be ${o.allow_http_urls ? "https://, http://" : "https://"} or a base64 data URL`;
+
 function refusalMessage(e: FetchRefused, o: ImageInputOptions): string {
   switch (e.kind) {
     case "scheme":
-      return `must be ${o.allow_http_urls ? "https://, http://" : "https://"} or a base64 data URL (${e.detail})`;
+      return `${mustBe(o)} (${e.detail})`;
     case "internal":
       return `${e.detail}; the server fetches only public addresses unless image_input.allow_private_urls is set`;
     case "timeout":
