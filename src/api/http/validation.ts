@@ -83,7 +83,7 @@ function followUnion(e: ValueErrorLike, depth: number): ValueErrorLike[] {
   const tags = variants.map((v) => v.properties?.type?.const);
   const tag = typeof e.value === "object" && e.value !== null && !Array.isArray(e.value) ? (e.value as { type?: unknown }).type : undefined;
   if (tags.every((t) => typeof t === "string") && tag !== undefined) {
-    const named = tags.indexOf(tag);
+    const named = tags.indexOf(tag as string);
     if (named < 0) return [{ path: `${e.path}/type`, message: "", value: tag, schema: { anyOf: tags.map((t) => ({ const: t })) } }];
     return inner[named]!.length ? inner[named]!.flatMap((x) => followUnion(x, depth + 1)) : [e];
   }
