@@ -95,6 +95,7 @@ describe("error types through the official client", () => {
       402: ["billing_error"],
       403: ["permission_error"],
       404: ["not_found_error"],
+      408: ["invalid_request_error"], // a request body that arrived too slowly
       409: ["invalid_request_error"],
       422: ["invalid_request_error"],
       413: ["request_too_large"],
@@ -102,7 +103,8 @@ describe("error types through the official client", () => {
       499: ["invalid_request_error"], // logs only: the client has gone
       500: ["api_error"],
       502: ["api_error"], // a server behind the appliance (a rental notebook) failed
-      503: ["overloaded_error"],
+      503: ["overloaded_error", "api_error"], // busy (retry) or a model that cannot load (model_load_failed: retrying does not help)
+      507: ["api_error"], // no room left on the disk for an upload
     };
     for (const code of Object.keys(ERROR_TABLE) as (keyof typeof ERROR_TABLE)[]) {
       const res = renderError(new ApiError(code, "m"), "anthropic");
