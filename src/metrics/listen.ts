@@ -19,7 +19,8 @@ export function startMetricsListener(deps: ScrapeDeps & { config: Pick<Config, "
     hostname,
     port,
     fetch(req) {
-      const { pathname } = new URL(req.url);
+      // a request without a usable Host (HTTP/1.0) comes as its path alone: resolved against a base, never thrown
+      const { pathname } = new URL(req.url, "http://no-host.invalid");
       if (pathname !== "/metrics") return new Response("not found: this listener serves GET /metrics\n", { status: 404 });
       if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
       return scrapeResponse(deps);

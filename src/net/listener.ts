@@ -139,7 +139,8 @@ export function startRedirectListener(o: { hostname: string; port: number; https
     hostname: o.hostname,
     port: o.port,
     fetch(req) {
-      const url = new URL(req.url);
+      // a request without a usable Host (HTTP/1.0) comes as its path alone: resolved against a base, never thrown
+      const url = new URL(req.url, "http://no-host.invalid");
       if (url.pathname === "/health") return o.health(req);
       const host = (req.headers.get("host") ?? url.host).replace(/:\d+$/, "");
       return new Response(null, { status: 308, headers: { location: `https://${host}:${o.httpsPort}${url.pathname}${url.search}` } });

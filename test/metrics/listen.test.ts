@@ -3,6 +3,7 @@ import { validateConfig } from "../../src/config";
 import { parseListen, startMetricsListener } from "../../src/metrics/listen";
 import { testApp } from "../helpers/app";
 import { parseExposition } from "../helpers/prometheus";
+import { statusWithoutHost } from "../helpers/raw-http";
 
 const t = testApp({ config: { server: { metrics_listen: "127.0.0.1:0" } } });
 afterAll(() => t.close());
@@ -44,4 +45,14 @@ test("server.metrics_listen takes host:port and refuses anything else at config 
   for (const bad of ["9464", "127.0.0.1", "http://127.0.0.1:9464", "a b:1"])
     expect(() => validateConfig({ server: { metrics_listen: bad } }), bad).toThrow("metrics_listen");
   expect(validateConfig({ server: { metrics_listen: "0.0.0.0:9464" } }).server.metrics_listen).toBe("0.0.0.0:9464");
+});
+
+test("a request without a Host header is answered by its path, never a 500 (issue 41 L2's class: Bun hands the path alone)", async () => {
+  const listener = startMetricsListener(t.deps);
+  try {
+    expect(await statusWithoutHost(listener.url!, "/metrics")).toMatch(/^HTTP\/1\.[01] 200/);
+    expect(await statusWithoutHost(listener.url!, "/other")).toMatch(/^HTTP\/1\.[01] 404/);
+  } finally {
+    listener.stop();
+  }
 });

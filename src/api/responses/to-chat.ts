@@ -400,8 +400,8 @@ function textPart(p: InputPart, kinds: string[], where: string, at: string): Con
 
 function imagePart(p: InputPart, at: string): ContentPart {
   allow(p, ["type", "image_url", "file_id", "detail"], at);
-  if (p.file_id != null) throw bad(`${at}.file_id`, "files are not supported here; send the image as image_url (a base64 data URL or an https URL)");
-  if (!p.image_url) throw bad(`${at}.image_url`, "is required on an input_image part (a base64 data URL or an https URL)");
+  if (p.file_id != null) throw bad(`${at}.file_id`, "files are not supported here; send the image as image_url (a base64 data URL or an image URL)");
+  if (!p.image_url) throw bad(`${at}.image_url`, "is required on an input_image part (a base64 data URL or an image URL)");
   return { type: "image_url", image_url: { url: p.image_url, ...(p.detail !== undefined && { detail: p.detail }) } };
 }
 
