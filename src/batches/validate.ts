@@ -1,4 +1,4 @@
-import { pointerToDotted } from "../config";
+import { describeFirstError } from "../api/http/validation";
 import { ApiError } from "../api/http/errors";
 import { parseClientJson } from "../bounded-json";
 import type { Registry } from "../engines/registry";
@@ -58,10 +58,12 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, r
     if (req.url !== endpoint) problem(n, "invalid_url", `line ${n}: url must be "${endpoint}", the batch's endpoint (got ${JSON.stringify(req.url)})`, "url");
     if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) problem(n, "invalid_request", `line ${n}: body must be a JSON object`, "body");
     else {
-      const [first] = rules.errors(req.body);
+      // worded as a live request's 400 is (a union field says what it takes, not "expected union value")
+      const first = describeFirstError(rules.errors(req.body));
       if (first) {
-        const field = pointerToDotted(first.path);
-        problem(n, "invalid_request", `line ${n}: body${field ? `.${field}` : ""}: ${first.message.charAt(0).toLowerCase()}${first.message.slice(1)}`, field ? `body.${field}` : "body");
+        const field = first.param;
+        const said = first.message.slice(`${field ?? "request body"}: `.length);
+        problem(n, "invalid_request", `line ${n}: body${field ? `.${field}` : ""}: ${said.charAt(0).toLowerCase()}${said.slice(1)}`, field ? `body.${field}` : "body");
       } else if (req.body.stream === true) problem(n, "invalid_request", `line ${n}: body.stream must not be true in a batch (results are written to a file)`, "body.stream");
       else {
         try {

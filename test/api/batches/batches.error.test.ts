@@ -49,6 +49,18 @@ test("a file with bad lines fails validation, every problem listed by line numbe
   expect(t.deps.db.query("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
 });
 
+test("a line's field that takes several shapes is worded as a live request's 400 is, not \"expected union value\"", async () => {
+  const line = (custom_id: string, body: Record<string, unknown>) => JSON.stringify({ custom_id, method: "POST", url: "/v1/chat/completions", body: { model: "chat", messages: [{ role: "user", content: "hi" }], ...body } });
+  const text = [line("t", { temperature: "hot" }), line("s", { stop: ["a", 5] })].join("\n");
+  const b = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, text), endpoint: "/v1/chat/completions", completion_window: "24h" })).id);
+  expect(b.status).toBe("failed");
+  const [temperature, stop] = b.errors!.data!;
+  expect(temperature).toMatchObject({ line: 1, param: "body.temperature" });
+  expect(temperature!.message).toMatch(/^line 1: body\.temperature: must be a number/);
+  expect(stop).toMatchObject({ line: 2, param: "body.stop[1]" });
+  for (const e of b.errors!.data!) expect(e.message).not.toContain("union");
+});
+
 test("an empty file fails validation", async () => {
   const b = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, "\n\n"), endpoint: "/v1/embeddings", completion_window: "24h" })).id);
   expect(b.status).toBe("failed");
