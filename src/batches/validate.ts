@@ -59,7 +59,7 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, r
     if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) problem(n, "invalid_request", `line ${n}: body must be a JSON object`, "body");
     else {
       // worded as a live request's 400 is (a union field says what it takes, not "expected union value")
-      const first = describeFirstError(rules.errors(req.body));
+      const first = describeFirstError(rules.errors(req.body) as unknown as Parameters<typeof describeFirstError>[0]);
       if (first) {
         const field = first.param;
         const said = first.message.slice(`${field ?? "request body"}: `.length);

@@ -264,7 +264,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
       const someday = await planner.fit(profile, wants, ...rooms(all), `"${m.id}"`);
       if (!someday.ok) {
         const rented = all.blocked.length ? ` (not usable now: ${all.blocked.join("; ")})` : "";
-        throw new ApiError("model_unavailable", `model "${m.id}" cannot be loaded: ${someday.reason}${rented}`, { headers: { "retry-after": "60" } });
+        throw new NoRoomError(`model "${m.id}" cannot be loaded: ${someday.reason}${rented}`);
       }
       // Only models busy with requests stand in the way: wait for one to finish, then plan again.
       const left = deadline - now();
@@ -276,8 +276,9 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
 
   /**
    * One load of `r` (shared by everyone waiting for it), under the lock, with its own stop. A
-   * failure is remembered as the model's state and logged, except a wait for memory that busy
-   * models hold (the model itself is fine) and a stop because the model left the config.
+   * failure is remembered as the model's state and logged, except no room for it (memory that busy
+   * models hold, a budget it does not fit, its device rented: the model itself is fine) and a stop
+   * because the model left the config.
    */
   function startLoad(r: Resident, deadline: number): Promise<void> {
     const s = stateOf(r);
@@ -290,7 +291,8 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
         () => void (s.failed = null),
         (e: unknown) => {
           const removed = stop.signal.aborted && stop.signal.reason instanceof ModelRemovedError;
-          if (!removed && !(e instanceof ApiError && e.code === "workers_busy")) {
+          // (no room for it now, the memory busy or its device rented, is no failure of the model: it stays "unloaded")
+          if (!removed && !(e instanceof NoRoomError) && !(e instanceof ApiError && e.code === "workers_busy")) {
             s.failed = (e as Error).message ?? String(e);
             const cause = (e as { cause?: unknown }).cause;
             // A device the host lacks was logged by its engine, once.
@@ -443,6 +445,13 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
 const noop = () => undefined;
 
 /** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
+/** No room for a model now (the budgets it does not fit, its device rented): 503, the model itself fine. */
+class NoRoomError extends ApiError {
+  constructor(message: string) {
+    super("model_unavailable", message, { headers: { "retry-after": "60" } });
+  }
+}
+
 export class ModelRemovedError extends ApiError {
   constructor(id: string) {
     super("model_load_failed", `model "${id}" was removed or changed by a config reload while it loaded; its load was stopped`);
