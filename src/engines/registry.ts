@@ -7,7 +7,8 @@ import { slotCount, slotQueue, type ModelKind, type ModelManifest, type RetiredM
 import { DeviceUnavailableError } from "./onnx-device";
 import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
 import { GgufFormatError, ggufVerdict, ggufVerdictSync } from "../models/gguf-check";
-import { createResidency, ggufFiles, ggufLoadError, ModelRemovedError, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
+import { ggufFiles, ggufLoadError } from "./model-files";
+import { createResidency, ModelRemovedError, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
 
 // Model id → manifest → engine. The one place a model id is resolved: an unknown or retired id
 // is a 404 "model not found" in every wire format (spec §7, §9). Engines are made by factories

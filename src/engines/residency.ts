@@ -1,12 +1,11 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { basename, join } from "node:path";
 import { ApiError } from "../api/http/errors";
 import type { Logger } from "../log";
-import { GgufFormatError, ggufVerdict, withSplitParts } from "../models/gguf-check";
 import { withLoadSignal } from "./load-signal";
 import { DeviceUnavailableError } from "./onnx-device";
 import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../planner/types";
 import type { ModelManifest } from "./manifest";
+import { checkGgufHeaders, loadTimeoutS } from "./model-files";
+import { GgufFormatError } from "../models/gguf-check";
 import type { ModelEngine } from "./types";
 
 // Which models are in memory (issue 28). A request holds its model (registry.use) and then waits
@@ -222,7 +221,7 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
     const s = stateOf(r);
     if (engine.loaded) return;
     const m = r.manifest;
-    await checkGgufHeaders(r, stop.signal);
+    await checkGgufHeaders(r.manifest, (x) => r.file(x), stop.signal);
     if (!o.planner) {
       await loadEngine(r, engine, undefined, stop);
       return;
@@ -444,7 +443,6 @@ export function createResidency(residents: () => Iterable<Resident>, o: Residenc
 
 const noop = () => undefined;
 
-/** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
 /** No room for a model now (the budgets it does not fit, its device rented): 503, the model itself fine. */
 class NoRoomError extends ApiError {
   constructor(message: string) {
@@ -452,72 +450,12 @@ class NoRoomError extends ApiError {
   }
 }
 
+/** The reason a load is stopped when its model leaves the config (a reload removed or replaced it). */
 export class ModelRemovedError extends ApiError {
   constructor(id: string) {
     super("model_load_failed", `model "${id}" was removed or changed by a config reload while it loaded; its load was stopped`);
     this.name = "ModelRemovedError";
   }
-}
-
-/** Files a model's engine reads as GGUF: every file of a chat model (llama.cpp reads nothing else), and any *.gguf. */
-export function ggufFiles(m: ModelManifest, file: (role: string) => string): { role: string; path: string }[] {
-  const named = Object.keys(m.files)
-    .map((role) => ({ role, path: file(role) }))
-    .filter(({ path }) => (m.kind === "chat" || path.toLowerCase().endsWith(".gguf")) && existsSync(path) && statSync(path).isFile());
-  // the parts of a split GGUF the manifest does not name, which the engine opens by name
-  const seen = new Set(named.map((f) => f.path));
-  const parts: { role: string; path: string }[] = [];
-  for (const { role, path } of named)
-    for (const p of withSplitParts(path).slice(1)) {
-      if (seen.has(p)) continue;
-      seen.add(p);
-      parts.push({ role: `${role} (split part ${basename(p)})`, path: p });
-    }
-  return [...named, ...parts];
-}
-
-/** A GGUF format error as the model's load failure: its reason for clients (no path), the error itself as the cause (the log's line has the path). */
-export function ggufLoadError(m: ModelManifest, role: string, e: GgufFormatError): ApiError {
-  const err = new ApiError("model_load_failed", `model "${m.id}" cannot be loaded: its ${role} file is ${e.reason}`);
-  (err as { cause?: unknown }).cause = e;
-  return err;
-}
-
-/** The GGUF headers of `r`'s files, checked before anything reads them (once per version of each file). */
-async function checkGgufHeaders(r: Resident, signal: AbortSignal): Promise<void> {
-  for (const { role, path } of ggufFiles(r.manifest, (x) => r.file(x))) {
-    try {
-      await ggufVerdict(path, { signal });
-    } catch (e) {
-      if (e instanceof GgufFormatError) throw ggufLoadError(r.manifest, role, e);
-      throw e;
-    }
-  }
-}
-
-/** Bytes of a model's files (folders summed, a few levels down): what the default load bound scales with. */
-function filesBytes(paths: string[]): number {
-  let total = 0;
-  const walk = (p: string, depth: number) => {
-    try {
-      const st = statSync(p);
-      if (st.isFile()) total += st.size;
-      else if (st.isDirectory() && depth < 4) for (const name of readdirSync(p)) walk(join(p, name), depth + 1);
-    } catch {} // a file that vanished counts nothing; the load says what is wrong
-  };
-  for (const p of paths) walk(p, 0);
-  return total;
-}
-
-/** Seconds of the default bound, then seconds per GiB of the model's files (reading at 51 MB/s at least). */
-export const LOAD_TIMEOUT_BASE_S = 120;
-export const LOAD_TIMEOUT_PER_GIB_S = 20;
-
-/** How long one load of `m` may take: its load_timeout_s, else 120 s plus 20 s per GiB of its files. */
-export function loadTimeoutS(m: ModelManifest, file: (role: string) => string): number {
-  if (m.load_timeout_s !== undefined) return m.load_timeout_s;
-  const bytes = filesBytes(Object.keys(m.files).map((role) => file(role)));
-  return Math.ceil(LOAD_TIMEOUT_BASE_S + (LOAD_TIMEOUT_PER_GIB_S * bytes) / 1024 ** 3);
 }
 
 /** `p`, or the signal's reason once it aborts (the load itself goes on for the others waiting). */

@@ -4,6 +4,7 @@ import { AddressCap, addressKey } from "../../net/address-cap";
 import { BodyPace } from "../../net/body-pace";
 import { clientAddressOf, pathOf, setClientAddress } from "./context";
 import { ApiError, formatFor, renderError } from "./errors";
+import { followBody, STREAMED } from "./in-flight";
 
 // The listener's guard on connections (src/main.ts's fetch): what bounds the time and the number of
 // requests one client may hold.
@@ -128,9 +129,6 @@ function closing(res: Response): Response {
   }
 }
 
-/** Bodies produced over time (src/api/http/in-flight.ts): followed to their end; others end when written. */
-const STREAMED = /^(text\/event-stream|application\/octet-stream|application\/jsonl|application\/x-ndjson)/i;
-
 /**
  * `res`, with `end` run once its body has been produced, failed or been cancelled. An event stream
  * is followed through a stream of its own too (sse.ts's end promise settles a microtask after Bun
@@ -141,26 +139,7 @@ function followEnd(res: Response, end: () => void): Response {
     end();
     return res;
   }
-  const reader = res.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { value, done } = await reader.read();
-        if (done) {
-          end(); // before the close: Bun ignores a timeout set once the answer has been sent
-          controller.close();
-        } else controller.enqueue(value);
-      } catch (e) {
-        controller.error(e);
-        end();
-      }
-    },
-    cancel(reason) {
-      end();
-      return reader.cancel(reason);
-    },
-  });
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  return followBody(res.body, res, end);
 }
 
 /**

@@ -5,7 +5,7 @@ import { sseBodyEnd } from "./sse";
 // is before a streamed answer has finished.
 
 /** Bodies produced over time: event streams and file downloads. */
-const STREAMED = /^(text\/event-stream|application\/octet-stream|application\/jsonl|application\/x-ndjson)/i;
+export const STREAMED = /^(text\/event-stream|application\/octet-stream|application\/jsonl|application\/x-ndjson)/i;
 
 export class InFlight {
   private count = 0;
@@ -42,26 +42,7 @@ export class InFlight {
         this.done();
       }
     };
-    const reader = res.body.getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        try {
-          const { value, done } = await reader.read();
-          if (done) {
-            controller.close();
-            end();
-          } else controller.enqueue(value);
-        } catch (e) {
-          controller.error(e);
-          end();
-        }
-      },
-      cancel(reason) {
-        end();
-        return reader.cancel(reason);
-      },
-    });
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    return followBody(res.body, res, end);
   }
 
   /** Resolves true once nothing is in flight, false if `ms` passes first. */
@@ -84,4 +65,32 @@ export class InFlight {
     this.count--;
     if (this.count === 0) for (const w of this.waiters.splice(0)) w();
   }
+}
+
+/**
+ * `res` answered with `body` followed through a stream of its own: `end` runs once the body has
+ * been produced (before its close: Bun ignores what is set on a socket once the answer is sent),
+ * has failed, or was cancelled by the client.
+ */
+export function followBody(body: ReadableStream<Uint8Array>, res: Response, end: () => void): Response {
+  const reader = body.getReader();
+  const followed = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) {
+          end();
+          controller.close();
+        } else controller.enqueue(value);
+      } catch (e) {
+        controller.error(e);
+        end();
+      }
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(followed, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
