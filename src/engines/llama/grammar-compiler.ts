@@ -29,11 +29,10 @@ const CACHE_ENTRIES = 512;
 const CACHE_BYTES = 64 * 1024 * 1024;
 
 export class GrammarCompiler {
-  private child: Subprocess<"pipe", "pipe", "pipe"> | null = null;
+  private child: Worker | null = null;
   private readonly queue: Pending[] = [];
   private busy: { message: Pending; id: number } | null = null;
   private nextId = 1;
-  private lines: ((line: string | null) => void) | null = null;
   private readonly cache = new Map<string, GrammarOutcome>();
   private cacheBytes = 0;
   /** Worker starts so far (metrics and tests). */
@@ -56,7 +55,7 @@ export class GrammarCompiler {
 
   /** Stops the worker (it would stop by itself once this process's end closes its input). */
   close(): void {
-    this.child?.kill("SIGKILL");
+    this.child?.proc.kill("SIGKILL");
     this.child = null;
   }
 
@@ -104,7 +103,7 @@ export class GrammarCompiler {
 
   /** Sends one message and waits for its answer, within the deadline and the memory bound; throws why not. */
   private async exchange(jobs: GrammarJob[], id: number): Promise<GrammarOutcome[]> {
-    const child = this.start();
+    const { proc: child, lines } = this.start();
     const deadline = this.o.deadlineMs ?? 10_000;
     const maxRss = this.o.maxRssBytes ?? 1024 * 1024 * 1024;
     let killedFor: string | null = null;
@@ -123,9 +122,9 @@ export class GrammarCompiler {
       // the worker's end, not its pipe's (a pipe a grandchild still holds would never close)
       const exited = child.exited.then(() => null);
       for (;;) {
-        const line = await Promise.race([this.nextLine(), exited]);
+        const line = await Promise.race([lines.next(), exited]);
         if (line === null) {
-          if (this.child === child) this.child = null;
+          if (this.child?.proc === child) this.child = null;
           await child.exited;
           throw new Error(killedFor ?? `the converter crashed (${child.signalCode ?? `exit ${child.exitCode}`})`);
         }
@@ -138,48 +137,16 @@ export class GrammarCompiler {
     }
   }
 
-  private start(): Subprocess<"pipe", "pipe", "pipe"> {
-    if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
-    const child = Bun.spawn(this.o.command ?? selfCommand(GRAMMAR_WORKER_ARGS), { stdin: "pipe", stdout: "pipe", stderr: "pipe", env: process.env });
-    child.unref();
-    this.child = child;
+  private start(): Worker {
+    const running = this.child;
+    if (running && running.proc.exitCode === null && running.proc.signalCode === null) return running;
+    const proc = Bun.spawn(this.o.command ?? selfCommand(GRAMMAR_WORKER_ARGS), { stdin: "pipe", stdout: "pipe", stderr: "pipe", env: process.env });
+    proc.unref();
     this.starts++;
-    void drain(child.stderr);
-    void this.readLines(child);
-    return child;
-  }
-
-  private pendingLines: (string | null)[] = [];
-
-  private nextLine(): Promise<string | null> {
-    const ready = this.pendingLines.shift();
-    if (ready !== undefined) return Promise.resolve(ready);
-    return new Promise((resolve) => (this.lines = resolve));
-  }
-
-  private deliver(line: string | null): void {
-    const waiting = this.lines;
-    this.lines = null;
-    if (waiting) waiting(line);
-    else this.pendingLines.push(line);
-  }
-
-  private async readLines(child: Subprocess<"pipe", "pipe", "pipe">): Promise<void> {
-    const decoder = new TextDecoder();
-    let rest = "";
-    try {
-      for await (const chunk of child.stdout) {
-        rest += decoder.decode(chunk, { stream: true });
-        let nl;
-        while ((nl = rest.indexOf("\n")) >= 0) {
-          this.deliver(rest.slice(0, nl));
-          rest = rest.slice(nl + 1);
-        }
-      }
-    } catch {
-      // the pipe broke: the worker is gone
-    }
-    this.deliver(null);
+    void drain(proc.stderr);
+    // each worker its own lines: a dead one's end never reaches the next
+    this.child = { proc, lines: new Lines(proc.stdout) };
+    return this.child;
   }
 
   private cached(key: string): GrammarOutcome | undefined {
@@ -199,6 +166,51 @@ export class GrammarCompiler {
       this.cache.delete(k);
       this.cacheBytes -= sizeOf(v);
     }
+  }
+}
+
+interface Worker {
+  proc: Subprocess<"pipe", "pipe", "pipe">;
+  lines: Lines;
+}
+
+/** A worker's stdout, a line at a time; null once it ends. */
+class Lines {
+  private readonly ready: (string | null)[] = [];
+  private waiting: ((line: string | null) => void) | null = null;
+
+  constructor(stdout: ReadableStream<Uint8Array>) {
+    void this.read(stdout);
+  }
+
+  next(): Promise<string | null> {
+    if (this.ready.length) return Promise.resolve(this.ready.shift()!);
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  private deliver(line: string | null): void {
+    const waiting = this.waiting;
+    this.waiting = null;
+    if (waiting) waiting(line);
+    else this.ready.push(line);
+  }
+
+  private async read(stdout: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder();
+    let rest = "";
+    try {
+      for await (const chunk of stdout) {
+        rest += decoder.decode(chunk, { stream: true });
+        let nl;
+        while ((nl = rest.indexOf("\n")) >= 0) {
+          this.deliver(rest.slice(0, nl));
+          rest = rest.slice(nl + 1);
+        }
+      }
+    } catch {
+      // the pipe broke: the worker is gone
+    }
+    this.deliver(null);
   }
 }
 

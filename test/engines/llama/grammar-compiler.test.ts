@@ -50,6 +50,19 @@ test("a worker that crashes fails its job with a named 400, and the next job get
   }
 });
 
+test("a dead worker's end never reaches the worker after it: crash after crash, every next job is answered", async () => {
+  const c = new GrammarCompiler({ command: FAKE });
+  try {
+    for (let i = 0; i < 5; i++) {
+      const [crashed, fine] = await Promise.all([c.compile([job("crash", { type: "string", n: i })]), c.compile([job(`fine${i}`)])]);
+      expect(crashed[0]).toMatchObject({ error: { code: "schema_too_complex" } });
+      expect(fine).toEqual([{ gbnf: `root ::= "fine${i}"` }]);
+    }
+  } finally {
+    c.close();
+  }
+});
+
 test("of several jobs, only the one that crashes the worker fails", async () => {
   const c = new GrammarCompiler({ command: FAKE });
   try {
