@@ -231,6 +231,16 @@ export function toConverterSchema(input: unknown, param: string, lenient = false
         } else if (CONVERTER_FORMATS.has(v)) out[k] = v;
         else drop(k, `"${v}" is not one of ${[...CONVERTER_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(", ")}`);
         break;
+      case "minProperties":
+      case "maxProperties": {
+        // llama.cpp's converter ignores both: kept only where the grammar keeps them anyway (every
+        // required property is written; no property beyond the listed ones), refused otherwise
+        const listed = isObject(schema.properties) ? Object.values(schema.properties).filter((p) => p !== false).length : 0;
+        const required = Array.isArray(schema.required) ? new Set(schema.required).size : 0;
+        const holds = typeof v === "number" && (k === "minProperties" ? v <= required : schema.additionalProperties === false && listed <= v);
+        if (!holds) drop(k, k === "minProperties" ? "is enforced only up to the number of required properties" : 'is enforced only with "additionalProperties": false and no more properties than it allows');
+        break;
+      }
       case "nullable": // OpenAPI's spelling of a nullable type
         break;
       default:

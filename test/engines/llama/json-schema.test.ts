@@ -186,3 +186,20 @@ test("C5: a hint inlines $refs within a budget (k properties referring back: k³
   expect(large / small).toBeLessThan(4);
   expect(small).toBeLessThan(200_000);
 });
+
+test("minProperties and maxProperties (which llama.cpp's converter ignores) are refused under strict unless the grammar keeps them anyway, and left out of a hint", () => {
+  const props = { a: { type: "string" }, b: { type: "string" }, c: { type: "string" } };
+  const code = (schema: Record<string, unknown>) => {
+    try {
+      toGbnf(schema, P);
+      return null;
+    } catch (e) {
+      return (e as ApiError).param;
+    }
+  };
+  expect(code({ type: "object", properties: props, required: ["a", "b"], minProperties: 2 })).toBeNull();
+  expect(code({ type: "object", properties: props, additionalProperties: false, maxProperties: 3 })).toBeNull();
+  expect(code({ type: "object", properties: props, required: ["a"], minProperties: 2 })).toBe(`${P}.minProperties`);
+  expect(code({ type: "object", properties: props, maxProperties: 2 })).toBe(`${P}.maxProperties`);
+  expect(toToolGbnf({ type: "object", properties: props, maxProperties: 1 }, false, "tools[0].function.parameters")).toContain("root ::=");
+});
