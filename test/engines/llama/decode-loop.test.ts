@@ -126,6 +126,8 @@ async function together(e: LlamaChatEngine, leases: ChatLease[]) {
       stepsOnceAllRan: Math.max(...ends.values()) - lastStart,
       /** the step of each one's first token */
       firstSteps: [...firsts.values()],
+      /** the step of each one's first token, by its sequence */
+      firstBySeq: new Map(firsts),
       steps: loopOf(e).stats().steps - before,
     };
   } finally {
@@ -185,6 +187,40 @@ test("prompts that come together finish their prefill together, as in one of lla
     expect(firsts[0]).toBe(firsts[1]!);
     expect(firsts[2]).toBe(firsts[3]!);
     expect(firsts[1]!).toBeLessThan(firsts[2]!);
+  } finally {
+    await narrow.unload();
+  }
+});
+
+test("a prompt waiting for the next plan takes no room from the plan's prompts, whatever slots they are in", async () => {
+  // The same four prompts, the slots taken in reverse: the prompt left for the next plan sits in a
+  // lower slot than the plan's. It took a token a step beyond the plan's room, the step overflowed
+  // n_batch, and the plan's prompt in the highest slot was left out of every step, losing its share:
+  // the first two submitted finished 12 steps apart.
+  const narrow = engine(4, 128, 1024);
+  try {
+    const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(20);
+    const sampling = await noEnd(narrow);
+    const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+    const prepared = [];
+    for (const j of jobs) prepared.push(await narrow.prepare(j));
+    const leases: ChatLease[] = [];
+    for (const p of prepared.toReversed()) leases.unshift(await p.acquire());
+    // the sequence of each submission, in the order they reach the loop
+    const loop = loopOf(narrow) as unknown as { start(slot: { seq: number }, ...rest: unknown[]): void };
+    const start = loop.start.bind(loop);
+    const submitted: number[] = [];
+    loop.start = (slot, ...rest) => (submitted.push(slot.seq), start(slot, ...rest));
+    (loopOf(narrow).handle as { hold(ms: number): void }).hold(300);
+    const r = await together(narrow, leases);
+    loop.start = start;
+    expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
+    expect(submitted).toEqual([3, 2, 1, 0]);
+    const bySubmission = submitted.map((seq) => r.firstBySeq.get(seq));
+    expect(bySubmission[0]).toBeDefined();
+    expect(bySubmission[0]).toBe(bySubmission[1]!);
+    expect(bySubmission[2]).toBe(bySubmission[3]!);
+    expect(bySubmission[1]!).toBeLessThan(bySubmission[2]!);
   } finally {
     await narrow.unload();
   }

@@ -179,13 +179,14 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     llama_batch batch_{};
 
     std::thread thread_;
-    std::mutex mu_;  // guards incoming_, cancels_, tasks_, stop_
+    std::mutex mu_;  // guards incoming_, cancels_, tasks_, stop_, hold_until_
     std::condition_variable cv_;
     std::vector<std::unique_ptr<Slot>> incoming_;
     std::vector<std::pair<int32_t, uint32_t>> cancels_;  // seq, request id
     std::vector<std::function<void(llama_context *)>> tasks_;
     bool stop_ = false;
     bool closed_ = false;
+    double hold_until_ = 0;  // tests (Hold): no step before then
 
     // loop thread only
     std::map<int32_t, std::unique_ptr<Slot>> slots_;  // ordered by seq id: one llama.cpp micro-batch
@@ -377,12 +378,14 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
 
     // Tests: the loop pauses `ms` before its next step, so requests submitted meanwhile reach one
     // step together (from JavaScript, submissions are milliseconds apart, steps of a tiny model less).
+    // A deadline, not a task: a task ran after the intake had taken a request that came just before
+    // it, which then stepped alone.
     Napi::Value Hold(const Napi::CallbackInfo & info) {
         const double ms = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
         if (closed_ || !(ms > 0)) return info.Env().Undefined();
         {
             std::lock_guard<std::mutex> l(mu_);
-            tasks_.push_back([ms](llama_context *) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(std::min(ms, 10000.0))); });
+            hold_until_ = now_ms() + std::min(ms, 10000.0);
         }
         cv_.notify_one();
         return info.Env().Undefined();
@@ -638,7 +641,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                     left--;
                 }
         }
-        for (Slot * p : plan) p->planned -= share[p];
+        // (a plan's prompt counts down its share as the step takes it: see run())
         // the plan's last step: what is left of it goes to the next prompts, in order
         for (Slot * p : prompts) {
             if (left <= 0) break;
@@ -653,6 +656,14 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         llama_memory_t mem = llama_get_memory(ctx_);
         for (;;) {
             if (!intake()) return;
+            {
+                std::unique_lock<std::mutex> l(mu_);
+                if (hold_until_ > now_ms()) {
+                    // held (tests): what is submitted meanwhile is taken by the next intake, with the rest
+                    cv_.wait_for(l, std::chrono::duration<double, std::milli>(hold_until_ - now_ms()), [&] { return stop_; });
+                    continue;
+                }
+            }
             const double t0 = now_ms();
             for (auto & [seq, s] : slots_) {
                 s->logit = -1;
@@ -667,8 +678,13 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             std::vector<Slot *> in_step;
             for (Slot * s : step) {
                 auto it = share.find(s);
-                const int32_t take = it == share.end() ? 1 : it->second;
+                // a generating slot takes its token; a prompt outside the plan and its last step waits
+                // for the next plan (it took a token a step, beyond the room prompt_shares counted:
+                // the step overflowed n_batch and the slot of the highest sequence id, even one in the
+                // plan, was left out, losing its share)
+                const int32_t take = it != share.end() ? it->second : s->input.size() > 1 ? 0 : 1;
                 if (take <= 0 || batch_.n_tokens + take > n_batch_) continue;
+                s->planned = std::max(0, s->planned - take);
                 if (s->n_past + take > n_ctx_seq_) {
                     // not reached: a request's prompt and max_tokens fit its slot (chat-engine.ts)
                     s->failed = E_FULL;
