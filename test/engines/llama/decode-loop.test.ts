@@ -164,6 +164,18 @@ test("four requests at once decode in shared steps, and each says what it says a
   expect(r.steps).toBeLessThan(2 * tokens);
 });
 
+/** Four prompts of ~700 tokens, one a topic, generating 8 tokens each without ending early. */
+async function longPrompts(e: LlamaChatEngine): Promise<ChatJob[]> {
+  const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(20);
+  const sampling = await noEnd(e);
+  return topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+}
+
+/** The loop takes no step for `ms`: what is submitted meanwhile shares its steps from the first. */
+function holdLoop(e: LlamaChatEngine, ms: number): void {
+  (loopOf(e).handle as { hold(ms: number): void }).hold(ms);
+}
+
 test("prompts that come together finish their prefill together, as in one of llama-server's batches (2048 tokens); past that, the first ones generate before the last ones' prefill is done", async () => {
   // four prompts of ~700 tokens on a context of n_batch 128: a plan of 2048 prompt tokens holds
   // the first two whole (they finish together, in its last step) and the start of the third,
@@ -171,16 +183,14 @@ test("prompts that come together finish their prefill together, as in one of lla
   // soon as it could, no two finished in one step; shared out evenly, all four finished together.
   const narrow = engine(4, 128, 1024);
   try {
-    const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(20);
-    const sampling = await noEnd(narrow);
-    const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+    const jobs = await longPrompts(narrow);
     const prompts = await Promise.all(jobs.map(async (j) => (await narrow.prepare(j)).promptTokens));
     expect(Math.min(...prompts)).toBeGreaterThan(600);
     expect(prompts[0]! + prompts[1]!).toBeLessThan(2048);
     expect(prompts[0]! + prompts[1]! + prompts[2]!).toBeGreaterThan(2048);
     const leases = await Promise.all(jobs.map(async (j) => (await narrow.prepare(j)).acquire()));
     // the four reach the loop while it waits, so they share its steps from the first
-    (loopOf(narrow).handle as { hold(ms: number): void }).hold(300);
+    holdLoop(narrow, 300);
     const r = await together(narrow, leases);
     expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
     const firsts = r.firstSteps.toSorted((a, b) => a - b);
@@ -199,9 +209,7 @@ test("a prompt waiting for the next plan takes no room from the plan's prompts, 
   // the first two submitted finished 12 steps apart.
   const narrow = engine(4, 128, 1024);
   try {
-    const long = (t: string) => `Tell me about ${t}. ` + `The ${t} of the old town are described in many books, letters and songs. `.repeat(20);
-    const sampling = await noEnd(narrow);
-    const jobs = topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
+    const jobs = await longPrompts(narrow);
     const prepared = [];
     for (const j of jobs) prepared.push(await narrow.prepare(j));
     const leases: ChatLease[] = [];
@@ -211,7 +219,7 @@ test("a prompt waiting for the next plan takes no room from the plan's prompts, 
     const start = loop.start.bind(loop);
     const submitted: number[] = [];
     loop.start = (slot, ...rest) => (submitted.push(slot.seq), start(slot, ...rest));
-    (loopOf(narrow).handle as { hold(ms: number): void }).hold(300);
+    holdLoop(narrow, 300);
     const r = await together(narrow, leases);
     loop.start = start;
     expect(r.results.map((x) => x.completionTokens)).toEqual([8, 8, 8, 8]);
