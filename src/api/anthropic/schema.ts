@@ -76,7 +76,7 @@ export const ToolChoice = T.Object({
 });
 export type ToolChoice = Static<typeof ToolChoice>;
 
-/** enabled {budget_tokens} | adaptive | disabled — checked by the translator. */
+/** enabled {budget_tokens} | adaptive | disabled | between_tools, display — checked by the translator. */
 export const ThinkingConfig = T.Object({
   type: T.String({ minLength: 1 }),
   budget_tokens: T.Optional(T.Integer({ minimum: 1 })),

@@ -78,22 +78,31 @@ function refuseUnsupported(req: MessagesInput) {
   if (req.container != null) throw bad("container", "containers are not supported on this server");
 }
 
-const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
+export const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
+
+/** The thinking types and displays of the current SDK's types (test: to-chat.test.ts reads them from the SDK). */
+export const THINKING_TYPES = ["enabled", "adaptive", "disabled", "between_tools"];
+export const THINKING_DISPLAYS = ["summarized", "omitted", "updates"];
+const quoted = (xs: string[]) => xs.map((x) => `"${x}"`).join(", ");
 
 /**
  * thinking: enabled thinks; adaptive lets the model decide, which here is output_config.effort's
  * call *(choice)*: low answers directly, any other effort (or none given) thinks; disabled or
- * absent never thinks (spec §2.6: "when not asked, the answer is direct").
+ * absent never thinks (spec §2.6: "when not asked, the answer is direct"). between_tools is
+ * thinking off with the model's notes between tool calls as thinking blocks on Anthropic's API;
+ * here it is thinking off and those notes stay text *(choice: a template-driven model writes no
+ * separate progress notes)*. display "updates" (progress updates instead of a summary) shows the
+ * thought as "summarized" does *(choice: the thought streams as it is written, the finest update
+ * there is; no second model summarises it here)*.
  */
 function toThinking(t: ThinkingConfig | null | undefined, effort: string | null | undefined): ThinkingDisplay {
-  if (effort != null && !EFFORTS.includes(effort)) throw bad("output_config.effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")} (got "${effort}")`);
-  if (!t || t.type === "disabled") return "off";
-  if (t.type !== "enabled" && t.type !== "adaptive") throw bad("thinking.type", `must be "enabled", "adaptive" or "disabled" (got "${t.type}")`);
+  if (effort != null && !EFFORTS.includes(effort)) throw bad("output_config.effort", `must be one of ${quoted(EFFORTS)} (got "${effort}")`);
+  if (t && !THINKING_TYPES.includes(t.type)) throw bad("thinking.type", `must be one of ${quoted(THINKING_TYPES)} (got "${t.type}")`);
+  if (t?.display != null && !THINKING_DISPLAYS.includes(t.display)) throw bad("thinking.display", `must be one of ${quoted(THINKING_DISPLAYS)} (got "${t.display}")`);
+  if (!t || t.type === "disabled" || t.type === "between_tools") return "off";
   if (t.type === "adaptive" && effort === "low") return "off";
   // budget_tokens is a ceiling the chat layer cannot enforce separately: thinking counts toward max_tokens.
-  if (t.display == null || t.display === "summarized") return "shown";
-  if (t.display === "omitted") return "omitted";
-  throw bad("thinking.display", `must be "summarized" or "omitted" (got "${t.display}")`);
+  return t.display === "omitted" ? "omitted" : "shown";
 }
 
 /** output_config.format: {type:"json_schema", schema} → the chat request's response_format, enforced token by token. */

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { CountTokensRequest, MessagesRequest } from "../../../src/api/anthropic/schema";
 import { relabel, toChatRequest, toMessagesParam, type MessagesInput } from "../../../src/api/anthropic/to-chat";
 import { ApiError } from "../../../src/api/http/errors";
@@ -180,6 +182,31 @@ describe("translation", () => {
     expect(toChatRequest(base({ thinking: { type: "enabled", budget_tokens: 1024, display: "summarized" } })).thinking).toBe("shown");
     expect(toChatRequest(base({ thinking: { type: "adaptive", display: "omitted" } })).thinking).toBe("omitted");
     expect(toChatRequest(base()).thinking).toBe("off");
+    // Claude Code 2.1.332 sends display "updates" (beta thinking-display-updates-2026-08-18): shown.
+    expect(toChatRequest(base({ thinking: { type: "adaptive", display: "updates" } })).thinking).toBe("shown");
+    expect(toChatRequest(base({ thinking: { type: "between_tools" } })).thinking).toBe("off");
+    expect(refusal(base({ thinking: { type: "adaptive", display: "loud" } })).param).toBe("thinking.display");
+    expect(refusal(base({ thinking: { type: "sometimes" } })).param).toBe("thinking.type");
+  });
+
+  // What the pinned SDK's types allow is accepted: read from its declarations, so an SDK upgrade
+  // that adds a thinking type, display or effort fails here until the translator knows it.
+  test("every thinking type, display and effort the Anthropic SDK's types allow is accepted", () => {
+    const dts = readFileSync(join(import.meta.dir, "../../../node_modules/@anthropic-ai/sdk/resources/beta/messages/messages.d.ts"), "utf8");
+    const literals = (src: string) => [...src.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]!);
+    const configs = [...dts.matchAll(/export interface BetaThinkingConfig\w+ \{([\s\S]*?)\n\}/g)].map((m) => m[1]!);
+    const types = configs.flatMap((c) => literals(/\n    type: ([^;]+);/.exec(c)?.[1] ?? ""));
+    const displays = [...new Set(configs.flatMap((c) => literals(/\n    display\?: ([^;]+);/.exec(c)?.[1] ?? "")))];
+    const efforts = literals(/\n    effort\?: ([^;]+);/.exec(dts)?.[1] ?? "");
+    expect(types).toEqual(expect.arrayContaining(["enabled", "adaptive", "disabled", "between_tools"]));
+    expect(displays).toContain("updates");
+    expect(efforts.length).toBeGreaterThan(3);
+    for (const type of types) {
+      const thinking = type === "enabled" ? { type, budget_tokens: 1024 } : { type };
+      expect(() => toChatRequest(base({ thinking }))).not.toThrow();
+      for (const display of displays) expect(() => toChatRequest(base({ thinking: { ...thinking, display } }))).not.toThrow();
+    }
+    for (const effort of efforts) expect(() => toChatRequest(base({ thinking: { type: "adaptive" }, output_config: { effort } }))).not.toThrow();
   });
 
   test("server-run tools (web search, web fetch, code execution, tool search) are accepted and not offered", () => {
