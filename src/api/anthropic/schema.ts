@@ -97,6 +97,8 @@ const common = {
   thinking: T.Optional(ThinkingConfig),
   /** format (json_schema: enforced) and effort (with adaptive thinking: low thinks not) — to-chat.ts; other keys ignored. */
   output_config: T.Optional(T.Object({ format: Nullable(OutputFormat), effort: Nullable(T.String()) }, { additionalProperties: true })),
+  /** The structured-outputs beta's name for output_config.format. */
+  output_format: Nullable(OutputFormat),
   // Accepted and ignored (spec §2.6).
   context_management: T.Optional(T.Unknown()),
   safeguards: T.Optional(T.Unknown()),
@@ -105,6 +107,13 @@ const common = {
   mcp_servers: T.Optional(T.Unknown()),
   container: T.Optional(T.Unknown()),
 };
+
+/**
+ * Open at the top level (`additionalProperties: true`): Elysia strips undeclared fields from closed
+ * objects, and a field dropped before the translator sees it is a field dropped silently (spec §4
+ * rule 2). to-chat.ts refuses a top-level field it does not know, by name.
+ */
+const open = { additionalProperties: true } as const;
 
 export const MessagesRequest = T.Object({
   ...common,
@@ -115,9 +124,9 @@ export const MessagesRequest = T.Object({
   top_k: Nullable(T.Integer({ minimum: 0 })),
   metadata: T.Optional(T.Object({ user_id: Nullable(T.String()) })),
   stream: Nullable(T.Boolean()),
-});
+}, open);
 export type MessagesRequest = Static<typeof MessagesRequest>;
 
 /** count_tokens takes the same body without the output settings (max_tokens, stream). */
-export const CountTokensRequest = T.Object(common);
+export const CountTokensRequest = T.Object(common, open);
 export type CountTokensRequest = Static<typeof CountTokensRequest>;

@@ -33,7 +33,9 @@ const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 export function toChatRequest(req: MessagesInput): ChatTranslation {
   refuseUnsupported(req);
   const thinking = toThinking(req.thinking, req.output_config?.effort);
-  const format = toFormat(req.output_config?.format);
+  // output_format: the structured-outputs beta's name for output_config.format, still sent by some clients.
+  if (req.output_format != null && req.output_config?.format != null) throw bad("output_format", "send output_config.format or output_format, not both");
+  const format = req.output_format != null ? relabelFormat(() => toFormat(req.output_format)) : toFormat(req.output_config?.format);
   const tools = toTools(req.tools ?? []);
   const messages: ChatMessage[] = [];
   const origins: Origin[] = [];
@@ -72,10 +74,32 @@ export function toChatRequest(req: MessagesInput): ChatTranslation {
   return { request, thinking, origins };
 }
 
+/** Top-level fields this server implements or, per spec §2.6, accepts and ignores. */
+const FIELDS = new Set([
+  "model", "messages", "max_tokens", "system", "tools", "tool_choice", "thinking", "output_config", "stop_sequences",
+  "temperature", "top_p", "top_k", "metadata", "stream", "output_format",
+  "context_management", "safeguards", "cache_control",
+  // Sent by Anthropic's clients; none changes the answer: where a request runs and who it is for.
+  "service_tier", "speed", "inference_geo", "diagnostics", "user_profile_id", "workspace_id", "billing_policy",
+]);
+/** Anthropic features this server does not have: accepted only at their "off" value, else refused by name. */
+const OFF_ONLY: Record<string, [off: (v: unknown) => boolean, why: string]> = {
+  mcp_servers: [(v) => v == null || (Array.isArray(v) && v.length === 0), "MCP servers are not supported on this server; send the tools as custom tools"],
+  container: [(v) => v == null, "containers are not supported on this server"],
+  compaction: [(v) => v == null, "server-side compaction is not supported on this server; send the conversation as it should be read"],
+  fallbacks: [(v) => v == null || (Array.isArray(v) && v.length === 0), "fallback models are not supported on this server; retry with another model yourself"],
+  fallback_credit_token: [(v) => v == null, "fallback models are not supported on this server"],
+};
+
 function refuseUnsupported(req: MessagesInput) {
-  if (Array.isArray(req.mcp_servers) ? req.mcp_servers.length > 0 : req.mcp_servers != null)
-    throw bad("mcp_servers", "MCP servers are not supported on this server; send the tools as custom tools");
-  if (req.container != null) throw bad("container", "containers are not supported on this server");
+  for (const [field, value] of Object.entries(req)) {
+    const offOnly = OFF_ONLY[field];
+    if (offOnly) {
+      if (!offOnly[0](value)) throw bad(field, offOnly[1]);
+    } else if (!FIELDS.has(field)) {
+      throw bad(field, "is not a Messages API field this server supports (it is refused rather than ignored, since it could change the answer)");
+    }
+  }
 }
 
 export const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
@@ -103,6 +127,19 @@ function toThinking(t: ThinkingConfig | null | undefined, effort: string | null 
   if (t.type === "adaptive" && effort === "low") return "off";
   // budget_tokens is a ceiling the chat layer cannot enforce separately: thinking counts toward max_tokens.
   return t.display === "omitted" ? "omitted" : "shown";
+}
+
+/** toFormat's refusals, named after output_format instead of output_config.format. */
+function relabelFormat<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof ApiError && e.param?.startsWith("output_config.format")) {
+      const param = e.param.replace("output_config.format", "output_format");
+      throw bad(param, e.message.slice(e.param.length + 2));
+    }
+    throw e;
+  }
 }
 
 /** output_config.format: {type:"json_schema", schema} → the chat request's response_format, enforced token by token. */

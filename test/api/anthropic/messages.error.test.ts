@@ -46,6 +46,16 @@ describe("error types through the official client", () => {
     expect(err.type).toBe("permission_error");
   });
 
+  // Elysia drops undeclared fields of a closed schema before the route sees the body: a field the
+  // server does not know must reach the translator to be refused by name (spec §4 rule 2).
+  test("a top-level field the server does not know is a 400 naming it, not dropped on the way in", async () => {
+    const err = await sdkError(client.messages.create({ model: "chat", max_tokens: 1, messages: hi, not_a_field: { type: "create" } } as never));
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    expect(err.apiMessage).toStartWith("not_a_field: ");
+    const counted = await sdkError(client.messages.countTokens({ model: "chat", messages: hi, not_a_field: 1 } as never));
+    expect(counted.apiMessage).toStartWith("not_a_field: ");
+  });
+
   test("an unknown model is NotFoundError (404 not_found_error)", async () => {
     const err = await sdkError(client.messages.create({ model: "claude-nope", max_tokens: 1, messages: hi }));
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);

@@ -161,8 +161,9 @@ describe("translation", () => {
     },
     { name: "stream asks for a stream with usage", input: base({ stream: true }), expected: { stream: true, stream_options: { include_usage: true } } },
     {
-      name: "context_management, output_config, safeguards, cache_control and unknown fields are accepted and ignored",
-      input: base({ context_management: { edits: [] }, output_config: { effort: "high" }, safeguards: { x: 1 }, cache_control: { type: "ephemeral" }, service_tier: "auto", some_future_field: 1 }),
+      // An unknown field is refused by name (see "refusals name the parameter"): rule 2, never dropped silently.
+      name: "context_management, output_config, safeguards, cache_control and service_tier are accepted and ignored",
+      input: base({ context_management: { edits: [] }, output_config: { effort: "high" }, safeguards: { x: 1 }, cache_control: { type: "ephemeral" }, service_tier: "auto" }),
       expected: { model: "chat", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], max_tokens: 64, chat_template_kwargs: off },
     },
   ])("$name", ({ input, expected }) => {
@@ -216,6 +217,16 @@ describe("translation", () => {
     expect(request.tool_choice).toBe("auto");
   });
 
+  test("fields that change nothing in the answer are accepted: where it runs, who it is for, the off values of unsupported features", () => {
+    const quiet = { service_tier: "auto", speed: "fast", inference_geo: "us", diagnostics: {}, user_profile_id: "u", workspace_id: "w", billing_policy: null, mcp_servers: [], container: null, compaction: null, fallbacks: [], context_management: { edits: [] }, safeguards: {}, cache_control: { type: "ephemeral" } };
+    expect(toChatRequest(base(quiet)).request).toEqual(toChatRequest(base()).request);
+  });
+
+  test("output_format (the structured-outputs beta's name) is enforced as output_config.format is", () => {
+    const schema = { type: "object", properties: { n: { type: "integer" } }, required: ["n"] };
+    expect(toChatRequest(base({ output_format: { type: "json_schema", schema } })).request.response_format).toEqual(toChatRequest(base({ output_config: { format: { type: "json_schema", schema } } })).request.response_format!);
+  });
+
   test("count_tokens bodies need no max_tokens", () => {
     const body = { model: "chat", messages: [{ role: "user", content: "hi" }], system: "be brief" };
     expect(Value.Check(CountTokensRequest, body)).toBe(true);
@@ -236,6 +247,11 @@ describe("refusals name the parameter", () => {
     { name: "a duplicate tool name", input: base({ tools: [weather, weather] }), param: "tools[1].name" },
     { name: "MCP servers", input: base({ mcp_servers: [{ type: "url", url: "https://x", name: "x" }] }), param: "mcp_servers" },
     { name: "a container", input: base({ container: "cntr_1" }), param: "container" },
+    { name: "server-side compaction", input: base({ compaction: { type: "auto" } }), param: "compaction" },
+    { name: "fallback models", input: base({ fallbacks: [{ model: "other" }] }), param: "fallbacks" },
+    { name: "a top-level field this server does not know", input: base({ shiny_new_feature: { on: true } }), param: "shiny_new_feature" },
+    { name: "output_format and output_config.format both", input: base({ output_format: { type: "json_schema", schema: {} }, output_config: { format: { type: "json_schema", schema: {} } } }), param: "output_format" },
+    { name: "an output_format other than json_schema", input: base({ output_format: { type: "text" } }), param: "output_format.type" },
     { name: "an unknown thinking type", input: base({ thinking: { type: "sometimes" } }), param: "thinking.type" },
     { name: "an unknown thinking display", input: base({ thinking: { type: "adaptive", display: "full" } }), param: "thinking.display" },
     { name: "an unknown effort", input: base({ output_config: { effort: "extreme" } }), param: "output_config.effort" },
