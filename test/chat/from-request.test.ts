@@ -94,7 +94,7 @@ describe("refusals name the field", () => {
     { name: "required without tools", input: base({ tool_choice: "required" }), param: "tool_choice" },
     { name: "duplicate tool names", input: base({ tools: [weather, weather] }), param: "tools[1].function.name" },
     { name: "json_schema without a schema", input: base({ response_format: { type: "json_schema", json_schema: { name: "x" } } }), param: "response_format.json_schema.schema" },
-    { name: "an unknown reasoning_effort", input: base({ reasoning_effort: "max" }), param: "reasoning_effort" },
+    { name: "an unknown reasoning_effort", input: base({ reasoning_effort: "maximal" }), param: "reasoning_effort" },
     { name: "a logit_bias key that is not a token id", input: base({ logit_bias: { abc: 1 } }), param: "logit_bias.abc" },
   ])("$name", ({ input, param }) => {
     const r = refusal(input);

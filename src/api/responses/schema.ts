@@ -96,7 +96,7 @@ export const ResponsesRequest = T.Object(
     parallel_tool_calls: Nullable(T.Boolean()),
     text: Nullable(T.Object({ format: T.Optional(TextFormat), verbosity: Nullable(T.String()) }, open)),
     max_output_tokens: Nullable(T.Integer({ minimum: 1 })),
-    reasoning: Nullable(T.Object({ effort: Nullable(T.String()), summary: Nullable(T.String()), generate_summary: Nullable(T.String()) }, open)),
+    reasoning: Nullable(T.Object({ effort: Nullable(T.String()), summary: Nullable(T.String()), generate_summary: Nullable(T.String()), context: Nullable(T.String()), mode: Nullable(T.String()) }, open)),
     temperature: Nullable(T.Number({ minimum: 0, maximum: 2 })),
     top_p: Nullable(T.Number({ minimum: 0, maximum: 1 })),
     stream: Nullable(T.Boolean()),

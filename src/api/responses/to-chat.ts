@@ -74,7 +74,7 @@ const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>
   top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
 }));
 
-const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh"];
+export const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 const SUMMARIES = ["auto", "concise", "detailed"];
 const VERBOSITIES = ["low", "medium", "high"];
 /** `include` values: the thought is honoured; the hosted-tool ones have nothing to add here (no hosted tools run). */
@@ -276,7 +276,11 @@ function toFormat(text: ResponsesRequest["text"]): ResponseFormat | undefined {
  */
 function toReasoning(r: ResponsesRequest["reasoning"]): { effort: string | null; summary: string | null } {
   if (r == null) return { effort: null, summary: null };
-  allow(r, ["effort", "summary", "generate_summary"], "reasoning");
+  allow(r, ["effort", "summary", "generate_summary", "context", "mode"], "reasoning");
+  // Which earlier turns' thought the model reads, and a slower "pro" pass: the chat template decides
+  // the first and there is no second here, so only their default values are accepted.
+  if (r.context != null && r.context !== "auto") throw bad("reasoning.context", 'only "auto" is supported (the model\'s chat template decides which earlier thoughts it reads)');
+  if (r.mode != null && r.mode !== "standard") throw bad("reasoning.mode", 'only "standard" is supported on this server');
   for (const k of ["summary", "generate_summary"] as const)
     if (r[k] != null && !SUMMARIES.includes(r[k]!)) throw bad(`reasoning.${k}`, `must be one of ${SUMMARIES.map((e) => `"${e}"`).join(", ")}`);
   if (r.effort != null && !EFFORTS.includes(r.effort)) throw bad("reasoning.effort", `must be one of ${EFFORTS.map((e) => `"${e}"`).join(", ")}`);
