@@ -155,7 +155,14 @@ function toToolChoice(req: ChatRequest, tools: ToolSpec[]): ToolChoice {
 function toFormat(req: ChatRequest): OutputFormat {
   const f = req.response_format;
   if (!f || f.type === "text") return null;
-  if (f.type === "json_object") return { type: "json_object" };
+  if (f.type === "json_object") {
+    // A schema beside json_object (Instructor's JSON_SCHEMA mode; llama-server and vLLM honour it) is
+    // enforced as json_schema would be: dropping it would change the answer asked for.
+    if (f.schema == null) return { type: "json_object" };
+    checkSchema(f.schema, "response_format.schema", true);
+    return { type: "json_schema", name: "output", schema: f.schema };
+  }
+  if (f.schema != null) throw bad("response_format.schema", 'is read only with type "json_object"; with "json_schema" send it in json_schema.schema');
   if (!f.json_schema) throw bad("response_format.json_schema", 'is required when type is "json_schema"');
   if (!f.json_schema.schema) throw bad("response_format.json_schema.schema", "is required");
   checkSchema(f.json_schema.schema, "response_format.json_schema.schema", true);

@@ -69,6 +69,9 @@ describe("translation", () => {
     { name: "a tool with strict: true is strict (its schema enforced)", input: base({ tools: [{ ...weather, function: { ...weather.function, strict: true } }] }), expected: { tools: [expect.objectContaining({ strict: true })] } },
     { name: "a tool without strict: true is not (its schema a hint)", input: base({ tools: [{ ...weather, function: { ...weather.function, strict: false } }, { type: "function", function: { name: "b" } }] }), expected: { tools: [expect.not.objectContaining({ strict: true }), expect.not.objectContaining({ strict: true })] } },
     { name: "json_schema format", input: base({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } } }), expected: { format: { type: "json_schema", name: "x", schema: { type: "object" } } } },
+    // Instructor's JSON_SCHEMA mode; llama-server and vLLM honour the schema too (issue 42: it was ignored).
+    { name: "json_object with a schema enforces the schema", input: base({ response_format: { type: "json_object", schema: { type: "object", properties: { n: { type: "number" } } } } }), expected: { format: { type: "json_schema", name: "output", schema: { type: "object", properties: { n: { type: "number" } } } } } },
+    { name: "json_object without a schema is any object", input: base({ response_format: { type: "json_object" } }), expected: { format: { type: "json_object" } } },
     { name: "logit_bias keys become token ids", input: base({ logit_bias: { "42": -100 } }), expected: { sampling: expect.objectContaining({ logitBias: new Map([[42, -100]]) }) } },
   ])("$name", ({ input, expected }) => {
     expect(toChatJob(input)).toMatchObject(expected as object);
@@ -94,6 +97,8 @@ describe("refusals name the field", () => {
     { name: "required without tools", input: base({ tool_choice: "required" }), param: "tool_choice" },
     { name: "duplicate tool names", input: base({ tools: [weather, weather] }), param: "tools[1].function.name" },
     { name: "json_schema without a schema", input: base({ response_format: { type: "json_schema", json_schema: { name: "x" } } }), param: "response_format.json_schema.schema" },
+    { name: "a schema beside json_schema's own", input: base({ response_format: { type: "json_schema", json_schema: { name: "x", schema: {} }, schema: { type: "object" } } }), param: "response_format.schema" },
+    { name: "a json_object schema past the bounds (measured as json_schema's)", input: base({ response_format: { type: "json_object", schema: { $ref: "#/$defs/Nope" } } }), param: "response_format.schema.$ref" },
     { name: "an unknown reasoning_effort", input: base({ reasoning_effort: "maximal" }), param: "reasoning_effort" },
     { name: "a logit_bias key that is not a token id", input: base({ logit_bias: { abc: 1 } }), param: "logit_bias.abc" },
   ])("$name", ({ input, param }) => {

@@ -63,6 +63,8 @@ export const ResponseFormat = T.Object({
       strict: T.Optional(T.Union([T.Boolean(), T.Null()])),
     }),
   ),
+  /** With json_object: the schema the object must fit (Instructor's JSON_SCHEMA mode, llama-server's extension). */
+  schema: T.Optional(T.Record(T.String(), T.Unknown())),
 });
 export type ResponseFormat = Static<typeof ResponseFormat>;
 

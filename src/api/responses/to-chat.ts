@@ -253,9 +253,12 @@ function toFormat(text: ResponsesRequest["text"]): ResponseFormat | undefined {
   if (!f) return undefined;
   switch (f.type) {
     case "text":
-    case "json_object":
       allow(f, ["type"], "text.format");
       return { type: f.type };
+    case "json_object":
+      // A schema beside json_object is enforced, as on chat completions.
+      allow(f, ["type", "schema"], "text.format");
+      return f.schema == null ? { type: f.type } : { type: "json_object", schema: f.schema };
     case "json_schema":
       allow(f, ["type", "name", "description", "schema", "strict"], "text.format");
       if (!f.name) throw bad("text.format.name", 'is required when type is "json_schema"');

@@ -74,7 +74,7 @@ export function toGbnf(schema: JsonSchema, param: string, lenient = false): stri
   const prepared = toConverterSchema(schema, param, lenient);
   let gbnf: string;
   try {
-    gbnf = bmpWhereCounted(validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE));
+    gbnf = clientNumbers(bmpWhereCounted(validUtf8Only(converter().jsonSchemaToGrammar(JSON.stringify(prepared))).replace(/^space ::= .*$/m, SPACE)));
   } catch (e) {
     throw new ApiError("unsupported_schema", `${param}: the schema could not be compiled into a grammar (${(e as Error).message.replace(/\s+/g, " ").trim()})`, { param });
   }
@@ -110,6 +110,28 @@ function bmpWhereCounted(gbnf: string): string {
   if (!/(^|[^a-zA-Z0-9-])char\{/m.test(gbnf)) return gbnf;
   const rule = 'bmp-char ::= [^"\\\\\\x7F\\x00-\\x1F\\uD800-\\uDFFF\\U00010000-\\U001FFFFF] | [\\\\] (["\\\\bfnrt] | "u" [0-9a-fA-F]{4})';
   return gbnf.replace(/(^|[^a-zA-Z0-9-])char\{/gm, "$1bmp-char{").replace(/\n?$/, "\n") + rule + "\n";
+}
+
+/** The most digits an unbounded integer is written with: 15 (±999,999,999,999,999 < 2^53). */
+export const INTEGER_DIGITS_MAX = 15;
+/** The most digits of a number's exponent: 2, so |x| < 10^115, a finite double. */
+export const EXPONENT_DIGITS_MAX = 2;
+
+/**
+ * Numbers a client can use (issue 42): llama.cpp writes an integer with up to 16 digits (past 2^53,
+ * which zod's .int() and every JavaScript reader cannot hold exactly) and a number's exponent with
+ * up to 16 (`1e601694` is Infinity to JSON.parse). Its integer rules are the only ones that end in
+ * `[0-9]{m,15}` (a pattern's repetitions are written as a sub-rule, `x-1{0,15}`), and its number rule
+ * the only one with an `integral-part` exponent; both are cut here, in every grammar built from a
+ * schema (response formats, tool arguments, json_object's any-object). A bounded integer keeps its
+ * bounds (within ±2^53, toConverterSchema refuses others and gives a one-sided bound the safe limit
+ * on its open side), so only unbounded integers meet the 15-digit cut.
+ */
+export function clientNumbers(gbnf: string): string {
+  const open = INTEGER_DIGITS_MAX - 1;
+  return gbnf
+    .replace(/\[0-9\]\{(\d+),15\}/g, (all, m: string) => (Number(m) <= open ? `[0-9]{${m},${open}}` : all))
+    .replaceAll("([eE] [-+]? integral-part)?", `([eE] [-+]? [0-9]{1,${EXPONENT_DIGITS_MAX}})?`);
 }
 
 /**
@@ -247,6 +269,13 @@ export function toConverterSchema(input: unknown, param: string, lenient = false
         if (BOUNDS.includes(k as (typeof BOUNDS)[number]) && (noInteger || !isIntegerOnly(schema.type)) && (noInteger || drop(k, "is enforced on integers only (use \"type\": \"integer\")"))) break;
         if (!ANNOTATIONS.has(k) && k !== "__proto__") out[k] = v;
     }
+  }
+  // An integer bounded on one side only gets the safe limit on the other: llama.cpp's one-sided
+  // rules write up to 16 open digits (past 2^53), and for a minimum of several digits they are
+  // wrong as well (`minimum: 200` admitted 20); its two-sided rules are exact.
+  if (isIntegerOnly(schema.type) && !noInteger) {
+    if (lo !== undefined && hi === undefined) out.maximum = Number.MAX_SAFE_INTEGER;
+    if (hi !== undefined && lo === undefined) out.minimum = -Number.MAX_SAFE_INTEGER;
   }
   if (Array.isArray(out.allOf) && (out.properties || out.type) && drop("allOf", "is enforced only on its own (move the sibling keywords into one of its schemas)")) delete out.allOf;
   return schema.nullable === true ? { anyOf: [out, { type: "null" }] } : out;
@@ -401,7 +430,8 @@ function hint(s: unknown, defs: JsonSchema | undefined, depth: number, refs: num
  * on one line, as models write them in a call (`{"city": "Paris"}`): a newline and indent between
  * tokens only spent the call's budget.
  */
-export function toToolGbnf(parameters: JsonSchema | undefined, strict: boolean, param: string): string {
+export function toToolGbnf(input: JsonSchema | undefined, strict: boolean, param: string): string {
+  const parameters = input && asArguments(input, strict, param);
   const gbnf = (() => {
     if (!parameters) return toGbnf({ type: "object", properties: {}, additionalProperties: false }, param, true);
     if (strict) return toGbnf(parameters, param);
@@ -412,4 +442,21 @@ export function toToolGbnf(parameters: JsonSchema | undefined, strict: boolean, 
     }
   })();
   return gbnf.replace(/^space ::= .*$/m, 'space ::= | " "');
+}
+
+/**
+ * A tool's arguments are a JSON object, as OpenAI's and Anthropic's calls always are (issue 42: a
+ * tool with `parameters: {}` was called with `34452e6`, `null`, a string). No type means an object;
+ * a type that leaves out "object" is refused under strict (naming `.type`) and, in a hint, becomes
+ * any object. A schema that is a union or a reference without a type is taken as written.
+ */
+function asArguments(p: JsonSchema, strict: boolean, param: string): JsonSchema {
+  const t = p.type;
+  if (t === "object") return p;
+  if (t === undefined) {
+    if (["anyOf", "oneOf", "allOf", "$ref"].some((k) => p[k] !== undefined)) return p;
+    if (p.enum === undefined && p.const === undefined) return { ...p, type: "object" };
+  } else if (Array.isArray(t) && t.includes("object")) return { ...p, type: "object" };
+  if (strict) refuse(param, "type", 'must be "object": a tool\'s arguments are a JSON object');
+  return { type: "object" };
 }

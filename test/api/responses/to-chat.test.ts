@@ -155,6 +155,7 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
   },
   { name: "text.format text", input: { text: { format: { type: "text" } } }, expected: { response_format: { type: "text" } } },
   { name: "text.format json_object", input: { text: { format: { type: "json_object" } } }, expected: { response_format: { type: "json_object" } } },
+  { name: "text.format json_object with a schema keeps the schema", input: { text: { format: { type: "json_object", schema: { type: "object" } } } }, expected: { response_format: { type: "json_object", schema: { type: "object" } } } },
   {
     name: "text.format json_schema becomes response_format json_schema",
     input: { text: { format: { type: "json_schema", name: "mood", description: "d", schema: { type: "object" }, strict: true }, verbosity: "medium" } },

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../../src/api/http/errors";
 import { toConverterSchema, toFunctionParams, toGbnf, toToolGbnf } from "../../../src/engines/llama/json-schema";
+import { gbnfRegex } from "../../helpers/gbnf-regex";
 
 const P = "response_format.json_schema.schema";
 
@@ -202,4 +203,61 @@ test("minProperties and maxProperties (which llama.cpp's converter ignores) are 
   expect(code({ type: "object", properties: props, required: ["a"], minProperties: 2 })).toBe(`${P}.minProperties`);
   expect(code({ type: "object", properties: props, maxProperties: 2 })).toBe(`${P}.maxProperties`);
   expect(toToolGbnf({ type: "object", properties: props, maxProperties: 1 }, false, "tools[0].function.parameters")).toContain("root ::=");
+});
+
+// Issue 42: 13 of 48 numbers from the demo model under a strict schema were like 1e601694 (JSON.parse:
+// Infinity) and an integer came back as 9397587937937979 (past 2^53: zod's .int() refuses it).
+describe("numbers a client can use", () => {
+  const admits = (schema: object, text: string) => gbnfRegex(toGbnf(schema, P)).test(text);
+
+  test("a number's exponent has at most two digits: always a finite double", () => {
+    for (const text of ["1e601694", "-942e610", "1e308", "9e999"]) expect(admits({ type: "number" }, text)).toBe(false);
+    for (const text of ["0", "-3.25", "1e99", "999999999999999.9999999999999999E+99", "5e-99"]) expect(admits({ type: "number" }, text)).toBe(true);
+    expect(Number.isFinite(JSON.parse("999999999999999.9999999999999999e99"))).toBe(true);
+  });
+
+  test("an integer without bounds has at most 15 digits: always a safe integer", () => {
+    for (const text of ["9397587937937979", "1000000000000000", "-9007199254740992"]) expect(admits({ type: "integer" }, text)).toBe(false);
+    for (const text of ["0", "-7", "999999999999999", "-999999999999999"]) expect(admits({ type: "integer" }, text)).toBe(true);
+  });
+
+  test("an integer bounded on one side is bounded by the safe limit on the other, and exactly (llama.cpp admitted 20 for minimum 200)", () => {
+    expect(admits({ type: "integer", minimum: 200 }, "20")).toBe(false);
+    expect(admits({ type: "integer", minimum: 200 }, "200")).toBe(true);
+    expect(admits({ type: "integer", minimum: 200 }, String(Number.MAX_SAFE_INTEGER))).toBe(true);
+    expect(admits({ type: "integer", minimum: 200 }, "9007199254740992")).toBe(false);
+    expect(admits({ type: "integer", exclusiveMaximum: -12 }, "-12")).toBe(false);
+    expect(admits({ type: "integer", exclusiveMaximum: -12 }, "-13")).toBe(true);
+    expect(admits({ type: "integer", maximum: 3 }, "-9007199254740992")).toBe(false);
+    expect(admits({ type: "integer", minimum: 0, maximum: 10 }, "11")).toBe(false);
+  });
+
+  test("the same rules hold inside objects and arrays, in tool arguments and in json_object's any-object", () => {
+    const schema = { type: "object", properties: { n: { type: "number" }, i: { type: "array", items: { type: "integer" } } }, required: ["n", "i"] };
+    expect(admits(schema, '{"n": 1.5e3, "i": [1, -2]}')).toBe(true);
+    expect(admits(schema, '{"n": 1e601694, "i": [1]}')).toBe(false);
+    expect(admits(schema, '{"n": 1, "i": [9397587937937979]}')).toBe(false);
+    for (const gbnf of [toToolGbnf(schema, true, "t"), toToolGbnf(schema, false, "t"), toGbnf({ type: "object" }, P, true), toGbnf({}, P)]) {
+      expect(gbnf).not.toContain("[0-9]{0,15}");
+      expect(gbnf).not.toContain("[eE] [-+]? integral-part");
+      if (gbnf.includes("integral-part ::=")) expect(gbnf).toContain("integral-part ::= [0] | [1-9] [0-9]{0,14}");
+    }
+  });
+});
+
+// Issue 42: a tool with `parameters: {}` was called with 34452e6, 53.9, null or a string.
+describe("a tool's arguments are always an object", () => {
+  test("empty parameters, and parameters without a type, mean an object", () => {
+    for (const strict of [true, false]) {
+      expect(toToolGbnf({}, strict, "t")).toMatch(/^root ::= object$/m);
+      expect(toToolGbnf({ properties: { a: { type: "string" } } }, strict, "t")).toMatch(/^root ::= "\{"/m);
+    }
+    expect(toToolGbnf(undefined, false, "t")).toMatch(/^root ::= "\{" space "\}"$/m);
+  });
+
+  test("a type that leaves out object is refused under strict, naming it, and is any object in a hint", () => {
+    expect(refusedAt(() => toToolGbnf({ type: "string" }, true, "tools[0].function.parameters"))).toBe("tools[0].function.parameters.type");
+    expect(toToolGbnf({ type: "array", items: {} }, false, "t")).toMatch(/^root ::= object$/m);
+    expect(toToolGbnf({ type: ["object", "null"], properties: { a: { type: "integer" } } }, false, "t")).toMatch(/^root ::= "\{"/m);
+  });
 });
