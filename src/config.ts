@@ -171,6 +171,18 @@ const ImageInput = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+// Client compatibility switches that go beyond the contract, for operators who want a client unmodified.
+const Compat = T.Object(
+  {
+    ignore_hosted_tools: T.Boolean({
+      default: false,
+      description:
+        "accept and ignore hosted tools (Responses built-ins such as web_search, Messages server tools such as web_search_*) instead of the contract's 400 naming tools[n]; none runs here either way",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 // Storage for /v1/files (issue 41 M4): a key could otherwise fill the disk with uploads.
 const Files = T.Object(
   {
@@ -210,6 +222,7 @@ export const Config = T.Object(
     rentals: Rentals,
     image_input: ImageInput,
     files: Files,
+    compat: Compat,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },

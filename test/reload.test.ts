@@ -53,3 +53,24 @@ test("a new storage quota applies to the next upload ([files] is applied in plac
   expect(refused.status).toBe(413);
   expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("storage_quota_exceeded");
 });
+
+// Issue 42: hosted tools are a 400 by the contract; [compat] ignore_hosted_tools accepts and ignores
+// them, read on every request, so a reload applies it to the next one on both formats.
+test("[compat] ignore_hosted_tools: hosted tools are a 400 naming tools[n] until a reload turns it on, then accepted and not offered", async () => {
+  t = await chatTestApp();
+  const key = t.key({ creditUsd: 5 });
+  const responses = () => t!.request("POST", "/v1/responses", { key, body: { model: "chat", input: "hi", max_output_tokens: 3, tools: [{ type: "function", name: "f" }, { type: "web_search" }] } });
+  const messages = () => t!.request("POST", "/v1/messages", { key, body: { model: "chat", max_tokens: 3, messages: [{ role: "user", content: "hi" }], tools: [{ type: "web_search_20250305", name: "web_search" }] } });
+  const refused = await responses();
+  expect(refused.status).toBe(400);
+  expect(((await refused.json()) as any).error).toMatchObject({ type: "invalid_request_error", param: "tools[1]" });
+  const refusedMessages = await messages();
+  expect(refusedMessages.status).toBe(400);
+  expect(((await refusedMessages.json()) as any).error.message).toStartWith('tools[0]: the server tool "web_search_20250305" does not run on this server');
+  const next = validateConfig(structuredClone({ ...t.deps.config, compat: { ignore_hosted_tools: true } }));
+  expect(applyReload(t.deps, next).applied).toEqual(["compat.ignore_hosted_tools"]);
+  const accepted = await responses();
+  expect(accepted.status).toBe(200);
+  expect(((await accepted.json()) as any).tools.map((x: any) => x.type)).toEqual(["function", "web_search"]);
+  expect((await messages()).status).toBe(200);
+}, 60_000);

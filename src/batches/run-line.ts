@@ -2,7 +2,7 @@ import type { Principal } from "../accounts/types";
 import type { ChatRequest } from "../api/openai/chat-schema";
 import type { EmbeddingsRequest } from "../api/openai/embeddings";
 import { asApiError, ERROR_TABLE, toOpenAIErrorBody } from "../api/http/errors";
-import { respond } from "../api/responses/routes";
+import { respond, type CompatSettings } from "../api/responses/routes";
 import type { ResponsesRequest } from "../api/responses/schema";
 import type { ChatService } from "../chat/service";
 import type { Clock } from "../clock";
@@ -20,6 +20,8 @@ export interface LineDeps {
   embeddings: EmbeddingsService;
   clock: Clock;
   logger: Logger;
+  /** [compat] settings the Responses translation reads (hosted tools). */
+  compat?: CompatSettings;
 }
 
 /** The ids a line's result carries: stable, so a retried line writes the same ones. */
@@ -50,7 +52,7 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
         await deps.chat.complete(principal, body as ChatRequest, { ...opts, record });
         break;
       case "/v1/responses":
-        await respond(deps.chat, principal, body as ResponsesRequest, { ...opts, record });
+        await respond(deps.chat, principal, body as ResponsesRequest, { ...opts, record, compat: deps.compat });
         break;
       case "/v1/embeddings":
         await deps.embeddings.create(principal, body as EmbeddingsRequest, { ...opts, record });

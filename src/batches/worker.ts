@@ -11,6 +11,7 @@ import type { Logger } from "../log";
 import { batchesRepo, type BatchRow, type LineRow } from "../store/batches";
 import { isBatchEndpoint } from "./endpoints";
 import { crashedResult, runLine, unrunResult } from "./run-line";
+import type { CompatSettings } from "../api/responses/routes";
 import { validateBatchFile } from "./validate";
 
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and
@@ -46,6 +47,7 @@ export interface BatchWorkerDeps {
   embeddings: EmbeddingsService;
   clock: Clock;
   logger: Logger;
+  compat?: CompatSettings;
 }
 
 export type BatchWorker = ReturnType<typeof createBatchWorker>;
@@ -53,7 +55,7 @@ type BatchState = { lines: Set<number>; cursor: number };
 
 export function createBatchWorker(deps: BatchWorkerDeps) {
   const repo = batchesRepo(deps.db);
-  const lineDeps = { repo, chat: deps.chat, embeddings: deps.embeddings, clock: deps.clock, logger: deps.logger };
+  const lineDeps = { repo, chat: deps.chat, embeddings: deps.embeddings, clock: deps.clock, logger: deps.logger, compat: deps.compat };
   const running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
   const perModel = new Map<string, number>();
   /** Per batch, the lines running now and the last line handed out (lines are started in order). */

@@ -20,10 +20,17 @@ const DIR = join(import.meta.dir, "../fixtures/requests");
 
 const FORMATS = {
   chat: { path: "/v1/chat/completions", schema: ChatRequest as TSchema, toChat: (body: any): ChatRequest => body },
-  responses: { path: "/v1/responses", schema: ResponsesRequest as TSchema, toChat: (body: any): ChatRequest => fromResponses(body).chat },
-  messages: { path: "/v1/messages", schema: MessagesRequest as TSchema, toChat: (body: any): ChatRequest => fromMessages(body).request },
+  responses: { path: "/v1/responses", schema: ResponsesRequest as TSchema, toChat: (body: any, name = ""): ChatRequest => fromResponses(body, hostedToolsIgnored(name)).chat },
+  messages: { path: "/v1/messages", schema: MessagesRequest as TSchema, toChat: (body: any, name = ""): ChatRequest => fromMessages(body, hostedToolsIgnored(name)).request },
 };
 type Format = keyof typeof FORMATS;
+
+/**
+ * Codex's default requests carry a web_search tool, which the contract refuses (spec §7; the test
+ * below): their translation is checked as a server with `[compat] ignore_hosted_tools` reads them.
+ */
+const DEFAULT_HOSTED = /codex/;
+const hostedToolsIgnored = (name: string) => ({ ignoreHostedTools: DEFAULT_HOSTED.test(name) });
 
 const formatOf = (name: string) => name.split("-")[0] as Format;
 const names = readdirSync(DIR).filter((n) => n.endsWith(".json")).sort();
@@ -36,7 +43,7 @@ function load(name: string): { path?: string; body: any } {
 /** The fixture's chat request and the job the chat service would run. */
 function translate(name: string): { body: any; chat: ChatRequest; job: ChatJob } {
   const { body } = load(name);
-  const chat = FORMATS[formatOf(name)].toChat(body);
+  const chat = FORMATS[formatOf(name)].toChat(body, name);
   return { body, chat, job: toChatJob(chat) };
 }
 
@@ -44,6 +51,17 @@ const errors = (schema: TSchema, value: unknown) => [...Value.Errors(schema, val
 const props = (s: JsonSchema | undefined) => (s as { properties: Record<string, unknown> }).properties;
 /** The schema a structured-output request constrains the answer with: the format, or (Messages) the forced tool's. */
 const answerSchema = (job: ChatJob) => (job.format?.type === "json_schema" ? job.format.schema : job.tools[0]?.parameters);
+
+test("a fixture that carries a hosted tool is one of Codex's defaults, refused by the contract unless [compat] ignore_hosted_tools is set", () => {
+  for (const name of names.filter((n) => formatOf(n) !== "chat")) {
+    const { body } = load(name);
+    const hosted = (body.tools ?? []).findIndex((t: any) => t.type != null && /^(web_search|file_search|code_interpreter|image_generation|mcp|web_fetch|code_execution|tool_search)/.test(t.type));
+    if (hosted < 0) continue;
+    expect(name).toMatch(DEFAULT_HOSTED);
+    const translate = formatOf(name) === "responses" ? () => fromResponses(body) : () => fromMessages(body);
+    expect(translate).toThrow(`tools[${hosted}]: `);
+  }
+});
 
 test("every fixture's name starts with the wire format it was sent in", () => {
   expect(names.length).toBeGreaterThan(20);
@@ -56,7 +74,7 @@ describe.each(names)("%s", (name) => {
     const { path, body } = load(name);
     if (path !== undefined) expect(path.split("?")[0]).toBe(FORMATS[format].path);
     expect(errors(FORMATS[format].schema, body)).toEqual([]);
-    const chat = FORMATS[format].toChat(body);
+    const chat = FORMATS[format].toChat(body, name);
     expect(errors(ChatRequest, chat)).toEqual([]);
     expect(() => toChatJob(chat)).not.toThrow();
   });

@@ -81,12 +81,14 @@ describe("Codex CLI", () => {
     const codexHome = join(home, ".codex");
     mkdirSync(codexHome);
     mkdirSync(join(home, "work"));
-    // The README's config.toml, as a user writes it.
+    // The docs' config.toml (web/docs/clients.md), as a user writes it: web search off, since the
+    // contract refuses hosted tools (spec §7) and this server runs with its defaults.
     writeFileSync(
       join(codexHome, "config.toml"),
       [
         'model = "demo-chat"',
         'model_provider = "appliance"',
+        'web_search = "disabled"',
         "",
         "[model_providers.appliance]",
         'name = "Appliance"',
@@ -106,13 +108,14 @@ describe("Codex CLI", () => {
       const turns = sent.filter((r) => r.path === "/v1/responses");
       expect(turns.length).toBeGreaterThan(0);
       expectAnswered(sent);
-      // What Codex sends by default: the thought back encrypted, a namespace group, a web_search tool.
+      // What Codex sends: the thought back encrypted, a namespace group, and with the setting no web_search tool.
       const first = turns[0]!.body as { include: string[]; store: boolean; stream: boolean; tools: { type: string }[]; reasoning: { summary: string } };
       expect(first.include).toContain("reasoning.encrypted_content");
       expect(first.store).toBe(false);
       expect(first.stream).toBe(true);
-      expect(first.tools.map((t) => t.type)).toEqual(expect.arrayContaining(["function", "namespace", "web_search"]));
-      keepFixture("responses-codex-recorded.json", turns[0]!);
+      expect(first.tools.map((t) => t.type)).toEqual(expect.arrayContaining(["function", "namespace"]));
+      expect(first.tools.map((t) => t.type)).not.toContain("web_search");
+      keepFixture("responses-codex-settings-recorded.json", turns[0]!);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }

@@ -9,6 +9,7 @@ import { fromChatCompletion, toMessageId } from "./from-chat";
 import { CountTokensRequest, MessagesRequest } from "./schema";
 import { createMessagesStream, type MessagesStream, type MessagesStreamEvent } from "./stream";
 import { relabel, toChatRequest, type Origin } from "./to-chat";
+import type { CompatSettings } from "../responses/routes";
 
 // POST /v1/messages (spec §2.6) and POST /v1/messages/count_tokens: the Messages format as a
 // translation onto the chat-completions service. Errors are answered in Anthropic's envelope by
@@ -16,14 +17,15 @@ import { relabel, toChatRequest, type Origin } from "./to-chat";
 
 const ENDPOINT = "/v1/messages";
 
-export function messagesRoutes(chat: ChatService, logger: Logger) {
+export function messagesRoutes(chat: ChatService, logger: Logger, compat?: CompatSettings) {
+  const ignoreHostedTools = () => compat?.().ignore_hosted_tools === true;
   return new Elysia({ name: "anthropic-messages" })
     .post(
       ENDPOINT,
       async ({ body, request }) => {
         const rc = contextOf(request);
         const principal = principalOf(request);
-        const { request: chatRequest, thinking, origins } = toChatRequest(body);
+        const { request: chatRequest, thinking, origins } = toChatRequest(body, { ignoreHostedTools: ignoreHostedTools() });
         const base = { requestId: rc.id, endpoint: ENDPOINT, includeReasoning: thinking !== "off" };
         if (!body.stream) {
           const run = await relabelled(chat.start(principal, chatRequest, { ...base, signal: request.signal }), origins);
@@ -49,7 +51,7 @@ export function messagesRoutes(chat: ChatService, logger: Logger) {
       `${ENDPOINT}/count_tokens`,
       async ({ body, request }) => {
         // The prompt as the model would see it, with its own template and tokenizer; nothing is billed.
-        const { request: chatRequest, origins } = toChatRequest(body);
+        const { request: chatRequest, origins } = toChatRequest(body, { ignoreHostedTools: ignoreHostedTools() });
         return Response.json({ input_tokens: await relabelled(chat.countTokens(principalOf(request), chatRequest), origins) });
       },
       { body: CountTokensRequest },

@@ -30,13 +30,13 @@ const bad = (param: string, message: string) => new ApiError("invalid_request", 
 /** The chat layer's tool-name rule (chat-schema FunctionTool). */
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
-export function toChatRequest(req: MessagesInput): ChatTranslation {
+export function toChatRequest(req: MessagesInput, opts: { ignoreHostedTools?: boolean } = {}): ChatTranslation {
   refuseUnsupported(req);
   const thinking = toThinking(req.thinking, req.output_config?.effort);
   // output_format: the structured-outputs beta's name for output_config.format, still sent by some clients.
   if (req.output_format != null && req.output_config?.format != null) throw bad("output_format", "send output_config.format or output_format, not both");
   const format = req.output_format != null ? relabelFormat(() => toFormat(req.output_format)) : toFormat(req.output_config?.format);
-  const tools = toTools(req.tools ?? []);
+  const tools = toTools(req.tools ?? [], opts.ignoreHostedTools === true);
   const messages: ChatMessage[] = [];
   const origins: Origin[] = [];
   const system = toSystem(req);
@@ -299,9 +299,10 @@ function unsupportedBlock(type: string, role: string, allowed: string): string {
 /** Anthropic-defined tool families named in the refusal (spec §7: the 400 names `tools[n]`). */
 const SERVER_TOOL = /^(web_search|web_fetch|code_execution|computer|bash|text_editor|memory|tool_search)/;
 /**
- * The tools Anthropic's servers run for the model, which it may use or not. None runs here: they
- * are accepted and not offered *(choice, as on /v1/responses)*; naming one in tool_choice is
- * refused. The client-run ones (bash, text_editor, computer, memory) stay refused.
+ * The tools Anthropic's servers run for the model. None runs here: the contract (spec §7) refuses
+ * them with a 400 naming `tools[n]`, unless the operator set `[compat] ignore_hosted_tools = true`
+ * (then accepted and not offered); naming one in tool_choice is refused either way. The client-run
+ * ones (bash, text_editor, computer, memory) are always refused.
  */
 const SERVER_RUN_TOOL = /^(web_search|web_fetch|code_execution|tool_search)_/;
 
@@ -310,12 +311,15 @@ function serverRunNames(tools: Tool[] | undefined): Set<string> {
   return new Set((tools ?? []).filter((t) => t.type != null && SERVER_RUN_TOOL.test(t.type)).map((t) => t.name ?? ""));
 }
 
-function toTools(tools: Tool[]): FunctionTool[] {
+function toTools(tools: Tool[], ignoreHosted: boolean): FunctionTool[] {
   const seen = new Set<string>();
   const out: FunctionTool[] = [];
   tools.forEach((t, n) => {
-    if (t.type != null && SERVER_RUN_TOOL.test(t.type)) return;
     const at = `tools[${n}]`;
+    if (t.type != null && SERVER_RUN_TOOL.test(t.type)) {
+      if (ignoreHosted) return;
+      throw bad(at, `the server tool "${t.type}" does not run on this server: turn it off in the client (Claude Code: deny its WebSearch and WebFetch tools), or have the operator set [compat] ignore_hosted_tools = true to accept and ignore server tools`);
+    }
     if (t.type != null && t.type !== "custom") {
       const kind = SERVER_TOOL.test(t.type) ? "a server tool" : "not a custom tool";
       throw bad(at, `"${t.type}" is ${kind}; only custom tools with an input_schema are supported on this server`);

@@ -10,7 +10,12 @@ import { validationToApiError } from "../http/validation";
 import type { ResponseContext, ResponseObject } from "./from-chat";
 import { requestErrors, ResponsesRequest } from "./schema";
 import { createResponsesStream, type ResponseEvent, type ResponsesStream } from "./stream";
-import { toChatRequest, toResponsesError, type ChatTranslation } from "./to-chat";
+import { toChatRequest, toResponsesError, type ChatTranslation, type TranslateOptions } from "./to-chat";
+import type { Config } from "../../config";
+
+/** The server settings the translation reads, looked up per request (SIGHUP applies [compat]). */
+export type CompatSettings = () => Config["compat"];
+const translateOptions = (compat: CompatSettings | undefined): TranslateOptions => ({ ignoreHostedTools: compat?.().ignore_hosted_tools === true });
 
 // POST /v1/responses (spec §2.5): translated onto the chat-completions service, answered as one
 // response object or as typed SSE events from response.created to the terminal event. Nothing is
@@ -18,7 +23,7 @@ import { toChatRequest, toResponsesError, type ChatTranslation } from "./to-chat
 
 const ENDPOINT = "/v1/responses";
 
-export function responsesRoutes(chat: ChatService, logger: Logger) {
+export function responsesRoutes(chat: ChatService, logger: Logger, compat?: CompatSettings) {
   return new Elysia({ name: "responses" })
     .post(
       ENDPOINT,
@@ -26,7 +31,7 @@ export function responsesRoutes(chat: ChatService, logger: Logger) {
         const rc = contextOf(request);
         const controller = new AbortController();
         request.signal.addEventListener("abort", () => controller.abort(), { once: true });
-        const { run, stream, t } = await startResponse(chat, principalOf(request), body, { requestId: rc.id, endpoint: ENDPOINT, signal: controller.signal });
+        const { run, stream, t } = await startResponse(chat, principalOf(request), body, { requestId: rc.id, endpoint: ENDPOINT, signal: controller.signal }, translateOptions(compat));
         if (body.stream !== true) return Response.json(await fold(run, stream, t));
         return sseResponse(toSse(run, stream, t, rc.id, logger), () => controller.abort());
       },
@@ -53,8 +58,8 @@ function notStored(id: string): never {
 }
 
 /** Translates and starts a response on the chat service; errors name the Responses fields. */
-async function startResponse(chat: ChatService, principal: Principal, body: ResponsesRequest, opts: ChatCallOptions) {
-  const t = toChatRequest(body);
+async function startResponse(chat: ChatService, principal: Principal, body: ResponsesRequest, opts: ChatCallOptions, translate: TranslateOptions) {
+  const t = toChatRequest(body, translate);
   let run: ChatRun;
   try {
     run = await chat.start(principal, t.chat, { ...opts, includeReasoning: t.output.reasoning !== null });
@@ -72,9 +77,10 @@ export async function respond(
   chat: ChatService,
   principal: Principal,
   body: ResponsesRequest,
-  opts: ChatCallOptions & { record: (r: ResponseObject) => void },
+  opts: ChatCallOptions & { record: (r: ResponseObject) => void; compat?: CompatSettings },
 ): Promise<ResponseObject> {
-  const { run, stream, t } = await startResponse(chat, principal, { ...body, stream: false }, { ...opts, settleLater: true });
+  const { compat, ...callOpts } = opts;
+  const { run, stream, t } = await startResponse(chat, principal, { ...body, stream: false }, { ...callOpts, settleLater: true }, translateOptions(compat));
   try {
     const response = await fold(run, stream, t);
     await run.settle(() => opts.record(response));

@@ -86,19 +86,25 @@ const INCLUDES = new Set([
 const FUNCTION_FIELDS = ["type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers", "output_schema"];
 const BUILT_IN_TOOLS = ["web_search", "file_search", "code_interpreter", "computer_use", "computer", "image_generation", "mcp", "local_shell", "shell", "apply_patch"];
 /**
- * Built-in tools that OpenAI's servers would run on the model's behalf, which the model may use or
- * not. None runs here, so they are accepted and not offered *(choice: Codex sends web_search by
- * default)*: an answer without them is one the model could have given. Forcing one is refused.
- * The client-run built-ins (shell, apply_patch, computer) are the agent's own way to act and stay
- * refused: dropping them would leave an agent with nothing to do.
+ * Built-in tools that OpenAI's servers would run on the model's behalf. None runs here: the contract
+ * (spec §7) refuses them with a 400 naming `tools[n]`, and the message says how to turn the tool off
+ * in the client. An operator may set `[compat] ignore_hosted_tools = true` to accept and not offer
+ * them instead (Codex sends web_search by default). Forcing one is refused either way. The
+ * client-run built-ins (shell, apply_patch, computer) are always refused.
  */
 const SERVER_RUN_TOOLS = ["web_search", "file_search", "code_interpreter", "image_generation", "mcp"];
 const isBuiltIn = (type: string, list: readonly string[]) => list.find((b) => type === b || type.startsWith(`${b}_`));
 
-export function toChatRequest(req: ResponsesRequest): ChatTranslation {
+/** Server settings that change what the translation accepts. */
+export interface TranslateOptions {
+  /** `[compat] ignore_hosted_tools`: hosted tools are accepted and not offered, instead of a 400. */
+  ignoreHostedTools?: boolean;
+}
+
+export function toChatRequest(req: ResponsesRequest, opts: TranslateOptions = {}): ChatTranslation {
   checkTopLevel(req);
   const names: OutputOptions["names"] = {};
-  const tools = toTools(req.tools ?? [], names);
+  const tools = toTools(req.tools ?? [], names, opts.ignoreHostedTools === true);
   const toolChoice = toToolChoice(req.tool_choice, tools);
   const format = toFormat(req.text);
   const { effort, summary } = toReasoning(req.reasoning);
@@ -167,7 +173,12 @@ export function namespacedName(namespace: string, name: string): string {
   return /[_.-]$/.test(namespace) ? namespace + name : `${namespace}.${name}`;
 }
 
-function toTools(tools: Tool[], names: OutputOptions["names"]): FunctionTool[] {
+/** The 400 for a hosted tool: what it is, and the two ways past it. */
+export function hostedToolRefusal(type: string, clientHint: string): string {
+  return `the hosted tool "${type}" does not run on this server: turn it off in the client (${clientHint}), or have the operator set [compat] ignore_hosted_tools = true to accept and ignore hosted tools`;
+}
+
+function toTools(tools: Tool[], names: OutputOptions["names"], ignoreHosted: boolean): FunctionTool[] {
   const out: FunctionTool[] = [];
   const seen = new Map<string, string>();
   const add = (f: FunctionTool, at: string) => {
@@ -178,7 +189,10 @@ function toTools(tools: Tool[], names: OutputOptions["names"]): FunctionTool[] {
   };
   tools.forEach((t, i) => {
     const at = `tools[${i}]`;
-    if (isBuiltIn(t.type, SERVER_RUN_TOOLS)) return;
+    if (isBuiltIn(t.type, SERVER_RUN_TOOLS)) {
+      if (ignoreHosted) return;
+      throw bad(at, hostedToolRefusal(t.type, 'Codex: web_search = "disabled" in config.toml'));
+    }
     if (t.type !== "namespace") return add(toTool(t, at), at);
     // A namespace groups function tools: each is offered, under its namespaced name (namespacedName).
     allow(t, ["type", "name", "description", "tools"], at);
@@ -232,7 +246,7 @@ function toToolChoice(c: ToolChoice | null | undefined, tools: FunctionTool[]): 
     return c;
   }
   if (c.type !== "function") {
-    const why = isBuiltIn(c.type, SERVER_RUN_TOOLS) ? "it is accepted in `tools` but does not run on this server, so it cannot be forced" : "it is not available on this server";
+    const why = isBuiltIn(c.type, SERVER_RUN_TOOLS) ? "it does not run on this server, so it cannot be forced" : "it is not available on this server";
     throw bad("tool_choice.type", `only a function can be chosen ("${c.type}": ${why})`);
   }
   allow(c, ["type", "name", "namespace"], "tool_choice");

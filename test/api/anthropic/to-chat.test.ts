@@ -210,9 +210,25 @@ describe("translation", () => {
     for (const effort of efforts) expect(() => toChatRequest(base({ thinking: { type: "adaptive" }, output_config: { effort } }))).not.toThrow();
   });
 
-  test("server-run tools (web search, web fetch, code execution, tool search) are accepted and not offered", () => {
+  test("server-run tools (web search, web fetch, code execution, tool search) are a 400 naming tools[n] by default (spec §7), saying how to turn them off", () => {
+    for (const type of ["web_search_20250305", "web_fetch_20250910", "code_execution_20250825", "tool_search_tool_regex_20251119"]) {
+      const e = refusal(base({ tools: [weather, { type, name: "x" }] }));
+      expect(e.param).toBe("tools[1]");
+      expect(e.message).toContain(`the server tool "${type}" does not run on this server: turn it off in the client`);
+      expect(e.message).toContain("ignore_hosted_tools");
+    }
+  });
+
+  test("with [compat] ignore_hosted_tools, server-run tools are accepted and not offered", () => {
     const tools = [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }, weather, { type: "web_fetch_20250910", name: "web_fetch" }, { type: "code_execution_20250825", name: "code_execution" }, { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" }];
-    const { request } = toChatRequest(base({ tools, tool_choice: { type: "auto" } }));
+    // Forcing one is refused all the same: it would never be called.
+    try {
+      toChatRequest(base({ tools, tool_choice: { type: "tool", name: "web_search" } }), { ignoreHostedTools: true });
+      throw new Error("expected a 400");
+    } catch (e) {
+      expect((e as ApiError).param).toBe("tool_choice.name");
+    }
+    const { request } = toChatRequest(base({ tools, tool_choice: { type: "auto" } }), { ignoreHostedTools: true });
     expect(request.tools!.map((t) => t.function.name)).toEqual([weather.name]);
     expect(request.tool_choice).toBe("auto");
   });
@@ -240,7 +256,7 @@ describe("refusals name the parameter", () => {
   test.each([
     { name: "a computer use tool", input: base({ tools: [server("computer_20250124", { display_width_px: 1024 })] }), param: "tools[0]" },
     { name: "a bash tool", input: base({ tools: [weather, server("bash_20250124")] }), param: "tools[1]" },
-    { name: "tool_choice forcing a server-run tool", input: base({ tools: [weather, server("web_search_20250305")], tool_choice: { type: "tool", name: "web" } }), param: "tool_choice.name" },
+    { name: "a server-run tool, even when tool_choice forces it", input: base({ tools: [weather, server("web_search_20250305")], tool_choice: { type: "tool", name: "web" } }), param: "tools[1]" },
     { name: "a text editor tool", input: base({ tools: [server("text_editor_20250728")] }), param: "tools[0]" },
     { name: "a tool without input_schema", input: base({ tools: [{ name: "f" }] }), param: "tools[0]" },
     { name: "a tool name the chat layer cannot carry", input: base({ tools: [{ ...weather, name: "has space" }] }), param: "tools[0].name" },

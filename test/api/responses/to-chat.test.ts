@@ -133,14 +133,6 @@ const translations: { name: string; input: Record<string, unknown>; expected: Re
     },
   },
   {
-    name: "server-run built-in tools (Codex sends web_search) are accepted and not offered; function tools beside them are",
-    input: {
-      tools: [{ type: "web_search", external_web_access: false }, { type: "function", name: "f" }, { type: "file_search", vector_store_ids: ["vs_1"] }, { type: "code_interpreter", container: { type: "auto" } }, { type: "image_generation" }, { type: "mcp", server_label: "x" }, { type: "web_search_preview_2025_03_11" }],
-      tool_choice: "auto",
-    },
-    expected: { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "auto" },
-  },
-  {
     name: "the fields OpenAI's clients send by default are accepted; prompt_cache_key is passed on to choose the slot",
     input: { max_tool_calls: 2, include: ["reasoning.encrypted_content"], store: false, prompt_cache_key: "k", client_metadata: { originator: "codex_exec" }, safety_identifier: "u", service_tier: "auto", text: { verbosity: "low" }, reasoning: { summary: "auto" } },
     expected: { model: "chat", messages: [{ role: "user", content: "hi" }], prompt_cache_key: "k" },
@@ -217,8 +209,14 @@ const refusals: { name: string; input: Record<string, unknown>; param: string; s
   { name: "an unknown tool_choice string", input: { tool_choice: "any" }, param: "tool_choice", says: "must be" },
   { name: "tool_choice required without tools", input: { tool_choice: "required" }, param: "tool_choice", says: "needs at least one" },
   { name: "tool_choice of a built-in tool", input: { tools: [weather], tool_choice: { type: "local_shell" } }, param: "tool_choice.type", says: "only a function" },
-  { name: "tool_choice forcing a server-run tool that is offered", input: { tools: [weather, { type: "web_search" }], tool_choice: { type: "web_search" } }, param: "tool_choice.type", says: "cannot be forced" },
-  { name: "tool_choice required with only server-run tools", input: { tools: [{ type: "web_search" }], tool_choice: "required" }, param: "tool_choice", says: "needs at least one function tool" },
+  // Spec §7: built-in tools are a 400 naming the tool; the message says how to turn it off.
+  ...["web_search", "file_search", "code_interpreter", "image_generation", "mcp", "web_search_preview_2025_03_11"].map((type) => ({
+    name: `the hosted tool ${type}`,
+    input: { tools: [weather, { type }] },
+    param: "tools[1]",
+    says: `the hosted tool "${type}" does not run on this server: turn it off in the client (Codex: web_search = "disabled"`,
+  })),
+  { name: "tool_choice forcing a hosted tool", input: { tools: [weather], tool_choice: { type: "web_search" } }, param: "tool_choice.type", says: "cannot be forced" },
   { name: "tool_choice naming a missing function", input: { tools: [weather], tool_choice: { type: "function", name: "nope" } }, param: "tool_choice.name", says: '"nope" is not in tools' },
   { name: "an unknown text.format type", input: { text: { format: { type: "yaml" } } }, param: "text.format.type", says: "must be" },
   { name: "json_schema without a name", input: { text: { format: { type: "json_schema", schema: {} } } }, param: "text.format.name", says: "is required" },
@@ -296,9 +294,16 @@ describe("echo", () => {
     });
   });
 
-  test("a server-run built-in tool is repeated as sent", () => {
+  test("with [compat] ignore_hosted_tools, hosted tools are accepted and not offered; function tools beside them are; forcing one is still refused", () => {
+    const tools = [{ type: "web_search", external_web_access: false }, { type: "function", name: "f" }, { type: "file_search", vector_store_ids: ["vs_1"] }, { type: "code_interpreter", container: { type: "auto" } }, { type: "image_generation" }, { type: "mcp", server_label: "x" }, { type: "web_search_preview_2025_03_11" }];
+    expect(toChatRequest(req({ tools, tool_choice: "auto" }), { ignoreHostedTools: true }).chat).toMatchObject({ tools: [{ type: "function", function: { name: "f" } }], tool_choice: "auto" });
+    expect(() => toChatRequest(req({ tools, tool_choice: { type: "web_search" } }), { ignoreHostedTools: true })).toThrow(/^tool_choice\.type: .*cannot be forced/);
+    expect(() => toChatRequest(req({ tools: [{ type: "web_search" }], tool_choice: "required" }), { ignoreHostedTools: true })).toThrow(/^tool_choice: .*needs at least one function tool/);
+  });
+
+  test("with [compat] ignore_hosted_tools, a hosted tool is repeated as sent", () => {
     const ws = { type: "web_search", external_web_access: false };
-    expect(toChatRequest(req({ tools: [ws] })).echo.tools).toEqual([ws]);
+    expect(toChatRequest(req({ tools: [ws] }), { ignoreHostedTools: true }).echo.tools).toEqual([ws]);
   });
 
   test("given settings are repeated as sent; tools are echoed flat", () => {
@@ -393,10 +398,16 @@ describe("client request fixtures (test/fixtures/requests)", () => {
     expect([...Value.Errors(ChatRequest, t.chat)]).toEqual([]);
     expect(t.echo.tools[2]).toMatchObject({ type: "namespace", name: "mcp__docs__", tools: [{ type: "function", name: "search" }] });
   });
-  test("Codex 0.169.0's recorded first request (test/interop/agents.test.ts): every function tool offered, web_search left aside, the thought returned both ways", () => {
+  test("Codex 0.169.0's recorded first request (test/interop/agents.test.ts): by default its web_search tool is a 400 naming it and saying how to turn it off", () => {
+    const { body } = load("responses-codex-recorded.json");
+    const at = body.tools.findIndex((x: any) => x.type === "web_search");
+    expect(at).toBeGreaterThanOrEqual(0);
+    expect(() => toChatRequest(body)).toThrow(`tools[${at}]: the hosted tool "web_search" does not run on this server: turn it off in the client (Codex: web_search = "disabled" in config.toml)`);
+  });
+  test("Codex 0.169.0's recorded first request with [compat] ignore_hosted_tools: every function tool offered, web_search left aside, the thought returned both ways", () => {
     const { body } = load("responses-codex-recorded.json");
     expect([...Value.Errors(ResponsesRequest, body)]).toEqual([]);
-    const t = toChatRequest(body);
+    const t = toChatRequest(body, { ignoreHostedTools: true });
     const sent = body.tools.flatMap((x: any) => (x.type === "namespace" ? x.tools.map((f: any) => namespacedName(x.name, f.name)) : x.type === "function" ? [x.name] : []));
     expect(t.chat.tools!.map((x) => x.function.name)).toEqual(sent);
     expect(sent.length).toBeGreaterThan(5);
