@@ -77,7 +77,7 @@ export function toChatRequest(req: MessagesInput, opts: { ignoreHostedTools?: bo
 /** Top-level fields this server implements or, per spec §2.6, accepts and ignores. */
 const FIELDS = new Set([
   "model", "messages", "max_tokens", "system", "tools", "tool_choice", "thinking", "output_config", "stop_sequences",
-  "temperature", "top_p", "top_k", "metadata", "stream", "output_format",
+  "temperature", "top_p", "top_k", "metadata", "stream", "output_format", "thread",
   "context_management", "safeguards", "cache_control",
   // Sent by Anthropic's clients; none changes the answer: where a request runs and who it is for.
   "service_tier", "speed", "inference_geo", "diagnostics", "user_profile_id", "workspace_id", "billing_policy",
@@ -91,7 +91,29 @@ const OFF_ONLY: Record<string, [off: (v: unknown) => boolean, why: string]> = {
   fallback_credit_token: [(v) => v == null, "fallback models are not supported on this server"],
 };
 
+/**
+ * `thread` (Anthropic's message threads, beta message-threads-2026-08-12: the server holds the
+ * conversation between turns) is not kept here *(choice: a LAN appliance re-reads the prompt from
+ * its slot cache anyway, so a thread would save bandwidth only)*. Refused with the error codes the
+ * Anthropic SDK recovers from: its tool runner then sends the whole conversation unthreaded, and a
+ * `continue` names a thread that does not exist. Never dropped silently: a continue without the
+ * history would answer a conversation the client did not mean.
+ */
+function refuseThread(thread: unknown) {
+  if (thread == null) return;
+  if (typeof thread === "object" && (thread as { type?: unknown }).type === "continue")
+    throw new ApiError("thread_not_found", "thread.previous_message_id: this server keeps no message threads, so it names none; send the whole conversation without `thread`", {
+      param: "thread.previous_message_id",
+      details: { error_code: "thread_not_found" },
+    });
+  throw new ApiError("thread_unsupported", "thread: this server does not keep message threads; send the whole conversation each turn without `thread` (the Anthropic SDK's tool runner does so by itself after this answer)", {
+    param: "thread",
+    details: { error_code: "thread_unsupported_request", unsupported: [] },
+  });
+}
+
 function refuseUnsupported(req: MessagesInput) {
+  refuseThread((req as { thread?: unknown }).thread);
   for (const [field, value] of Object.entries(req)) {
     const offOnly = OFF_ONLY[field];
     if (offOnly) {

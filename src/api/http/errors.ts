@@ -22,6 +22,10 @@ export const ERROR_TABLE = {
   premium_key_required: { status: 403, openaiType: "permission_error", openaiCode: "premium_key_required", anthropicType: "permission_error" },
   missing_scope: { status: 403, openaiType: "permission_error", openaiCode: "missing_scope", anthropicType: "permission_error" },
   not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "not_found", anthropicType: "not_found_error" },
+  // Message threads (Anthropic's server-held conversations) are not kept here: the SDK reads
+  // error.details.error_code and sends the whole conversation instead (api/anthropic/to-chat.ts).
+  thread_unsupported: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_unsupported_request", anthropicType: "invalid_request_error" },
+  thread_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "thread_not_found", anthropicType: "not_found_error" },
   model_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "model_not_found", anthropicType: "not_found_error" },
   conflict: { status: 409, openaiType: "invalid_request_error", openaiCode: "conflict", anthropicType: "invalid_request_error" },
   node_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "node_not_found", anthropicType: "not_found_error" },
@@ -64,12 +68,15 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly param: string | null;
   readonly headers: Record<string, string>;
-  constructor(code: ErrorCode, message: string, opts: { param?: string | null; headers?: Record<string, string> } = {}) {
+  /** Anthropic's `error.details` (e.g. {error_code}), which its SDK reads to recover; OpenAI's envelope has none. */
+  readonly details: Record<string, unknown> | null;
+  constructor(code: ErrorCode, message: string, opts: { param?: string | null; headers?: Record<string, string>; details?: Record<string, unknown> } = {}) {
     super(message);
     this.name = "ApiError";
     this.code = code;
     this.param = opts.param ?? null;
     this.headers = opts.headers ?? {};
+    this.details = opts.details ?? null;
   }
   get status(): number {
     return ERROR_TABLE[this.code].status;
@@ -82,9 +89,9 @@ export function toOpenAIErrorBody(err: ApiError) {
   return { error: { message: err.message, type: row.openaiType, param: err.param, code: row.openaiCode } };
 }
 
-/** The Anthropic envelope: {type:"error",error:{type,message}} (used only by /v1/messages). */
+/** The Anthropic envelope: {type:"error",error:{type,message,details?}} (used only by /v1/messages). */
 export function toAnthropicErrorBody(err: ApiError) {
-  return { type: "error", error: { type: ERROR_TABLE[err.code].anthropicType, message: err.message } };
+  return { type: "error", error: { type: ERROR_TABLE[err.code].anthropicType, message: err.message, ...(err.details && { details: err.details }) } };
 }
 
 export function renderError(err: ApiError, format: WireFormat, extraHeaders: Record<string, string> = {}): Response {
