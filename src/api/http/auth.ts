@@ -16,8 +16,8 @@ export function requiredScope(route: string): Scope | null {
 
 export type Access = { key: false } | { key: true; scope: Scope | null };
 
-/** Routes that answer without a key: health, and the web console (its own sessions, src/api/console). */
-const PUBLIC = new Set(["/", "/health", "/console"]);
+/** Routes that answer without a key: health (and Claude Code's probe of it), and the web console (its own sessions, src/api/console). */
+const PUBLIC = new Set(["/", "/health", "/api/hello", "/console"]);
 
 /**
  * Who may call a matched route. Every route needs a key unless it is public — GET /metrics (whose

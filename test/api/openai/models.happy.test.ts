@@ -79,3 +79,20 @@ test("GET /health answers without a key", async () => {
   expect(res.status).toBe(200);
   expect(await res.json()).toMatchObject({ status: "ok", models: 3 });
 });
+
+// Issue 42: Claude Code probes its base URL with HEAD /api/hello before a session (it answered 404).
+test("HEAD and GET /api/hello answer as /health, without a key", async () => {
+  const head = await t.request("HEAD", "/api/hello");
+  expect(head.status).toBe(200);
+  const get = await t.request("GET", "/api/hello");
+  expect(get.status).toBe(200);
+  expect(await get.json()).toMatchObject({ status: "ok" });
+});
+
+test("HEAD on a GET route answers as the GET would: its status, key checks included", async () => {
+  expect((await t.request("HEAD", "/health")).status).toBe(200);
+  expect((await t.request("HEAD", "/v1/models", { key })).status).toBe(200);
+  expect((await t.request("HEAD", "/v1/models")).status).toBe(401);
+  expect((await t.request("HEAD", "/v1/models/small-chat", { key })).status).toBe(200);
+  expect((await t.request("HEAD", "/v1/models/nope", { key })).status).toBe(404);
+});
