@@ -1,13 +1,13 @@
 // Admin page: all accounts, with a credit form per row.
 import { api, unwrap } from './api.js';
-import { h, uid, fmtMoney, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy } from './dom.js';
+import { h, uid, fmtMoney, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, put } from './dom.js';
 
 export async function render({ view, signal }) {
   const { wrap, tbody } = dataTable({
     id: 'accounts-table', label: 'Accounts',
     headers: ['Name', 'Role', 'Balance', 'Trial tokens remaining', 'Active keys', 'Credit'],
   });
-  view.append(wrap);
+  put(view, wrap);
 
   function row(a) {
     const inputId = uid('credit');

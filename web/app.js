@@ -1,6 +1,6 @@
 // Console entry point: session check, sign-in form, top nav and hash router.
 import { api, session, onUnauthorized } from './api.js';
-import { setAlert, showError, clearMessages, errText } from './dom.js';
+import { setAlert, showError, clearMessages, errText, replace } from './dom.js';
 import * as keys from './keys.js';
 import * as usage from './usage.js';
 import * as batches from './batches.js';
@@ -80,7 +80,7 @@ function route() {
   const view = $('view');
   const heading = $('page-title');
   heading.textContent = title;
-  view.replaceChildren();
+  replace(view);
   view.dataset.page = name;
   // Pages build their DOM synchronously, then load data.
   const done = page.render({ view, signal: pageCtl.signal, account: session.account });

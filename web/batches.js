@@ -1,6 +1,6 @@
 // Batches page: list with progress, result/error file links, cancel. Refreshes while batches run.
 import { api } from './api.js';
-import { h, timeEl, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makePoller } from './dom.js';
+import { h, timeEl, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makePoller, put } from './dom.js';
 
 const ENDED = new Set(['completed', 'failed', 'expired', 'cancelled']);
 const POLL_MS = 5000;
@@ -11,7 +11,7 @@ export async function render({ view, signal }) {
     id: 'batches-table', label: 'Batches',
     headers: ['ID', 'Endpoint', 'Status', 'Progress', 'Created', 'Files', 'Actions'],
   });
-  view.append(h('p', { class: 'muted', text: 'Batches are created through the API (/v1/batches). Result files download as JSONL.' }), wrap);
+  put(view, h('p', { class: 'muted', text: 'Batches are created through the API (/v1/batches). Result files download as JSONL.' }), wrap);
 
   function row(b) {
     const c = b.request_counts || {};

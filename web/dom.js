@@ -6,6 +6,19 @@ export function escape(s) {
   return String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 }
 
+/**
+ * The children worth rendering: the DOM's own append() and replaceChildren() write null, undefined
+ * and false as the text "null", "undefined", "false" (the Usage page printed "null" under its
+ * charts). Every child list in the console goes through here (h, put, replace).
+ */
+export function kids(children) {
+  return children.flat(Infinity).filter((c) => c != null && c !== false && c !== true && c !== '').map((c) => (c instanceof Node ? c : String(c)));
+}
+/** el.append(...children), skipping what kids() skips. */
+export const put = (el, ...children) => (el.append(...kids(children)), el);
+/** el.replaceChildren(...children), skipping what kids() skips. */
+export const replace = (el, ...children) => (el.replaceChildren(...kids(children)), el);
+
 /** h('button', { class: 'x', onclick: fn, text: 'Go' }, ...children) */
 export function h(tag, props, ...children) {
   const el = document.createElement(tag);
@@ -18,10 +31,7 @@ export function h(tag, props, ...children) {
       else el.setAttribute(k, v === true ? '' : String(v));
     }
   }
-  for (const c of children.flat(Infinity)) {
-    if (c == null || c === false || c === '') continue;
-    el.append(c instanceof Node ? c : String(c));
-  }
+  el.append(...kids(children));
   return el;
 }
 
@@ -115,7 +125,7 @@ function restoreFocus(tbody, key) {
 export function fillRows(tbody, rows, emptyText = 'Nothing here yet.') {
   const key = focusKey(tbody);
   const cols = tbody.parentElement?.querySelector('thead tr')?.children.length || 1;
-  tbody.replaceChildren(...(rows.length ? rows : [h('tr', { class: 'empty' }, h('td', { colspan: cols, text: emptyText }))]));
+  replace(tbody, ...(rows.length ? rows : [h('tr', { class: 'empty' }, h('td', { colspan: cols, text: emptyText }))]));
   restoreFocus(tbody, key);
 }
 

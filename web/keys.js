@@ -1,6 +1,6 @@
 // Keys page: balance, trial, create/rotate/revoke keys, rental scope and limits.
 import { api, unwrap } from './api.js';
-import { h, uid, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy } from './dom.js';
+import { h, uid, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, put } from './dom.js';
 
 export async function render({ view, signal }) {
   // --- balance + trial ---
@@ -180,7 +180,7 @@ export async function render({ view, signal }) {
     trialUsed.textContent = `${fmtInt(a.trial_tokens_used)} used`;
   }
 
-  view.append(
+  put(view,
     stats,
     panel,
     section('Create a key', form),

@@ -1,7 +1,7 @@
 // Models page: what this appliance serves, and which models are in memory now (state, device,
 // memory, idle time, requests in flight; live while the page is open). Admins load and unload.
 import { api } from './api.js';
-import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher } from './dom.js';
+import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
 
 const POLL_MS = 5000;
 
@@ -26,7 +26,7 @@ export async function render({ view, signal, account }) {
   const admin = account?.role === 'admin';
   const headers = ['ID', 'Name', 'Kind', 'Context size', 'Vision', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
   const { wrap, tbody } = dataTable({ id: 'models-table', label: 'Models', headers: admin ? [...headers, 'Actions'] : headers });
-  view.append(
+  put(view,
     h('p', { class: 'muted', text: 'Models load on first use (pinned ones at start) and unload when idle. This list updates every few seconds.' }),
     wrap);
 

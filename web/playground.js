@@ -1,6 +1,6 @@
 // Playground: call /v1 with one of the user's own API keys (kept in sessionStorage only).
 import { api, ApiError, errorFromResponse } from './api.js';
-import { h, section, setAlert, errText } from './dom.js';
+import { h, section, setAlert, errText, put, replace } from './dom.js';
 import { readSSE } from './sse.js';
 
 const STORAGE = 'appliance.pg-key';
@@ -25,9 +25,9 @@ async function callV1(path, key, body, signal) {
 }
 
 function fillSelect(sel, models, emptyText) {
-  sel.replaceChildren();
-  if (!models.length) sel.append(h('option', { value: '', text: emptyText }));
-  for (const m of models) sel.append(h('option', { value: m.id, text: m.name && m.name !== m.id ? `${m.name} (${m.id})` : m.id }));
+  replace(sel);
+  if (!models.length) put(sel, h('option', { value: '', text: emptyText }));
+  for (const m of models) put(sel, h('option', { value: m.id, text: m.name && m.name !== m.id ? `${m.name} (${m.id})` : m.id }));
 }
 
 export async function render({ view, signal }) {
@@ -67,7 +67,7 @@ export async function render({ view, signal }) {
     h('div', { class: 'field' }, h('label', { for: 'pg-image-prompt', text: 'Image prompt' }), imgPrompt),
     h('div', { class: 'buttons' }, genBtn), imgStatus, imgBox);
 
-  view.append(keyField, section('Chat', chatForm), section('Image generation', imgForm));
+  put(view, keyField, section('Chat', chatForm), section('Image generation', imgForm));
 
   const requireKey = (errEl) => {
     const key = keyIn.value.trim();
@@ -102,9 +102,9 @@ export async function render({ view, signal }) {
     const append = (d) => {
       if (typeof d?.reasoning_content === 'string' && d.reasoning_content) {
         reasoningBox.hidden = false;
-        reasoning.append(d.reasoning_content);
+        put(reasoning, d.reasoning_content);
       }
-      if (typeof d?.content === 'string' && d.content) answer.append(d.content);
+      if (typeof d?.content === 'string' && d.content) put(answer, d.content);
     };
     try {
       const res = await callV1('/v1/chat/completions', key,
@@ -152,7 +152,7 @@ export async function render({ view, signal }) {
         { model, prompt, n: 1, size: '256x256', response_format: 'b64_json' }, imgCtl.signal);
       const b64 = (await res.json())?.data?.[0]?.b64_json;
       if (typeof b64 !== 'string' || !b64) throw new ApiError('The server returned no image.');
-      imgBox.replaceChildren(h('img', { id: 'pg-image', alt: `generated image for: ${prompt}`, src: `data:image/png;base64,${b64}`, width: 256, height: 256 }));
+      replace(imgBox, h('img', { id: 'pg-image', alt: `generated image for: ${prompt}`, src: `data:image/png;base64,${b64}`, width: 256, height: 256 }));
       imgStatus.textContent = 'Done.';
     } catch (err) {
       imgStatus.textContent = '';

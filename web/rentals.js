@@ -1,6 +1,6 @@
 // Rentals page: available GPUs and the account's rentals (live status while any is active).
 import { api } from './api.js';
-import { h, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher } from './dom.js';
+import { h, fmtMoney, fmtInt, timeEl, section, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
 
 const ACTIVE = new Set(['pending', 'running', 'stopping']);
 const STOPPABLE = new Set(['pending', 'running']);
@@ -23,7 +23,7 @@ export async function render({ view, signal }) {
     headers: ['Rental', 'Status', 'Key', 'Billing', 'Cost so far', 'Started', 'Ends', 'JupyterLab', 'Actions'],
   });
   const live = h('p', { id: 'rentals-live', class: 'muted', role: 'status' });
-  view.append(
+  put(view,
     h('p', { class: 'muted', text: 'Rentals are started with an API key that has the GPU Rentals scope (/api/v1). They are billed per minute.' }),
     section('Available GPUs', gpus.wrap),
     section('Your rentals', live, rentals.wrap));

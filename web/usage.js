@@ -1,6 +1,6 @@
 // Usage page: 30-day cost/token charts split by model or endpoint, plus recent requests.
 import { api } from './api.js';
-import { h, fmtMoney, fmtInt, fmtCompact, timeEl, section, dataTable, fillRows } from './dom.js';
+import { h, fmtMoney, fmtInt, fmtCompact, timeEl, section, dataTable, fillRows, put, replace } from './dom.js';
 import { stackedBars, PALETTE } from './chart.js';
 
 const DAYS = 30;
@@ -57,7 +57,7 @@ export async function render({ view, signal }) {
   const chart = h('figure', { id: 'usage-chart', class: 'chart-box', 'aria-busy': 'true' });
   const recent = dataTable({ id: 'recent-table', label: 'Recent requests', headers: ['Time', 'Model', 'Endpoint', 'Key', 'Input tokens', 'Output tokens', 'Cost'] });
 
-  view.append(
+  put(view,
     h('div', { class: 'toolbar' }, h('label', { for: 'usage-split', text: 'Split by' }), split),
     summary,
     chart,
@@ -83,7 +83,7 @@ export async function render({ view, signal }) {
         h('td', { text: r.day }), h('td', { text: `${r[by] ?? ''}` }), h('td', { text: fmtInt(r.requests) }),
         h('td', { text: fmtInt(r.input_tokens) }), h('td', { text: fmtInt(r.output_tokens) }), h('td', { text: fmtMoney(r.cost_usd) })))));
 
-    chart.replaceChildren(
+    replace(chart,
       h('figcaption', { text: `Cost and tokens per day over the last ${DAYS} days, split by ${label}.` }),
       h('h2', { text: 'Cost per day' }),
       stackedBars({ title: `Cost per day by ${label}`, days: agg.days, series: agg.cost, format: fmtMoney }),

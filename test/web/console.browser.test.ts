@@ -246,6 +246,32 @@ async function axeViolations(): Promise<string[]> {
   return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
 }
 
+/** Text nodes in the view that are a value printed by mistake ("null", "undefined", "NaN", …). */
+const strayTexts = () =>
+  page.evaluate(() => {
+    const out: string[] = [];
+    const walk = document.createTreeWalker(document.getElementById("view")!, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (/^\s*(null|undefined|NaN|false|true|\[object Object\])\s*$/.test(n.textContent ?? "")) out.push(n.textContent!.trim());
+    return out;
+  });
+
+// Issue 42: with no usage the Usage page printed "null" under its charts (a null child appended as text).
+test("no page prints a null, undefined or NaN child as text: the Usage page with no data, and every page with data", async () => {
+  await page.goto(`${server.url}/console#/keys`);
+  await page.locator("#view > *").first().waitFor();
+  await page.route("**/console/api/usage*", (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ days: [], recent: [] }) }));
+  await page.goto(`${server.url}/console#/usage`);
+  await page.locator("#usage-chart:not([aria-busy])").waitFor();
+  expect(await strayTexts()).toEqual([]);
+  await page.unroute("**/console/api/usage*");
+  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "admin"]) {
+    await page.goto(`${server.url}/console#/${route}`);
+    await page.waitForLoadState("networkidle");
+    await page.locator("#view > *").first().waitFor();
+    expect({ route, stray: await strayTexts() }).toEqual({ route, stray: [] });
+  }
+}, 60_000);
+
 test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works from the keyboard alone", async () => {
   await page.goto(`${server.url}/console#/keys`);
   await page.locator("#sign-out").click();
