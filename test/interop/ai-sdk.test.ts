@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateImage, generateText, Output, tool } from "ai";
+import { generateImage, generateObject, generateText, Output, streamObject, tool } from "ai";
 import { z } from "zod";
 import { startDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
@@ -37,6 +37,17 @@ const Contact = z.object({ email: z.string().email(), site: z.string().url(), co
 // The demo model thinks before it answers; the reasoning setting every client sends switches that off.
 const noThinking = { openai: { reasoningEffort: "none", forceReasoning: true }, anthropic: { thinking: { type: "disabled" } } } as const;
 
+/** streamObject's object, its stream read to the end as an app does (unread, the result never settles). */
+async function streamed(opts: Parameters<typeof streamObject>[0]): Promise<unknown> {
+  const s = streamObject(opts);
+  try {
+    for await (const _ of s.partialObjectStream) void _;
+  } catch {
+    // the object promise says why
+  }
+  return s.object.then((o) => o, (e) => e);
+}
+
 describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
   test("generateText answers", async () => {
     const { result: r, sent } = await proxy.recording(() => generateText({ model: models()[format], prompt: "Say hi.", maxOutputTokens: 16, maxRetries: 0, temperature: 0 }));
@@ -66,6 +77,26 @@ describe.each(["chat", "responses", "messages"] as const)("%s", (format) => {
     expectAnswered(sent);
     keepFixture(`${format}-ai-sdk-pattern.json`, sent[0]!);
   });
+
+  // Issue 42: 13 of 48 unbounded numbers came back like 1e601694 (JSON.parse: Infinity, so zod's
+  // number() fails) and an unbounded .int() as 9397587937937979 (past 2^53: zod's .int() fails).
+  test("generateObject and streamObject with unbounded z.number() and z.number().int() fields: every object parses and validates, over several seeds", async () => {
+    const Reading = z.object({ value: z.number(), count: z.number().int(), offsets: z.array(z.number()).max(4), nested: z.object({ scale: z.number(), step: z.number().int() }) });
+    const failures: string[] = [];
+    const { sent } = await proxy.recording(async () => {
+      for (const seed of [1, 2, 3, 4, 5, 6]) {
+        const opts = { model: models()[format], schema: Reading, prompt: "A reading.", maxOutputTokens: 200, maxRetries: 0, seed, temperature: format === "messages" ? seed / 6 : 1, providerOptions: noThinking };
+        const done = seed % 2 ? await generateObject(opts).then((r) => r.object, (e) => e) : await streamed(opts);
+        // A random-weights answer cut by max_tokens is the client's NoObjectGenerated; anything else must validate.
+        if (done instanceof Error) {
+          if ((done as { name: string }).name !== "AI_NoObjectGeneratedError" || !/length|max/i.test(String((done as { finishReason?: string }).finishReason ?? (done as Error).message)))
+            failures.push(`seed ${seed}: ${(done as Error).name}: ${(done as Error).message.slice(0, 300)} ${String((done as { text?: string }).text ?? "").slice(0, 300)}`);
+        } else if (!Reading.safeParse(done).success) failures.push(`seed ${seed}: ${JSON.stringify(done).slice(0, 300)}`);
+      }
+    });
+    expect(failures).toEqual([]);
+    expectAnswered(sent);
+  }, 120_000);
 
   test("a tool whose zod schema has .int() bounds is offered and a forced call comes back", async () => {
     const { result: r, sent } = await proxy.recording(() =>
