@@ -387,7 +387,7 @@ describe("client request fixtures (test/fixtures/requests)", () => {
     expect(Value.Check(ChatRequest, request)).toBe(true);
     expect(() => toChatJob(request)).not.toThrow();
   });
-  test("Claude Code 2.1.331's recorded first request (test/interop/agents.test.ts): every tool offered, thinking on and not shown, a valid chat job", () => {
+  test("Claude Code 2.1.332's recorded first request (test/interop/agents.test.ts): every tool offered, thinking on and not shown, a valid chat job", () => {
     const { body } = load("messages-claude-code-recorded.json");
     expect([...Value.Errors(MessagesRequest, body)]).toEqual([]);
     const { request, thinking } = toChatRequest(body);
