@@ -30,7 +30,8 @@ test("query() runs a turn to its result message, every request it sends answered
           model: "demo-chat",
           cwd: join(home, "work"),
           maxTurns: 2,
-          permissionMode: "default",
+          // Headless: a tool call that is not pre-approved is refused, never asked about.
+          permissionMode: "dontAsk",
           allowedTools: [],
           env: {
             PATH: process.env.PATH ?? "/usr/bin:/bin",
