@@ -24,3 +24,18 @@ export function agentBinaries(): { claude: string; codex: string; pins: typeof p
     throw new Error(`the coding agents are not installed in ${DIR}: run test/setup-agents.sh (part of the README's test command)`);
   return { claude, codex, pins };
 }
+
+/** The other coding-agent CLIs (agent-clis.test.ts), at their pinned versions; throws saying how to install them. */
+export function cliBinaries(): Record<"opencode" | "kilo" | "pi" | "qwen" | "cn" | "cline", string> {
+  const bins = {
+    opencode: join(modules, "opencode-linux-x64", "bin", "opencode"),
+    kilo: join(modules, "@kilocode", "cli-linux-x64", "bin", "kilo"),
+    pi: join(modules, ".bin", "pi"),
+    qwen: join(modules, ".bin", "qwen"),
+    cn: join(modules, ".bin", "cn"),
+    cline: join(modules, ".bin", "cline"),
+  };
+  const missing = Object.values(bins).filter((b) => !existsSync(b));
+  if (missing.length) throw new Error(`coding agents missing in ${DIR} (${missing.join(", ")}): run test/setup-agents.sh (part of the README's test command)`);
+  return bins;
+}
