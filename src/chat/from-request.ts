@@ -2,6 +2,7 @@ import type { ChatMessage, ChatRequest, ContentPart } from "../api/openai/chat-s
 import { ApiError } from "../api/http/errors";
 import { parseClientJson } from "../bounded-json";
 import type { ChatJob, ChatTurn, ImageInput, OutputFormat, ToolChoice, ToolSpec } from "./job";
+import { requireObjects } from "./object-schema";
 import { checkSchema, checkTools } from "./schema-limits";
 
 // OpenAI chat-completions request → ChatJob. Pure: no framework, store or engine. Every rule the
@@ -158,9 +159,11 @@ function toFormat(req: ChatRequest): OutputFormat {
   if (f.type === "json_object") {
     // A schema beside json_object (Instructor's JSON_SCHEMA mode; llama-server and vLLM honour it) is
     // enforced as json_schema would be: dropping it would change the answer asked for.
+    // Its answer is still an object: the schema is narrowed to the objects it admits (`{}`: any object).
     if (f.schema == null) return { type: "json_object" };
     checkSchema(f.schema, "response_format.schema", true);
-    return { type: "json_schema", name: "output", schema: f.schema };
+    const schema = requireObjects(f.schema, "response_format.schema", 'type "json_object" answers a JSON object');
+    return { type: "json_schema", name: "output", schema, param: "response_format.schema" };
   }
   if (f.schema != null) throw bad("response_format.schema", 'is read only with type "json_object"; with "json_schema" send it in json_schema.schema');
   if (!f.json_schema) throw bad("response_format.json_schema", 'is required when type is "json_schema"');

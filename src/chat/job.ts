@@ -48,7 +48,11 @@ export interface ToolSpec {
 
 export type ToolChoice = "none" | "auto" | "required" | { name: string };
 
-export type OutputFormat = null | { type: "json_object" } | { type: "json_schema"; name: string; schema: JsonSchema };
+export type OutputFormat =
+  | null
+  | { type: "json_object" }
+  /** `param`: the field the schema came in, for errors raised when its grammar is built (default response_format.json_schema.schema). */
+  | { type: "json_schema"; name: string; schema: JsonSchema; param?: string };
 
 export interface Sampling {
   temperature?: number;

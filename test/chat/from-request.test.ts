@@ -72,6 +72,10 @@ describe("translation", () => {
     // Instructor's JSON_SCHEMA mode; llama-server and vLLM honour the schema too (issue 42: it was ignored).
     { name: "json_object with a schema enforces the schema", input: base({ response_format: { type: "json_object", schema: { type: "object", properties: { n: { type: "number" } } } } }), expected: { format: { type: "json_schema", name: "output", schema: { type: "object", properties: { n: { type: "number" } } } } } },
     { name: "json_object without a schema is any object", input: base({ response_format: { type: "json_object" } }), expected: { format: { type: "json_object" } } },
+    // json_object's answer is an object: a schema without a type means one (as a tool's parameters do), and
+    // an error the grammar raises later names the field the schema came in (issue 42).
+    { name: "json_object with an empty schema is any object, named as sent", input: base({ response_format: { type: "json_object", schema: {} } }), expected: { format: { type: "json_schema", name: "output", schema: { type: "object" }, param: "response_format.schema" } } },
+    { name: "json_object with a union keeps its object members", input: base({ response_format: { type: "json_object", schema: { anyOf: [{ type: "string" }, { type: "object" }] } } }), expected: { format: { type: "json_schema", schema: { anyOf: [{ type: "object" }] } } } },
     { name: "logit_bias keys become token ids", input: base({ logit_bias: { "42": -100 } }), expected: { sampling: expect.objectContaining({ logitBias: new Map([[42, -100]]) }) } },
   ])("$name", ({ input, expected }) => {
     expect(toChatJob(input)).toMatchObject(expected as object);
@@ -98,6 +102,7 @@ describe("refusals name the field", () => {
     { name: "duplicate tool names", input: base({ tools: [weather, weather] }), param: "tools[1].function.name" },
     { name: "json_schema without a schema", input: base({ response_format: { type: "json_schema", json_schema: { name: "x" } } }), param: "response_format.json_schema.schema" },
     { name: "a schema beside json_schema's own", input: base({ response_format: { type: "json_schema", json_schema: { name: "x", schema: {} }, schema: { type: "object" } } }), param: "response_format.schema" },
+    { name: "a json_object schema that admits no object", input: base({ response_format: { type: "json_object", schema: { type: "array" } } }), param: "response_format.schema.type" },
     { name: "a json_object schema past the bounds (measured as json_schema's)", input: base({ response_format: { type: "json_object", schema: { $ref: "#/$defs/Nope" } } }), param: "response_format.schema.$ref" },
     { name: "an unknown reasoning_effort", input: base({ reasoning_effort: "maximal" }), param: "reasoning_effort" },
     { name: "a logit_bias key that is not a token id", input: base({ logit_bias: { abc: 1 } }), param: "logit_bias.abc" },

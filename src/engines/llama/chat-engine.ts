@@ -450,7 +450,7 @@ export class LlamaChatEngine implements ChatEngine {
   private async grammars(job: ChatJob, functions: ChatModelFunctions | undefined): Promise<Grammars> {
     const f = job.format;
     const jobs: GrammarJob[] = [];
-    if (f) jobs.push(f.type === "json_schema" ? { kind: "answer", schema: f.schema, param: "response_format.json_schema.schema" } : { kind: "answer", schema: null, param: "response_format" });
+    if (f) jobs.push(f.type === "json_schema" ? { kind: "answer", schema: f.schema, param: f.param ?? "response_format.json_schema.schema" } : { kind: "answer", schema: null, param: "response_format" });
     const named = typeof job.toolChoice === "object" ? job.toolChoice.name : null;
     const tools = functions ? job.tools.filter((t) => named === null || t.name === named) : [];
     for (const t of tools) jobs.push({ kind: "tool", parameters: t.parameters, strict: t.strict === true, param: `tools[${job.tools.indexOf(t)}].function.parameters` });

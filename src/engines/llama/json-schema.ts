@@ -4,6 +4,7 @@ import { llamaAddon } from "./native/addon-path";
 import { GRAMMAR_REPETITION_MAX, patternProblem } from "./pattern-limits";
 import { refuses, schemaProblem } from "../../chat/schema-limits";
 import { GRAMMAR_BUDGET } from "./grammar-budget";
+import { objectsOnly, requireObjects } from "../../chat/object-schema";
 
 // JSON Schema → grammars (issue 24, "Schemas are hints unless strict"). Two readers:
 //   - structured output and strict tools: llama.cpp's own converter (common/json-schema-to-grammar,
@@ -446,17 +447,13 @@ export function toToolGbnf(input: JsonSchema | undefined, strict: boolean, param
 
 /**
  * A tool's arguments are a JSON object, as OpenAI's and Anthropic's calls always are (issue 42: a
- * tool with `parameters: {}` was called with `34452e6`, `null`, a string). No type means an object;
- * a type that leaves out "object" is refused under strict (naming `.type`) and, in a hint, becomes
- * any object. A schema that is a union or a reference without a type is taken as written.
+ * tool with `parameters: {}` was called with `34452e6`, `null`, a string; one whose parameters were a
+ * union of scalars with -96): the schema narrowed at its top to the objects it admits
+ * (chat/object-schema.ts). One that admits none is refused under strict, naming the keyword, and is
+ * any object in a hint.
  */
 function asArguments(p: JsonSchema, strict: boolean, param: string): JsonSchema {
-  const t = p.type;
-  if (t === "object") return p;
-  if (t === undefined) {
-    if (["anyOf", "oneOf", "allOf", "$ref"].some((k) => p[k] !== undefined)) return p;
-    if (p.enum === undefined && p.const === undefined) return { ...p, type: "object" };
-  } else if (Array.isArray(t) && t.includes("object")) return { ...p, type: "object" };
-  if (strict) refuse(param, "type", 'must be "object": a tool\'s arguments are a JSON object');
-  return { type: "object" };
+  if (strict) return requireObjects(p, param, "a tool's arguments are a JSON object");
+  const r = objectsOnly(p);
+  return "schema" in r ? r.schema : { type: "object" };
 }

@@ -261,3 +261,49 @@ describe("a tool's arguments are always an object", () => {
     expect(toToolGbnf({ type: ["object", "null"], properties: { a: { type: "integer" } } }, false, "t")).toMatch(/^root ::= "\{"/m);
   });
 });
+
+// Issue 42, the rest of the class: a top-level union, reference or nullable was taken as written, so
+// `anyOf: [{type: "string"}, {type: "number"}]` was called with -96 and 5E45.
+describe("a tool's arguments are an object whatever the top level of its schema says", () => {
+  const A = "tools[0].function.parameters";
+  const flat = { type: "object", properties: { a: { type: "integer" } }, required: ["a"], additionalProperties: false };
+  const admits = (gbnf: string, text: string) => gbnfRegex(gbnf).test(text);
+
+  test("a union keeps its object members only; one with none is refused under strict, naming it, and any object in a hint", () => {
+    for (const key of ["anyOf", "oneOf"]) {
+      const mixed = { [key]: [{ type: "string", maxLength: 3 }, { type: "number" }, flat] };
+      for (const strict of [true, false]) {
+        const gbnf = toToolGbnf(mixed, strict, A);
+        expect(admits(gbnf, '{"a": 1}')).toBe(true);
+        for (const text of ['"ab"', "-96", "5E45", "null"]) expect(admits(gbnf, text)).toBe(false);
+      }
+      const scalars = { [key]: [{ type: "string" }, { type: "number" }] };
+      expect(refusedAt(() => toToolGbnf(scalars, true, A))).toBe(`${A}.${key}`);
+      expect(toToolGbnf(scalars, false, A)).toMatch(/^root ::= object$/m);
+    }
+  });
+
+  test("a top-level $ref is followed: to an object it stands, to anything else it is refused under strict and any object in a hint", () => {
+    const toObject = { $ref: "#/definitions/Args", definitions: { Args: flat } };
+    for (const strict of [true, false]) expect(admits(toToolGbnf(toObject, strict, A), '{"a": 1}')).toBe(true);
+    const toString = { $ref: "#/$defs/S", $defs: { S: { type: "string", maxLength: 3 } } };
+    expect(refusedAt(() => toToolGbnf(toString, true, A))).toBe(`${A}.$ref`);
+    expect(toToolGbnf(toString, false, A)).toMatch(/^root ::= object$/m);
+    const toUnion = { $ref: "#/$defs/U", $defs: { U: { anyOf: [{ type: "integer" }, flat] } } };
+    for (const strict of [true, false]) {
+      expect(admits(toToolGbnf(toUnion, strict, A), '{"a": 1}')).toBe(true);
+      expect(admits(toToolGbnf(toUnion, strict, A), "7")).toBe(false);
+    }
+  });
+
+  test("nullable, a null in the type list and non-object enum values are left out at the top", () => {
+    for (const strict of [true, false]) {
+      for (const schema of [{ ...flat, nullable: true }, { ...flat, type: ["object", "null"] }]) {
+        expect(admits(toToolGbnf(schema, strict, A), "null")).toBe(false);
+        expect(admits(toToolGbnf(schema, strict, A), '{"a": 1}')).toBe(true);
+      }
+    }
+    expect(refusedAt(() => toToolGbnf({ enum: [1, "x"] }, true, A))).toBe(`${A}.enum`);
+    expect(toToolGbnf({ const: 3 }, false, A)).toMatch(/^root ::= object$/m);
+  });
+});
