@@ -99,9 +99,9 @@ const CLIENTS: Client[] = [
     wires: ["chat", "responses", "messages"],
     setup(_home, wire, url) {
       const auth = { chat: "openai", responses: "openai-responses", messages: "anthropic" }[wire];
-      const cmd = [bins.qwen, "-p", "say hi", "--auth-type", auth, "-m", "demo-chat", "--max-session-turns", "2", "--approval-mode", "plan"];
+      const cmd = [bins.qwen, "-p", "say hi", "--auth-type", auth, "-m", "demo-chat", "--max-session-turns", "1", "--approval-mode", "plan"];
       // qwen-code asks for the model's whole output limit (32,000) unless told otherwise.
-      const env: Record<string, string> = { QWEN_CODE_MAX_OUTPUT_TOKENS: "512" };
+      const env: Record<string, string> = { QWEN_CODE_MAX_OUTPUT_TOKENS: "128" };
       if (wire === "messages") Object.assign(env, { ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: url, ANTHROPIC_MODEL: "demo-chat" });
       else cmd.push("--openai-api-key", key, "--openai-base-url", `${url}/v1`);
       return { cmd, env };
