@@ -83,13 +83,13 @@ const FIELDS = new Set([
   "service_tier", "speed", "inference_geo", "diagnostics", "user_profile_id", "workspace_id", "billing_policy",
 ]);
 /** Anthropic features this server does not have: accepted only at their "off" value, else refused by name. */
-const OFF_ONLY: Record<string, [off: (v: unknown) => boolean, why: string]> = {
+const OFF_ONLY = new Map<string, [off: (v: unknown) => boolean, why: string]>(Object.entries({
   mcp_servers: [(v) => v == null || (Array.isArray(v) && v.length === 0), "MCP servers are not supported on this server; send the tools as custom tools"],
   container: [(v) => v == null, "containers are not supported on this server"],
   compaction: [(v) => v == null, "server-side compaction is not supported on this server; send the conversation as it should be read"],
   fallbacks: [(v) => v == null || (Array.isArray(v) && v.length === 0), "fallback models are not supported on this server; retry with another model yourself"],
   fallback_credit_token: [(v) => v == null, "fallback models are not supported on this server"],
-};
+}));
 
 /**
  * `thread` (Anthropic's message threads, beta message-threads-2026-08-12: the server holds the
@@ -115,7 +115,8 @@ function refuseThread(thread: unknown) {
 function refuseUnsupported(req: MessagesInput) {
   refuseThread((req as { thread?: unknown }).thread);
   for (const [field, value] of Object.entries(req)) {
-    const offOnly = OFF_ONLY[field];
+    // A Map, not an object's keys: a body field named like Object.prototype's ("isPrototypeOf") is just unknown.
+    const offOnly = OFF_ONLY.get(field);
     if (offOnly) {
       if (!offOnly[0](value)) throw bad(field, offOnly[1]);
     } else if (!FIELDS.has(field)) {

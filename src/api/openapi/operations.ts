@@ -53,6 +53,7 @@ const CSRF: HeaderDoc = { name: "X-CSRF-Token", required: true, description: "Th
 
 export const OPERATIONS: Record<string, OperationDoc> = {
   "GET /health": { operationId: "getHealth", summary: "Liveness, version and uptime", ok: json("`{status:\"ok\", version, uptime_s, models}`") },
+  "GET /api/hello": { operationId: "getHello", summary: "Claude Code's connection probe: the same answer as /health", ok: json("`{status:\"ok\", version, uptime_s, models}`") },
   "GET /metrics": {
     operationId: "getMetrics",
     summary: "Prometheus metrics (keys of admin accounts)",

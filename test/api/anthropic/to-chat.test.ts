@@ -266,6 +266,8 @@ describe("refusals name the parameter", () => {
     { name: "server-side compaction", input: base({ compaction: { type: "auto" } }), param: "compaction" },
     { name: "fallback models", input: base({ fallbacks: [{ model: "other" }] }), param: "fallbacks" },
     { name: "a top-level field this server does not know", input: base({ shiny_new_feature: { on: true } }), param: "shiny_new_feature" },
+    // The fuzz found a 500: the off-value table was an object, and "isPrototypeOf" found Object.prototype's.
+    ...["isPrototypeOf", "__defineGetter__", "constructor", "toString", "hasOwnProperty"].map((field) => ({ name: `a field named like Object.prototype's ${field}`, input: base({ [field]: null }), param: field })),
     { name: "output_format and output_config.format both", input: base({ output_format: { type: "json_schema", schema: {} }, output_config: { format: { type: "json_schema", schema: {} } } }), param: "output_format" },
     { name: "an output_format other than json_schema", input: base({ output_format: { type: "text" } }), param: "output_format.type" },
     { name: "an unknown thinking type", input: base({ thinking: { type: "sometimes" } }), param: "thinking.type" },
