@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { Prng } from "../helpers/fuzz/prng";
 import { checkJsonSchema } from "../helpers/json-schema-check";
-import { startDemoServer } from "../interop/demo-server";
+import { useDemoServer } from "../interop/demo-server";
 
 // Issue 42: under a strict schema the demo model wrote numbers like 1e601694 (Infinity to
 // JSON.parse) and integers past 2^53; a tool with `parameters: {}` was called with a bare number.
@@ -112,13 +112,10 @@ function toolShape(schema: Schema, seed: number, strict: boolean): { parameters:
 
 let base: string;
 let key: string;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  const s = await startDemoServer();
-  ({ key, close } = s);
+useDemoServer((s) => {
+  key = s.key;
   base = s.server.url;
-}, 180_000);
-afterAll(() => close?.());
+});
 
 async function post(path: string, body: object) {
   const res = await fetch(`${base}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { tempDir } from "../helpers/app";
-import { cliBinaries } from "./agents";
+import { cliBinaries, runAgent, summary } from "./agents";
 import pins from "./agents.json";
-import { startDemoServer } from "./demo-server";
-import { expectAnswered, keepFixture, type Recorded, type RecordingProxy } from "./recording-proxy";
+import { useDemoServer } from "./demo-server";
+import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // The other coding agents people point at the appliance — opencode, pi, qwen-code, Continue CLI,
 // Kilo CLI, Cline — at the versions pinned in agents.json (installed by test/setup-agents.sh),
@@ -18,20 +18,7 @@ import { expectAnswered, keepFixture, type Recorded, type RecordingProxy } from 
 const bins = cliBinaries();
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
-
-async function run(cmd: string[], env: Record<string, string>, cwd: string, limitMs = 120_000) {
-  // The node-based CLIs run on the node that npm installed them with.
-  const p = Bun.spawn(cmd, { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const timer = setTimeout(() => p.kill("SIGKILL"), limitMs);
-  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  clearTimeout(timer);
-  return { code, stdout, stderr };
-}
+useDemoServer((s) => ({ key, proxy } = s));
 
 type Wire = "chat" | "responses" | "messages";
 const PATHS: Record<Wire, string> = { chat: "/v1/chat/completions", responses: "/v1/responses", messages: "/v1/messages" };
@@ -124,14 +111,12 @@ const CLIENTS: Client[] = [
     wires: ["chat"],
     async setup(home, _wire, url) {
       const data = join(home, ".cline");
-      const auth = await run([bins.cline, "auth", "-p", "openai", "-k", key, "-m", "demo-chat", "-b", `${url}/v1`, "--data-dir", data], { HOME: home }, home);
+      const auth = await runAgent([bins.cline, "auth", "-p", "openai", "-k", key, "-m", "demo-chat", "-b", `${url}/v1`, "--data-dir", data], { HOME: home }, home);
       expect({ code: auth.code, out: auth.stderr.slice(-500) }).toMatchObject({ code: 0 });
       return { cmd: [bins.cline, "say hi", "--data-dir", data, "--json", "-t", "90", "--retries", "1"] };
     },
   },
 ];
-
-const summary = (sent: Recorded[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");
 
 describe.each(CLIENTS)("$name", (client) => {
   test.each(client.wires)(`${client.name} ${client.version}: one headless turn over %s, exit 0, every request answered 2xx`, async (wire) => {
@@ -139,7 +124,7 @@ describe.each(CLIENTS)("$name", (client) => {
     mkdirSync(join(home, "work"));
     try {
       const { cmd, env } = await client.setup(home, wire, proxy.url);
-      const { result, sent } = await proxy.recording(() => run(cmd, { HOME: home, APPLIANCE_API_KEY: key, ...env }, join(home, "work")));
+      const { result, sent } = await proxy.recording(() => runAgent(cmd, { HOME: home, APPLIANCE_API_KEY: key, ...env }, join(home, "work"), 120_000));
       expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
       const turns = sent.filter((r) => r.path === PATHS[wire]);
       expect({ wire, sent: summary(sent) }).toMatchObject({ wire });

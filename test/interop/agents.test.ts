@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/app";
-import { agentBinaries } from "./agents";
-import { startDemoServer } from "./demo-server";
-import { expectAnswered, keepFixture, type Recorded, type RecordingProxy } from "./recording-proxy";
+import { agentBinaries, runAgent, summary } from "./agents";
+import { useDemoServer } from "./demo-server";
+import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // The coding agents people point at the appliance, their real binaries at the versions pinned in
 // agents.json (installed by test/setup-agents.sh), against `serve --demo` over HTTP with the
@@ -15,32 +15,17 @@ import { expectAnswered, keepFixture, type Recorded, type RecordingProxy } from 
 const bins = agentBinaries();
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
-
-/** Runs an agent to the end (or kills it after `limitMs`) with only the given environment. */
-async function run(cmd: string[], env: Record<string, string>, cwd: string, limitMs = 240_000) {
-  const p = Bun.spawn(cmd, { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const timer = setTimeout(() => p.kill("SIGKILL"), limitMs);
-  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  clearTimeout(timer);
-  return { code, stdout, stderr };
-}
-
-const summary = (sent: Recorded[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");
+useDemoServer((s) => ({ key, proxy } = s));
 
 describe("Claude Code", () => {
   test(`claude -p (${bins.pins["@anthropic-ai/claude-code"]}) finishes a turn with exit 0, every request it sends answered 2xx`, async () => {
     const home = tempDir("appliance-claude-");
     mkdirSync(join(home, "work"));
     try {
-      const version = await run([bins.claude, "--version"], { HOME: home }, home);
+      const version = await runAgent([bins.claude, "--version"], { HOME: home }, home);
       expect(version.stdout).toContain(bins.pins["@anthropic-ai/claude-code"]);
       const { result, sent } = await proxy.recording(() =>
-        run(
+        runAgent(
           [bins.claude, "-p", "say hi", "--model", "demo-chat"],
           {
             HOME: home,
@@ -99,10 +84,10 @@ describe("Codex CLI", () => {
       ].join("\n"),
     );
     try {
-      const version = await run([bins.codex, "--version"], { HOME: home }, home);
+      const version = await runAgent([bins.codex, "--version"], { HOME: home }, home);
       expect(version.stdout).toContain(bins.pins["@openai/codex"]);
       const { result, sent } = await proxy.recording(() =>
-        run([bins.codex, "exec", "--skip-git-repo-check", "say hi"], { HOME: home, CODEX_HOME: codexHome, APPLIANCE_API_KEY: key }, join(home, "work")),
+        runAgent([bins.codex, "exec", "--skip-git-repo-check", "say hi"], { HOME: home, CODEX_HOME: codexHome, APPLIANCE_API_KEY: key }, join(home, "work")),
       );
       expect({ code: result.code, stderr: result.stderr.slice(-2000), sent: summary(sent) }).toMatchObject({ code: 0 });
       const turns = sent.filter((r) => r.path === "/v1/responses");

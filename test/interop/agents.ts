@@ -39,3 +39,15 @@ export function cliBinaries(): Record<"opencode" | "kilo" | "pi" | "qwen" | "cn"
   if (missing.length) throw new Error(`coding agents missing in ${DIR} (${missing.join(", ")}): run test/setup-agents.sh (part of the README's test command)`);
   return bins;
 }
+
+/** Runs an agent to the end (or kills it after `limitMs`) with only the given environment (and PATH). */
+export async function runAgent(cmd: string[], env: Record<string, string>, cwd: string, limitMs = 240_000) {
+  const p = Bun.spawn(cmd, { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => p.kill("SIGKILL"), limitMs);
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** The requests an agent sent, one line, for a failing assertion's message. */
+export const summary = (sent: { method: string; path: string; status: number }[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateImage, generateObject, generateText, jsonSchema, Output, streamObject, tool } from "ai";
 import { z } from "zod";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // The Vercel AI SDK (ai, @ai-sdk/openai, @ai-sdk/anthropic, pinned) and zod schemas, unmodified,
@@ -13,11 +13,7 @@ import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-pr
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 const openai = () => createOpenAI({ apiKey: key, baseURL: `${proxy.url}/v1` });
 const anthropic = () => createAnthropic({ apiKey: key, baseURL: `${proxy.url}/v1` });

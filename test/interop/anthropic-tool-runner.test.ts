@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type Recorded, type RecordingProxy } from "./recording-proxy";
 
 // The Anthropic SDK's tool runner (1.14, unmodified) against `serve --demo`. Its `Anthropic` client
@@ -13,11 +13,7 @@ import { expectAnswered, type Recorded, type RecordingProxy } from "./recording-
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 const client = () => new Anthropic({ apiKey: key, baseURL: proxy.url, maxRetries: 0 });
 

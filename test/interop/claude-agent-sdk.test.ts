@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { query } from "@anthropic-ai/claude-agent-sdk";
 import { tempDir } from "../helpers/app";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 // The Claude Agent SDK (@anthropic-ai/claude-agent-sdk 0.3.332, unmodified; it runs the Claude
@@ -12,11 +12,7 @@ import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 test("query() runs a turn to its result message, every request it sends answered 2xx", async () => {
   const home = tempDir("appliance-agent-sdk-");

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from "bun:test";
 import { rmSync } from "node:fs";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
@@ -28,4 +29,19 @@ export async function startDemoServer(): Promise<{ server: RunningServer; key: s
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export type DemoServer = Awaited<ReturnType<typeof startDemoServer>>;
+
+/**
+ * `serve --demo` for the tests of one file: started before them (then `started` gets it), stopped
+ * after them. The interop files each keep the key and the proxy they point their client at.
+ */
+export function useDemoServer(started: (s: DemoServer) => void): void {
+  let s: DemoServer | undefined;
+  beforeAll(async () => {
+    s = await startDemoServer();
+    started(s);
+  }, 180_000);
+  afterAll(() => s?.close());
 }

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { compatOaiModelRef, defineCompatOpenAIModel, openAICompatible } from "@genkit-ai/compat-oai";
 import { genkit, z } from "genkit";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 // Genkit (genkit 1.42 with @genkit-ai/compat-oai 1.42, its OpenAI-compatible plugin, unmodified)
@@ -13,11 +13,7 @@ import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 // The demo model thinks before it answers: chat_template_kwargs switches that off.
 const NO_THINKING = { chat_template_kwargs: { enable_thinking: false } };

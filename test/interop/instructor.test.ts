@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import Instructor from "@instructor-ai/instructor";
 import OpenAI from "openai";
 // Instructor converts schemas with zod-to-json-schema 3, which reads zod 3 schemas only (a zod 4
 // schema becomes {}): its users write zod 3, here zod 4's bundled zod/v3.
 import { z } from "zod/v3";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // Instructor (@instructor-ai/instructor 1.7.0, unmodified, over the official openai client) in its
@@ -14,11 +14,7 @@ import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-pr
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 const Order = z.object({
   customer: z.string().max(12),

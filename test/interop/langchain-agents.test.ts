@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { ChatAnthropic } from "@langchain/anthropic";
 import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
 import { ChatOpenAI } from "@langchain/openai";
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import { z } from "zod";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
 // LangChain (@langchain/openai, @langchain/anthropic) and the OpenAI Agents SDK, pinned and
@@ -15,12 +15,8 @@ import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-pr
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  setTracingDisabled(true);
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+setTracingDisabled(true);
+useDemoServer((s) => ({ key, proxy } = s));
 
 const Weather = z.object({ city: z.string().max(20), celsius: z.number().int().min(-90).max(60) });
 // LangChain's Anthropic model (both methods) moves what Anthropic's structured output does not take

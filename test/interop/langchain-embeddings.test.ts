@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { OpenAIEmbeddings } from "@langchain/openai";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 // LangChain's OpenAIEmbeddings (@langchain/openai, unmodified) against `serve --demo`'s embeddings
@@ -8,11 +8,7 @@ import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 test("OpenAIEmbeddings: documents and a query embed to finite vectors of one length", async () => {
   const embeddings = new OpenAIEmbeddings({ model: "demo-embed", apiKey: key, configuration: { baseURL: `${proxy.url}/v1` }, maxRetries: 0 });

@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { ChatAnthropic } from "@langchain/anthropic";
 import { AIMessage } from "@langchain/core/messages";
 import { tool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import { ChatOpenAI } from "@langchain/openai";
 import { z } from "zod";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 // LangGraph (@langchain/langgraph 1.7, unmodified) against `serve --demo`: its prebuilt ReAct agent
@@ -15,11 +15,7 @@ import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 // The demo model thinks before it answers: reasoning_effort "none" switches that off on chat.
 // Greedy decoding: a random-weights model's answers are then the same on every run.

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { OpenAI, OpenAIEmbedding } from "@llamaindex/openai";
 import { tool } from "llamaindex";
 import { z } from "zod";
-import { startDemoServer } from "./demo-server";
+import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 // LlamaIndex.TS (llamaindex 0.12 with @llamaindex/openai 0.4, unmodified) against `serve --demo`:
@@ -11,11 +11,7 @@ import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
 let key: string;
 let proxy: RecordingProxy;
-let close: () => Promise<void>;
-beforeAll(async () => {
-  ({ key, proxy, close } = await startDemoServer());
-}, 180_000);
-afterAll(() => close?.());
+useDemoServer((s) => ({ key, proxy } = s));
 
 // The demo model thinks before it answers: chat_template_kwargs (llama.cpp's server's extension)
 // switches that off; additionalChatOptions goes into the request body as it is.
