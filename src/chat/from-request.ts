@@ -173,7 +173,7 @@ function toFormat(req: ChatRequest): OutputFormat {
 }
 
 /** OpenAI's efforts (the openai SDK's ReasoningEffort; test: from-request.test.ts reads them from it). */
-export const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /** `reasoning_effort`: none and minimal switch thinking off, any other effort on; absent, the model's default. */
 function toThinking(effort: string | null | undefined): boolean | null {

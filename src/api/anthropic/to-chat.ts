@@ -125,11 +125,11 @@ function refuseUnsupported(req: MessagesInput) {
   }
 }
 
-export const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
+const EFFORTS = ["low", "medium", "high", "xhigh", "max"];
 
 /** The thinking types and displays of the current SDK's types (test: to-chat.test.ts reads them from the SDK). */
-export const THINKING_TYPES = ["enabled", "adaptive", "disabled", "between_tools"];
-export const THINKING_DISPLAYS = ["summarized", "omitted", "updates"];
+const THINKING_TYPES = ["enabled", "adaptive", "disabled", "between_tools"];
+const THINKING_DISPLAYS = ["summarized", "omitted", "updates"];
 const quoted = (xs: string[]) => xs.map((x) => `"${x}"`).join(", ");
 
 /**

@@ -74,7 +74,7 @@ const UNSUPPORTED = new Map<string, [off: (v: unknown) => boolean, why: string]>
   top_logprobs: [(v) => v == null || v === 0, "log probabilities are not returned on this server"],
 }));
 
-export const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 const SUMMARIES = ["auto", "concise", "detailed"];
 const VERBOSITIES = ["low", "medium", "high"];
 /** `include` values: the thought is honoured; the hosted-tool ones have nothing to add here (no hosted tools run). */
