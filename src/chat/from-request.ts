@@ -172,7 +172,7 @@ function toFormat(req: ChatRequest): OutputFormat {
   return { type: "json_schema", name: f.json_schema.name, schema: f.json_schema.schema };
 }
 
-/** OpenAI's efforts (the openai SDK's ReasoningEffort; test: from-request.test.ts reads them from it). */
+/** OpenAI's efforts (the openai SDK's ReasoningEffort; test/api/sdk-enums.test.ts reads them from its declarations). */
 const EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /** `reasoning_effort`: none and minimal switch thinking off, any other effort on; absent, the model's default. */
