@@ -1,4 +1,4 @@
-import { ApiError } from "./api/http/errors";
+import { ApiError } from "./errors";
 
 // JSON from a client, parsed with its cost bounded first. JSON.parse itself is fast, but what runs
 // over the parsed value afterwards (schema validation, grammar building, prompt rendering) recurses

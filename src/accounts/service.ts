@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Clock } from "../clock";
 import type { Config } from "../config";
 import { newId } from "../ids";

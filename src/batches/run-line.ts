@@ -1,7 +1,8 @@
 import type { Principal } from "../accounts/types";
 import type { ChatRequest } from "../api/openai/chat-schema";
 import type { EmbeddingsRequest } from "../api/openai/embeddings";
-import { asApiError, ERROR_TABLE, toOpenAIErrorBody } from "../api/http/errors";
+import { asApiError, ERROR_TABLE } from "../errors";
+import { toOpenAIErrorBody } from "../api/http/errors";
 import { respond, type CompatSettings } from "../api/responses/routes";
 import type { ResponsesRequest } from "../api/responses/schema";
 import type { ChatService } from "../chat/service";

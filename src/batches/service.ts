@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Principal } from "../accounts/types";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { unixSeconds as seconds, type Clock } from "../clock";
 import type { FilesService, Owner } from "../files/service";
 import { newId } from "../ids";

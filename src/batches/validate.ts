@@ -1,5 +1,5 @@
 import { describeFirstError } from "../api/http/validation";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { parseClientJson } from "../bounded-json";
 import type { Registry } from "../engines/registry";
 import { BATCH_ENDPOINTS, type BatchEndpoint } from "./endpoints";

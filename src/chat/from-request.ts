@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart } from "../api/openai/chat-schema";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { parseClientJson } from "../bounded-json";
 import type { ChatJob, ChatTurn, ImageInput, OutputFormat, ToolChoice, ToolSpec } from "./job";
 import { requireObjects } from "./object-schema";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import sharp, { type Metadata } from "sharp";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Config } from "../config";
 import { FetchRefused, safeFetch, type SafeFetchOptions } from "../net/safe-fetch";
 import type { ChatJob, DecodedImage, ImageInput } from "./job";

@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { JsonSchema } from "./job";
 
 // Where a JSON object is the contract whatever the schema beside it says (issue 42): a tool call's

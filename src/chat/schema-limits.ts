@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { JsonSchema } from "./job";
 
 // What a JSON Schema from a client may cost before any converter or grammar sees it (issue 41).

@@ -1,6 +1,6 @@
 import type { Principal } from "../accounts/types";
 import type { ChatRequest } from "../api/openai/chat-schema";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Limits } from "../billing/limits";
 import type { ActualUsage, Meter, Ticket } from "../billing/meter";
 import type { Clock } from "../clock";

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { timingSafeEqual } from "node:crypto";
 import type { AccountService } from "../accounts/service";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Clock } from "../clock";
 import { randomBase62 } from "../ids";
 import { sessionsRepo } from "../store/sessions";

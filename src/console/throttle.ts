@@ -1,5 +1,5 @@
 import { isIPv4, isIPv6 } from "node:net";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Clock } from "../clock";
 
 // Console sign-in throttling. Every attempt takes ONE decision before its password is verified:

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import type { AccountService } from "../accounts/service";
 import type { Principal } from "../accounts/types";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { BatchesService } from "../batches/service";
 import { unixSeconds, type Clock } from "../clock";
 import type { FilesService, Owner } from "../files/service";

@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Registry } from "../engines/registry";
 import type { ResidencyStatus } from "../engines/residency";
 

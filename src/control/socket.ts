@@ -1,6 +1,7 @@
 import { chmodSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { ApiError, renderError } from "../api/http/errors";
+import { ApiError } from "../errors";
+import { renderError } from "../api/http/errors";
 import type { Logger } from "../log";
 import { modelControl, type ModelsRegistry } from "./models";
 

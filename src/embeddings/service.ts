@@ -1,6 +1,6 @@
 import type { Principal } from "../accounts/types";
 import type { EmbeddingsRequest } from "../api/openai/embeddings";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { EmbeddingEngine, EmbeddingInput } from "../engines/types";
 import { refuseLongText } from "../engines/text-bounds";

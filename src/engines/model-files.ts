@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { GgufFormatError, ggufVerdict, withSplitParts } from "../models/gguf-check";
 import type { ModelManifest } from "./manifest";
 

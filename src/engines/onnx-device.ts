@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { cudaPreloadOrder } from "../build/cuda-libs";
 import type { Logger } from "../log";
 import { preloadCudaLibs } from "./cuda-preload";

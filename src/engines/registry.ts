@@ -1,6 +1,6 @@
 import { existsSync, statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { ConfigError } from "../config";
 import type { Logger } from "../log";
 import { slotCount, slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "./manifest";

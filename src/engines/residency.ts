@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Logger } from "../log";
 import { withLoadSignal } from "./load-signal";
 import { DeviceUnavailableError } from "./onnx-device";

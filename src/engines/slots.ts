@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import { retryHeaders } from "../billing/limits";
 
 // Worker slots of one model (spec §7 "every worker for the model is busy"). A request takes the

@@ -1,4 +1,4 @@
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 
 // Text longer than its model could take is refused before a tokenizer runs on it (issue 41: the
 // tokenizers of the embedding and classifier models run on the event loop, and one 20 MB input

@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 import { mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Principal } from "../accounts/types";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 import type { Clock } from "../clock";
 import { newId, randomBase62 } from "../ids";
 import type { Logger } from "../log";

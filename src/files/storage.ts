@@ -1,5 +1,5 @@
 import { statfsSync } from "node:fs";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 
 // Storage limits on uploads (issue 41 M4): without them one key filled the disk with 50 MB files.
 // - A quota per account ([files] quota_mb) on the bytes of its live files: uploads and the batch

@@ -1,5 +1,5 @@
 import type { ImagesRequest } from "../api/openai/images-schema";
-import { ApiError } from "../api/http/errors";
+import { ApiError } from "../errors";
 
 // An images request → the job the service runs, with a named 400 for anything this server cannot
 // do (spec §2.8, §4 rule 2: refuse, never drop a field silently). Defaults: size 512x512 (a

@@ -1,4 +1,4 @@
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import type { Logger } from "../../log";
 import { SlotPool } from "../slots";
 import type { EngineStats, ImageEngine, ImageRequest } from "../types";

@@ -1,6 +1,6 @@
 import { QwenChatWrapper, resolveChatWrapper, type ChatModelFunctions, type ChatWrapper, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import { randomBytes } from "node:crypto";
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import { imagesOf } from "../../chat/images";
 import type { ChatJob } from "../../chat/job";
 import type { Logger } from "../../log";

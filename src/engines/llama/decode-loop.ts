@@ -1,5 +1,5 @@
 import type { LlamaContext, LlamaModel } from "node-llama-cpp";
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import { GRAMMAR_BUDGET } from "./grammar-budget";
 import { llamaAddon } from "./native/addon-path";
 import { nativeContext, nativeModel } from "./native/handles";

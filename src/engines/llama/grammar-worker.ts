@@ -1,4 +1,4 @@
-import { ApiError, type ErrorCode } from "../../api/http/errors";
+import { ApiError, type ErrorCode } from "../../errors";
 import type { JsonSchema } from "../../chat/job";
 import { toGbnf, toToolGbnf } from "./json-schema";
 

@@ -1,4 +1,4 @@
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import type { JsonSchema } from "../../chat/job";
 import { llamaAddon } from "./native/addon-path";
 import { GRAMMAR_REPETITION_MAX, patternProblem } from "./pattern-limits";

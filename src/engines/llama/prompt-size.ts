@@ -1,5 +1,5 @@
 import type { LlamaModel } from "node-llama-cpp";
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import type { ChatJob } from "../../chat/job";
 import { llamaAddon } from "./native/addon-path";
 import { nativeModel } from "./native/handles";

@@ -1,4 +1,4 @@
-import { ApiError } from "../../api/http/errors";
+import { ApiError } from "../../errors";
 import type { EmbeddingEngine, EmbeddingInput } from "../types";
 import { Encoder, mapInSlices, type EncoderOptions, type Tokenizer } from "./encoder";
 import { MicroBatcher } from "./micro-batcher";
