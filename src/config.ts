@@ -201,6 +201,25 @@ const Files = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+// Message threads on /v1/messages (issue 42): conversations held between turns, per key, in the store.
+const Threads = T.Object(
+  {
+    enabled: T.Boolean({
+      default: true,
+      description:
+        "keep message threads (`thread` on /v1/messages); false: create is 400 thread_unsupported_request and continue 404 thread_not_found, after which the Anthropic SDK sends the whole conversation",
+    }),
+    ttl_s: T.Integer({ default: 86400, minimum: 60, description: "a thread not continued for this many seconds is deleted (its continue answers thread_not_found)" }),
+    max_per_key: T.Integer({ default: 100, minimum: 1, description: "threads one key holds; past it the least recently used is deleted" }),
+    max_mb_per_key: T.Number({
+      default: 64,
+      exclusiveMinimum: 0,
+      description: "MiB one key's threads hold (messages, system, tools, images inline); past it the least recently used are deleted; one thread holds at most this and server.max_body_mb",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -223,12 +242,16 @@ export const Config = T.Object(
     image_input: ImageInput,
     files: Files,
     compat: Compat,
+    threads: Threads,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },
   { additionalProperties: false },
 );
 export type Config = Static<typeof Config>;
+
+/** The [compat] settings as a reader looks them up per request (SIGHUP applies them in place). */
+export type CompatSettings = () => Config["compat"];
 
 export class ConfigError extends Error {
   constructor(message: string) {

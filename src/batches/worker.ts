@@ -11,7 +11,7 @@ import type { Logger } from "../log";
 import { batchesRepo, type BatchRow, type LineRow } from "../store/batches";
 import { isBatchEndpoint } from "./endpoints";
 import { crashedResult, runLine, unrunResult } from "./run-line";
-import type { CompatSettings } from "../api/responses/routes";
+import type { CompatSettings } from "../config";
 import { validateBatchFile } from "./validate";
 
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and

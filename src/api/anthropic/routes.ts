@@ -9,7 +9,7 @@ import { fromChatCompletion, toMessageId } from "./from-chat";
 import { CountTokensRequest, MessagesRequest } from "./schema";
 import { createMessagesStream, type MessagesStream, type MessagesStreamEvent } from "./stream";
 import { relabel, toChatRequest, type Origin } from "./to-chat";
-import type { CompatSettings } from "../responses/routes";
+import type { CompatSettings } from "../../config";
 
 // POST /v1/messages (spec §2.6) and POST /v1/messages/count_tokens: the Messages format as a
 // translation onto the chat-completions service. Errors are answered in Anthropic's envelope by

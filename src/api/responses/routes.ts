@@ -11,10 +11,7 @@ import type { ResponseContext, ResponseObject } from "./from-chat";
 import { requestErrors, ResponsesRequest } from "./schema";
 import { createResponsesStream, type ResponseEvent, type ResponsesStream } from "./stream";
 import { toChatRequest, toResponsesError, type ChatTranslation, type TranslateOptions } from "./to-chat";
-import type { Config } from "../../config";
-
-/** The server settings the translation reads, looked up per request (SIGHUP applies [compat]). */
-export type CompatSettings = () => Config["compat"];
+import type { CompatSettings } from "../../config";
 const translateOptions = (compat: CompatSettings | undefined): TranslateOptions => ({ ignoreHostedTools: compat?.().ignore_hosted_tools === true });
 
 // POST /v1/responses (spec §2.5): translated onto the chat-completions service, answered as one
