@@ -87,7 +87,15 @@ export function createApp(deps: AppDeps): App {
     .use(modelsRoutes(deps.registry))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger, () => deps.config.compat))
-    .use(messagesRoutes(deps.chat, logger, () => deps.config.compat))
+    .use(
+      messagesRoutes(deps.chat, logger, () => deps.config.compat, {
+        store: deps.threads,
+        clock: deps.clock,
+        logger,
+        settings: () => deps.config.threads,
+        maxBodyBytes: deps.config.server.max_body_mb * 1024 * 1024,
+      }),
+    )
     .use(embeddingsRoutes(deps))
     .use(classifyRoutes(deps))
     .use(imagesRoutes(deps))

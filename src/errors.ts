@@ -24,10 +24,13 @@ export const ERROR_TABLE = {
   premium_key_required: { status: 403, openaiType: "permission_error", openaiCode: "premium_key_required", anthropicType: "permission_error" },
   missing_scope: { status: 403, openaiType: "permission_error", openaiCode: "missing_scope", anthropicType: "permission_error" },
   not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "not_found", anthropicType: "not_found_error" },
-  // Message threads (Anthropic's server-held conversations) are not kept here: the SDK reads
-  // error.details.error_code and sends the whole conversation instead (api/anthropic/to-chat.ts).
-  thread_unsupported: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_unsupported_request", anthropicType: "invalid_request_error" },
+  // Message threads on /v1/messages (api/anthropic/threads.ts): the Anthropic SDK reads
+  // error.details.error_code and recovers (the first three: it replays the whole conversation).
   thread_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "thread_not_found", anthropicType: "not_found_error" },
+  thread_already_continued: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_already_continued", anthropicType: "invalid_request_error" },
+  thread_continue_in_flight: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_continue_in_flight", anthropicType: "invalid_request_error" },
+  thread_fingerprint_mismatch: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_fingerprint_mismatch", anthropicType: "invalid_request_error" },
+  thread_unsupported: { status: 400, openaiType: "invalid_request_error", openaiCode: "thread_unsupported_request", anthropicType: "invalid_request_error" },
   model_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "model_not_found", anthropicType: "not_found_error" },
   conflict: { status: 409, openaiType: "invalid_request_error", openaiCode: "conflict", anthropicType: "invalid_request_error" },
   node_not_found: { status: 404, openaiType: "invalid_request_error", openaiCode: "node_not_found", anthropicType: "not_found_error" },

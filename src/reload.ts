@@ -2,7 +2,7 @@ import type { Config } from "./config";
 import { demoModelsOf, withDemoModels } from "./demo";
 import type { AppDeps } from "./services";
 
-// Config reload without a restart (SIGHUP): limits and prices — the [limits], [prices], [files] and [compat] tables
+// Config reload without a restart (SIGHUP): limits and prices — the [limits], [prices], [files], [compat] and [threads] tables
 // and each served model's `price` — are applied in place, so every service reading them sees the
 // new values on its next request. The served models follow the config too (registry.apply): a new
 // model is listed at once and loads per its `load`; a removed one answers 404 to new requests at
@@ -31,7 +31,7 @@ export function applyReload(deps: Pick<AppDeps, "config" | "accounts" | "registr
 
   const applied: string[] = changes.updated.map((f) => `models.${f}`);
   const needsRestart: string[] = [];
-  for (const table of ["limits", "prices", "files", "compat"] as const) {
+  for (const table of ["limits", "prices", "files", "compat", "threads"] as const) {
     for (const [k, v] of Object.entries(next[table])) {
       if ((current[table] as Record<string, unknown>)[k] !== v) applied.push(`${table}.${k}`);
     }

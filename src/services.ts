@@ -29,6 +29,7 @@ import { consoleHosts } from "./console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./console/views";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./rentals/reserved";
 import { rentalsRepo } from "./store/rentals";
+import { sqliteThreadStore, type ThreadStore } from "./store/threads";
 import type { MemoryPlanner } from "./engines/residency";
 import { createPlanner } from "./planner/planner";
 import { createRentalsService, type RentalsService } from "./rentals/service";
@@ -60,6 +61,8 @@ export interface AppDeps {
   console: { auth: ConsoleAuth; views: ConsoleViews };
   /** Prometheus metrics counted as work happens (GET /metrics adds what it reads at scrape time). */
   metrics: Metrics;
+  /** Message threads of /v1/messages: conversations held between turns, per key ([threads]). */
+  threads: ThreadStore;
   startedAt: number;
 }
 
@@ -190,6 +193,7 @@ export function createServices(
       views: createConsoleViews({ db, clock, accounts, batches, files, rentals, registry }),
     },
     metrics,
+    threads: sqliteThreadStore(db),
     startedAt: clock.now(),
   };
 }

@@ -1,7 +1,7 @@
 import type { TSchema } from "@sinclair/typebox";
 import { Value, type ValueError } from "@sinclair/typebox/value";
-import { ChatRequest } from "../api/openai/chat-schema";
-import { EmbeddingsRequest } from "../api/openai/embeddings";
+import { ChatRequest } from "../chat/request";
+import { EmbeddingsRequest } from "../embeddings/request";
 import { requestErrors as responsesErrors } from "../api/responses/schema";
 import type { ModelKind } from "../engines/manifest";
 

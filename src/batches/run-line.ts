@@ -1,6 +1,6 @@
 import type { Principal } from "../accounts/types";
-import type { ChatRequest } from "../api/openai/chat-schema";
-import type { EmbeddingsRequest } from "../api/openai/embeddings";
+import type { ChatRequest } from "../chat/request";
+import type { EmbeddingsRequest } from "../embeddings/request";
 import { asApiError, ERROR_TABLE } from "../errors";
 import { toOpenAIErrorBody } from "../api/http/errors";
 import { respond } from "../api/responses/routes";

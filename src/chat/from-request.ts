@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ContentPart } from "../api/openai/chat-schema";
+import type { ChatMessage, ChatRequest, ContentPart } from "./request";
 import { ApiError } from "../errors";
 import { parseClientJson } from "../bounded-json";
 import type { ChatJob, ChatTurn, ImageInput, OutputFormat, ToolChoice, ToolSpec } from "./job";

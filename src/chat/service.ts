@@ -1,5 +1,5 @@
 import type { Principal } from "../accounts/types";
-import type { ChatRequest } from "../api/openai/chat-schema";
+import type { ChatRequest } from "./request";
 import { ApiError } from "../errors";
 import type { Limits } from "../billing/limits";
 import type { ActualUsage, Meter, Ticket } from "../billing/meter";

@@ -1,5 +1,5 @@
 import type { Principal } from "../accounts/types";
-import type { ClassifyRequest } from "../api/openai/classify";
+import type { ClassifyRequest } from "./request";
 import { ApiError } from "../errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { ClassifierEngine, ClassifyItem } from "../engines/types";

@@ -1,5 +1,5 @@
 import type { Principal } from "../accounts/types";
-import type { EmbeddingsRequest } from "../api/openai/embeddings";
+import type { EmbeddingsRequest } from "./request";
 import { ApiError } from "../errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { EmbeddingEngine, EmbeddingInput } from "../engines/types";

@@ -1,4 +1,4 @@
-import type { ImagesRequest } from "../api/openai/images-schema";
+import type { ImagesRequest } from "./request";
 import { ApiError } from "../errors";
 
 // An images request → the job the service runs, with a named 400 for anything this server cannot

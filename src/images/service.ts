@@ -1,5 +1,5 @@
 import type { Principal } from "../accounts/types";
-import type { ImagesRequest, ImagesResponse } from "../api/openai/images-schema";
+import type { ImagesRequest, ImagesResponse } from "./request";
 import type { ModelManifest } from "../engines/manifest";
 import type { ImageEngine } from "../engines/types";
 import type { CapabilityDeps } from "../services";

@@ -5,7 +5,7 @@ import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { MessagesRequest } from "../../src/api/anthropic/schema";
 import { toChatRequest as fromMessages } from "../../src/api/anthropic/to-chat";
-import { ChatRequest } from "../../src/api/openai/chat-schema";
+import { ChatRequest } from "../../src/chat/request";
 import { ResponsesRequest } from "../../src/api/responses/schema";
 import { toChatRequest as fromResponses } from "../../src/api/responses/to-chat";
 import { toChatJob } from "../../src/chat/from-request";

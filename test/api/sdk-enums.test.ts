@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { toChatRequest as fromResponses } from "../../src/api/responses/to-chat";
 import type { ResponsesRequest } from "../../src/api/responses/schema";
-import type { ChatRequest } from "../../src/api/openai/chat-schema";
+import type { ChatRequest } from "../../src/chat/request";
 import { toChatJob } from "../../src/chat/from-request";
 
 // What the pinned official SDKs' types allow for the enum-like settings is accepted: the values are

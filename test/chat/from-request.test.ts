@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { ChatRequest } from "../../src/api/openai/chat-schema";
+import type { ChatRequest } from "../../src/chat/request";
 import { ApiError } from "../../src/api/http/errors";
 import { toChatJob } from "../../src/chat/from-request";
 

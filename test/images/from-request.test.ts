@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ApiError } from "../../src/api/http/errors";
-import type { ImagesRequest } from "../../src/api/openai/images-schema";
+import type { ImagesRequest } from "../../src/images/request";
 import { randomSeed, toImageJob } from "../../src/images/from-request";
 
 const req = (extra: Partial<ImagesRequest> = {}): ImagesRequest => ({ model: "m", prompt: "p", ...extra });

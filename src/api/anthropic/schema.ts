@@ -88,6 +88,13 @@ export type ThinkingConfig = Static<typeof ThinkingConfig>;
 export const OutputFormat = T.Object({ type: T.String({ minLength: 1 }), schema: T.Optional(T.Record(T.String(), T.Unknown())) }, { additionalProperties: true });
 export type OutputFormat = Static<typeof OutputFormat>;
 
+/**
+ * Message threads (beta message-threads-2026-08-12): create | continue {previous_message_id} — checked
+ * by threads.ts; kept per key in the store (thread-turn.ts).
+ */
+export const ThreadParam = T.Object({ type: T.String({ minLength: 1 }), previous_message_id: Nullable(T.String({ minLength: 1 })) });
+export type ThreadParam = Static<typeof ThreadParam>;
+
 const common = {
   model: T.String({ minLength: 1 }),
   messages: T.Array(InputMessage, { minItems: 1 }),
@@ -99,6 +106,7 @@ const common = {
   output_config: T.Optional(T.Object({ format: Nullable(OutputFormat), effort: Nullable(T.String()) }, { additionalProperties: true })),
   /** The structured-outputs beta's name for output_config.format. */
   output_format: Nullable(OutputFormat),
+  thread: Nullable(ThreadParam),
   // Accepted and ignored (spec §2.6).
   context_management: T.Optional(T.Unknown()),
   safeguards: T.Optional(T.Unknown()),

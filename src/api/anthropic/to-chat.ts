@@ -1,6 +1,7 @@
 import { ApiError } from "../http/errors";
-import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall } from "../openai/chat-schema";
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall } from "../../chat/request";
 import type { ContentBlock, CountTokensRequest, InputMessage, MessagesRequest, OutputFormat, ThinkingConfig, Tool, ToolResultBlock } from "./schema";
+import { threadErrors } from "./threads";
 
 // Messages request → chat-completions request (spec §2.6). Pure: no framework, store or engine.
 // Every rule the schema cannot express is checked here and refused with a 400 naming the field
@@ -27,7 +28,7 @@ export type MessagesInput = CountTokensRequest & Partial<Omit<MessagesRequest, k
 
 const bad = (param: string, message: string) => new ApiError("invalid_request", `${param}: ${message}`, { param });
 
-/** The chat layer's tool-name rule (chat-schema FunctionTool). */
+/** The chat layer's tool-name rule (chat/request.ts FunctionTool). */
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 export function toChatRequest(req: MessagesInput, opts: { ignoreHostedTools?: boolean } = {}): ChatTranslation {
@@ -92,24 +93,14 @@ const OFF_ONLY = new Map<string, [off: (v: unknown) => boolean, why: string]>(Ob
 }));
 
 /**
- * `thread` (Anthropic's message threads, beta message-threads-2026-08-12: the server holds the
- * conversation between turns) is not kept here *(choice: a LAN appliance re-reads the prompt from
- * its slot cache anyway, so a thread would save bandwidth only)*. Refused with the error codes the
- * Anthropic SDK recovers from: its tool runner then sends the whole conversation unthreaded, and a
- * `continue` names a thread that does not exist. Never dropped silently: a continue without the
- * history would answer a conversation the client did not mean.
+ * `thread` (Anthropic's message threads) is resolved against the store before translation
+ * (thread-turn.ts), which hands over the request without it. A caller that does not resolve threads
+ * gets it refused with the code the Anthropic SDK recovers from, never dropped: a continue without
+ * its history would answer a conversation the client did not mean.
  */
 function refuseThread(thread: unknown) {
   if (thread == null) return;
-  if (typeof thread === "object" && (thread as { type?: unknown }).type === "continue")
-    throw new ApiError("thread_not_found", "thread.previous_message_id: this server keeps no message threads, so it names none; send the whole conversation without `thread`", {
-      param: "thread.previous_message_id",
-      details: { error_code: "thread_not_found" },
-    });
-  throw new ApiError("thread_unsupported", "thread: this server does not keep message threads; send the whole conversation each turn without `thread` (the Anthropic SDK's tool runner does so by itself after this answer)", {
-    param: "thread",
-    details: { error_code: "thread_unsupported_request", unsupported: [] },
-  });
+  throw threadErrors.unsupported("message threads are not kept for this request");
 }
 
 function refuseUnsupported(req: MessagesInput) {

@@ -4,7 +4,7 @@ import type { Logger } from "../../log";
 import { contextOf, principalOf } from "../http/context";
 import { asApiError, toOpenAIErrorBody } from "../http/errors";
 import { sseResponse, type SseEvent } from "../http/sse";
-import { ChatRequest } from "./chat-schema";
+import { ChatRequest } from "../../chat/request";
 
 // POST /v1/chat/completions (spec §2.4): JSON, or SSE chunks ending with a usage chunk and
 // `data: [DONE]`. A failure after the stream started becomes an error event, then the stream ends.

@@ -1,20 +1,10 @@
-import { Type as T, type Static } from "@sinclair/typebox";
 import { Elysia } from "elysia";
+import { ClassifyRequest } from "../../classify/request";
 import type { AppDeps } from "../../services";
 import { contextOf, principalOf } from "../http/context";
 
 // POST /v1/classify (spec §2.7): premise/hypothesis pairs or raw strings → three-class NLI.
-// The request schema is declared once; unknown fields are accepted (STYLE).
-
-export const ClassifyPair = T.Object({ premise: T.String(), hypothesis: T.String() });
-
-export const ClassifyRequest = T.Object({
-  model: T.String({ minLength: 1 }),
-  pairs: T.Optional(T.Array(ClassifyPair)),
-  /** Raw strings formatted by the caller, tokenized as given. */
-  input: T.Optional(T.Array(T.String())),
-});
-export type ClassifyRequest = Static<typeof ClassifyRequest>;
+// The request schema is src/classify/request.ts.
 
 export function classifyRoutes(deps: AppDeps) {
   return new Elysia({ name: "classify" }).post(

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../../services";
 import { contextOf, principalOf } from "../http/context";
-import { ImagesRequest } from "./images-schema";
+import { ImagesRequest } from "../../images/request";
 
 // POST /v1/images/generations (spec §2.8): JSON in, JSON out with data[].b64_json PNGs. Text to
 // image only: /v1/images/edits and /v1/images/variations are not routes here (404).

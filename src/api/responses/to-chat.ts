@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ResponseFormat, ToolCall } from "../openai/chat-schema";
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ResponseFormat, ToolCall } from "../../chat/request";
 import { ApiError } from "../http/errors";
 import { parseClientJson } from "../../bounded-json";
 import { decodeThought } from "./reasoning";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { CountTokensRequest, MessagesRequest } from "../../../src/api/anthropic/schema";
 import { relabel, toChatRequest, toMessagesParam, type MessagesInput } from "../../../src/api/anthropic/to-chat";
 import { ApiError } from "../../../src/api/http/errors";
-import { ChatRequest } from "../../../src/api/openai/chat-schema";
+import { ChatRequest } from "../../../src/chat/request";
 import { toChatJob } from "../../../src/chat/from-request";
 
 const base = (extra: Record<string, unknown> = {}): MessagesInput =>

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { ApiError } from "../../../src/api/http/errors";
-import { ChatRequest } from "../../../src/api/openai/chat-schema";
+import { ChatRequest } from "../../../src/chat/request";
 import { ResponsesRequest } from "../../../src/api/responses/schema";
 import { decodeThought, encodeThought } from "../../../src/api/responses/reasoning";
 import { namespacedName, toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";

@@ -1,0 +1,14 @@
+import { Type as T, type Static } from "@sinclair/typebox";
+
+// POST /v1/classify request (spec §2.7): premise/hypothesis pairs or raw strings, declared once.
+// Unknown fields are accepted (STYLE).
+
+export const ClassifyPair = T.Object({ premise: T.String(), hypothesis: T.String() });
+
+export const ClassifyRequest = T.Object({
+  model: T.String({ minLength: 1 }),
+  pairs: T.Optional(T.Array(ClassifyPair)),
+  /** Raw strings formatted by the caller, tokenized as given. */
+  input: T.Optional(T.Array(T.String())),
+});
+export type ClassifyRequest = Static<typeof ClassifyRequest>;
