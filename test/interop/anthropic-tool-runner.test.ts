@@ -4,18 +4,19 @@ import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
 import { useDemoServer } from "./demo-server";
 import { expectAnswered, type Recorded, type RecordingProxy } from "./recording-proxy";
 
-// The Anthropic SDK's tool runner (1.14, unmodified) against `serve --demo`. Its `Anthropic` client
-// starts a message thread (`thread: {type: "create"}`, beta message-threads-2026-08-12) and then
-// sends only the new turn. Issue 42: the server ignored `thread`, so the second turn was a lone
-// tool_result → 400. Threads are not kept here: the first request is refused with the error code
-// the SDK recovers from (thread_unsupported_request), after which the runner sends the whole
-// conversation each turn and completes the tool round trip, streamed and not.
+// The Anthropic SDK's message threads (1.14, unmodified) against `serve --demo`. Its `Anthropic`
+// client runs the tool runner over a thread: the first turn sends `thread: {type: "create"}` with
+// the whole conversation, each later turn `thread: {type: "continue", previous_message_id}` with
+// only the new messages (beta message-threads-2026-08-12). Issue 42: the server ignored `thread`,
+// so the second turn was a lone tool_result → 400; it now keeps the thread, and the recording
+// proxy shows the continue carrying only the tool result, answered 2xx.
 
 let key: string;
 let proxy: RecordingProxy;
 useDemoServer((s) => ({ key, proxy } = s));
 
 const client = () => new Anthropic({ apiKey: key, baseURL: proxy.url, maxRetries: 0 });
+const BETA = "message-threads-2026-08-12";
 
 function lookupTool(calls: unknown[]) {
   return betaTool({
@@ -29,66 +30,76 @@ function lookupTool(calls: unknown[]) {
   });
 }
 
-/** The thread refusal, then every request without `thread` and answered 2xx; the tool's result went back with the history. */
-function expectUnthreadedRoundTrip(sent: Recorded[], calls: unknown[]) {
-  const turns = sent.filter((r) => r.path === "/v1/messages");
-  const [first, ...rest] = turns;
-  expect(first!.status).toBe(400);
-  expect((first!.body as { thread: unknown }).thread).toEqual({ type: "create" });
-  expect(rest.length).toBeGreaterThanOrEqual(2);
-  for (const r of rest) expect((r.body as { thread?: unknown }).thread).toBeUndefined();
-  expectAnswered(rest);
-  expect(calls.length).toBeGreaterThanOrEqual(1);
-  for (const c of calls) expect(typeof (c as { word: unknown }).word).toBe("string");
-  // The turn after the tool ran carries the whole conversation: the user's message, the tool_use and its result.
-  const second = rest[1]!.body as { messages: { role: string; content: unknown }[]; tools: unknown[] };
-  expect(second.tools).toHaveLength(1);
-  expect(second.messages[0]).toMatchObject({ role: "user" });
-  expect(JSON.stringify(second.messages)).toContain('"tool_result"');
-  expect(JSON.stringify(second.messages)).toContain('"tool_use"');
+type Body = { thread?: { type: string; previous_message_id?: string }; messages: { role: string; content: unknown }[]; tools?: unknown; system?: unknown };
+const turnsOf = (sent: Recorded[]) => sent.filter((r) => r.method === "POST" && r.path.split("?")[0] === "/v1/messages");
+
+/** Each turn after the first continued from the reply before it, sending only what the server lacked. */
+function expectThreaded(sent: Recorded[], replies: Anthropic.Beta.BetaMessage[]) {
+  expectAnswered(sent);
+  const turns = turnsOf(sent);
+  expect(turns.length).toBe(replies.length);
+  for (const t of turns) expect(t.headers["anthropic-beta"]).toContain(BETA);
+  const [first, ...rest] = turns.map((t) => t.body as Body);
+  expect(first!.thread).toEqual({ type: "create" });
+  rest.forEach((body, i) => {
+    expect(body.thread).toEqual({ type: "continue", previous_message_id: replies[i]!.id });
+    // No replay: the thread holds the history, its system and its tools.
+    expect(body.tools).toBeUndefined();
+    expect(body.system).toBeUndefined();
+    expect(body.messages).toHaveLength(1);
+    expect(body.messages[0]!.role).toBe("user");
+  });
 }
 
 describe.each([false, true])("tool runner, stream %p", (stream) => {
-  test("completes a tool round trip: the thread refused once with thread_unsupported_request, then the whole conversation each turn", async () => {
+  test("runs the tool and continues the thread with only its result, every request answered 2xx", async () => {
     const calls: unknown[] = [];
-    const { result, sent } = await proxy.recording(async () => {
+    const { result: replies, sent } = await proxy.recording(async () => {
       const runner = client().beta.messages.toolRunner({
         model: "demo-chat",
         max_tokens: 64,
+        system: "Use the tool.",
         messages: [{ role: "user", content: "Look up the word 'cat'." }],
         tools: [lookupTool(calls)],
-        // The demo model has random weights: forcing the tool makes the round trip certain.
+        // The demo model has random weights: forcing the tool makes the round trip certain; it stays
+        // forced on the second turn, so max_iterations ends the run.
         tool_choice: { type: "tool", name: "lookup" },
         max_iterations: 2,
         ...(stream ? { stream: true as const } : {}),
       });
-      let messages = 0;
-      for await (const m of runner) {
-        if (stream) for await (const _ of m as AsyncIterable<unknown>) void _;
-        messages++;
-      }
-      return messages;
+      const out: Anthropic.Beta.BetaMessage[] = [];
+      for await (const m of runner) out.push(stream ? await (m as { finalMessage(): Promise<Anthropic.Beta.BetaMessage> }).finalMessage() : (m as Anthropic.Beta.BetaMessage));
+      return out;
     });
-    expect(result).toBe(2);
-    expectUnthreadedRoundTrip(sent, calls);
+    expect(replies).toHaveLength(2);
+    expect(calls.length).toBeGreaterThanOrEqual(1);
+    for (const c of calls) expect(typeof (c as { word: unknown }).word).toBe("string");
+    expectThreaded(sent, replies);
+    // The continue answered the first reply's call: its one message is that tool_result.
+    const call = replies[0]!.content.find((b) => b.type === "tool_use")!;
+    const second = turnsOf(sent)[1]!.body as Body;
+    expect(second.messages[0]!.content).toEqual([expect.objectContaining({ type: "tool_result", tool_use_id: call.id })]);
+    expect(replies[1]!.stop_reason).toBe("tool_use");
   }, 120_000);
 });
 
-test("a thread the caller starts itself (client.beta.messages.thread) is refused with the SDK's own error class, saying why", async () => {
-  const thread = client().beta.messages.thread({ model: "demo-chat", max_tokens: 8 });
-  const err = await thread.send({ role: "user", content: "hi" }).then(
-    () => null,
-    (e) => e,
-  );
-  expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-  expect(err.constructor.name).toBe("ThreadUnsupportedRequestError");
-  expect(err.message).toContain("this server does not keep message threads");
-});
+test("client.beta.messages.thread(): two sends, the second a continue with only its own message", async () => {
+  const { result: replies, sent } = await proxy.recording(async () => {
+    const thread = client().beta.messages.thread({ model: "demo-chat", max_tokens: 8, system: "Be brief." });
+    const first = await thread.send({ role: "user", content: "hi" });
+    const second = await thread.send({ role: "user", content: "and again" });
+    expect(thread.previousMessageId).toBe(second.id);
+    expect(thread.messages).toHaveLength(4);
+    return [first, second];
+  });
+  expectThreaded(sent, replies);
+  expect((turnsOf(sent)[1]!.body as Body).messages).toEqual([{ role: "user", content: "and again" }]);
+}, 120_000);
 
-test("a continue names no thread here: 404 thread_not_found, which makes the SDK replay the whole conversation", async () => {
+test("a continue from a reply the server does not hold is 404 thread_not_found, after which the SDK replays the whole conversation", async () => {
   const res = await fetch(`${proxy.url}/v1/messages`, {
     method: "POST",
-    headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01", "anthropic-beta": "message-threads-2026-08-12" },
+    headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01", "anthropic-beta": BETA },
     body: JSON.stringify({ model: "demo-chat", max_tokens: 8, messages: [{ role: "user", content: "hi" }], thread: { type: "continue", previous_message_id: "msg_1" } }),
   });
   expect(res.status).toBe(404);
