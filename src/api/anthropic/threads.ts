@@ -96,11 +96,7 @@ export function relabelContinued(e: unknown, offset: number): unknown {
   const held = i < offset;
   const head = held ? "thread.previous_message_id" : `messages[${i - offset}]`;
   const param = held ? head : head + e.param.slice(m[0].length);
-  const message = e.message.startsWith(e.param)
-    ? held
-      ? `${head}: the thread's history, at its message ${i}${e.message.slice(m[0].length)}`
-      : param + e.message.slice(e.param.length)
-    : e.message;
+  const message = held ? `${head}: in the thread's history, ${e.message}` : e.message.startsWith(e.param) ? param + e.message.slice(e.param.length) : e.message;
   return new ApiError(e.code, message, { param, headers: e.headers, ...(e.details ? { details: e.details } : {}) });
 }
 
