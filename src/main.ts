@@ -64,7 +64,13 @@ export async function startServer(
     const first = await bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
     deps.files.sweep();
-    const sweeper = setInterval(() => deps.files.sweep(), 3_600_000);
+    // Expired message threads go at start and hourly too, not only when some key keeps a thread.
+    const sweepThreads = () => deps.threads.sweep(deps.clock.now()).catch((e) => logger.warn("message thread sweep failed", { error: (e as Error).message }));
+    void sweepThreads();
+    const sweeper = setInterval(() => {
+      deps.files.sweep();
+      void sweepThreads();
+    }, 3_600_000);
     sweeper.unref();
     deps.batchWorker.start();
     await deps.rentals.start();

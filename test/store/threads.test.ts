@@ -198,3 +198,28 @@ describe("bounds", () => {
     expect(await claimOf(keyA, "msg_r2", "req_2")).toEqual({ miss: "not_found" });
   });
 });
+
+describe("the server's sweep", () => {
+  test("a server starting on a data dir deletes the threads that expired while it was down", async () => {
+    const { startServer } = await import("../../src/main");
+    const { memoryLogger } = await import("../../src/log");
+    const dir = tempDir();
+    dirs.push(dir);
+    const first = openStore(dir, { synchronous: "normal" });
+    const accounts = createAccountService(first, validateConfig({}).limits, clock);
+    accounts.createAccount("sweep");
+    const key = accounts.createKey({ account: "sweep", kind: "premium" }).info.id;
+    const gone = sqliteThreadStore(first);
+    // The live one first: a write sweeps what expired before its own `now`.
+    await gone.create(thread({ keyId: key, now: Date.now(), expiresAt: Date.now() + HOUR }), roomy);
+    await gone.create(thread({ keyId: key, now: Date.now() - 2 * HOUR, expiresAt: Date.now() - HOUR }), roomy);
+    expect(first.query("SELECT COUNT(*) AS n FROM message_threads").get()).toEqual({ n: 2 });
+    first.close();
+    const s = await startServer(validateConfig({ server: { data_dir: dir, port: 0 } }), { logger: memoryLogger(), banner: () => {} });
+    try {
+      expect(s.deps.db.query("SELECT COUNT(*) AS n FROM message_threads").get()).toEqual({ n: 1 });
+    } finally {
+      await s.stop();
+    }
+  }, 60_000);
+});
