@@ -74,5 +74,11 @@ export const AnthropicErrorBody = T.Object({
   error: T.Object({
     type: T.Union(literals(rows.map((r) => r.anthropicType))),
     message: T.String(),
+    details: T.Optional(
+      T.Object(
+        { error_code: T.String({ description: "What the Anthropic SDK recovers by, e.g. `thread_not_found` (message threads)." }) },
+        { additionalProperties: true },
+      ),
+    ),
   }),
 });

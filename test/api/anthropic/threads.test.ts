@@ -4,6 +4,7 @@ import { MessagesRequest } from "../../../src/api/anthropic/schema";
 import { continueRequest, fingerprintMismatch, parseThread, relabelContinued, threadErrors, type HeldThread } from "../../../src/api/anthropic/threads";
 import { toChatRequest, type MessagesInput } from "../../../src/api/anthropic/to-chat";
 import { ApiError, toAnthropicErrorBody } from "../../../src/api/http/errors";
+import { AnthropicErrorBody } from "../../../src/api/openapi/hand-schemas";
 
 // The pure part of message threads: what the field means, the fingerprint a continue must keep,
 // the request a continue is answered as, and errors named as the client sent its request.
@@ -126,4 +127,17 @@ describe("errors named as the client sent its request", () => {
     const e = err("messages[3]");
     expect(relabelContinued(e, 0)).toBe(e);
   });
+});
+
+test("every thread error renders in Anthropic's envelope with the details the OpenAPI document declares", () => {
+  const errors = [threadErrors.notFound("msg_1"), threadErrors.alreadyContinued("msg_1"), threadErrors.inFlight("msg_1"), threadErrors.mismatch(["model"]), threadErrors.unsupported("too big")];
+  expect(errors.map((e) => [e.status, e.details?.error_code])).toEqual([
+    [404, "thread_not_found"],
+    [400, "thread_already_continued"],
+    [400, "thread_continue_in_flight"],
+    [400, "thread_fingerprint_mismatch"],
+    [400, "thread_unsupported_request"],
+  ]);
+  expect(AnthropicErrorBody.properties.error.properties.details).toBeDefined();
+  for (const e of errors) expect(Value.Check(AnthropicErrorBody, toAnthropicErrorBody(e))).toBe(true);
 });
