@@ -32,7 +32,7 @@ export interface ThreadTurn {
   offset: number;
   /** Keeps the reply: a create holds the conversation under its id, a continue moves the thread to it. */
   keep(reply: MessagesResponse): Promise<void>;
-  /** The turn ends without a reply to keep: a continue's claim ends. Idempotent, and nothing once keep began. */
+  /** The turn ends without a reply to keep: a continue's claim ends. Idempotent, nothing once keep began, never rejects. */
   release(): Promise<void>;
 }
 
@@ -70,6 +70,8 @@ export async function beginThreadTurn(deps: ThreadsDeps | undefined, principal: 
       request,
       offset: 0,
       async keep(reply) {
+        // Released first (the stream was cancelled as it ended): the client never read message_stop.
+        if (done) return;
         done = true;
         const outcome = await deps.store.create(
           {
@@ -96,10 +98,11 @@ export async function beginThreadTurn(deps: ThreadsDeps | undefined, principal: 
   if ("miss" in found) throw missError(found.miss, id);
   const held = found.thread;
   let done = false;
+  // Never rejects (it runs from a stream's cancel): a claim it could not end lapses with its lease.
   const release = async () => {
     if (done) return;
     done = true;
-    await deps.store.release(held.id, requestId);
+    await deps.store.release(held.id, requestId).catch((e) => deps.logger.warn("message thread claim not released", { request_id: requestId, thread: held.id, error: (e as Error).message }));
   };
   try {
     const mismatch = fingerprintMismatch(held, body);
