@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { betaTool } from "@anthropic-ai/sdk/helpers/beta/json-schema";
-import { useDemoServer } from "./demo-server";
+import { useDemoServer, type DemoServer } from "./demo-server";
 import { expectAnswered, type Recorded, type RecordingProxy } from "./recording-proxy";
 
 // The Anthropic SDK's message threads (1.14, unmodified) against `serve --demo`. Its `Anthropic`
@@ -13,7 +13,8 @@ import { expectAnswered, type Recorded, type RecordingProxy } from "./recording-
 
 let key: string;
 let proxy: RecordingProxy;
-useDemoServer((s) => ({ key, proxy } = s));
+let demo: DemoServer;
+useDemoServer((s) => ({ key, proxy } = demo = s));
 
 const client = () => new Anthropic({ apiKey: key, baseURL: proxy.url, maxRetries: 0 });
 const BETA = "message-threads-2026-08-12";
@@ -94,6 +95,23 @@ test("client.beta.messages.thread(): two sends, the second a continue with only 
   });
   expectThreaded(sent, replies);
   expect((turnsOf(sent)[1]!.body as Body).messages).toEqual([{ role: "user", content: "and again" }]);
+}, 120_000);
+
+test("a thread the server no longer holds (expired, dropped) is replayed by the SDK itself: thread_not_found, then create with the whole conversation", async () => {
+  const { result: reply, sent } = await proxy.recording(async () => {
+    const thread = client().beta.messages.thread({ model: "demo-chat", max_tokens: 8 });
+    await thread.send({ role: "user", content: "hi" });
+    // As an expiry or a key's bounds would: the thread is gone from the store.
+    demo.server.deps.db.run("DELETE FROM message_threads");
+    return thread.send({ role: "user", content: "still there?" });
+  });
+  const turns = turnsOf(sent).map((t) => ({ status: t.status, thread: (t.body as Body).thread?.type, messages: (t.body as Body).messages.length }));
+  expect(turns).toEqual([
+    { status: 200, thread: "create", messages: 1 },
+    { status: 404, thread: "continue", messages: 1 },
+    { status: 200, thread: "create", messages: 3 },
+  ]);
+  expect(reply.type).toBe("message");
 }, 120_000);
 
 test("a continue from a reply the server does not hold is 404 thread_not_found, after which the SDK replays the whole conversation", async () => {
