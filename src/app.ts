@@ -8,6 +8,7 @@ import { bodyErrorOf } from "./api/http/body-check";
 import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
 import { validationToApiError } from "./api/http/validation";
 import { messagesRoutes } from "./api/anthropic/routes";
+import { batchLanes } from "./api/batch-lanes";
 import { batchesRoutes } from "./api/openai/batches";
 import { chatRoutes } from "./api/openai/chat";
 import { classifyRoutes } from "./api/openai/classify";
@@ -39,6 +40,8 @@ export interface App {
  */
 export function createApp(deps: AppDeps): App {
   const { accounts, limits, logger, metrics } = deps;
+  // The batch worker checks and runs lines as the live routes do: the edge gives it their lanes.
+  deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
   /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */

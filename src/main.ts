@@ -72,9 +72,9 @@ export async function startServer(
       void sweepThreads();
     }, 3_600_000);
     sweeper.unref();
+    const app = createApp(deps); // gives the batch worker its lanes
     deps.batchWorker.start();
     await deps.rentals.start();
-    const app = createApp(deps);
     const inFlight = new InFlight();
     // Before the main listener: a bad metrics address stops the start cleanly.
     const metricsListener = startMetricsListener(deps);

@@ -119,7 +119,7 @@ export function createServices(
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger, storage: () => config.files });
-  const batchWorker = createBatchWorker({ db, files, registry, accounts, chat, embeddings, clock, logger, compat: () => config.compat });
+  const batchWorker = createBatchWorker({ db, files, registry, accounts, clock, logger });
   const r = config.rentals;
   const listening = { port: 0 };
   const publicHost = r.public_host || (config.server.host === "0.0.0.0" || config.server.host === "::" ? hostname() : config.server.host);

@@ -1,18 +1,13 @@
-import type { TSchema } from "@sinclair/typebox";
-import { Value, type ValueError } from "@sinclair/typebox/value";
-import { ChatRequest } from "../chat/request";
-import { EmbeddingsRequest } from "../embeddings/request";
-import { requestErrors as responsesErrors } from "../api/responses/schema";
 import type { ModelKind } from "../engines/manifest";
 
-// The endpoints a batch may target (spec §2.10), each with the very schema its live route
-// validates with, and the kind of model it needs.
+// The endpoints a batch may target (spec §2.10) and the kind of model each needs. How a line's body
+// is checked and run is the live route's, given to the worker by the edge (lanes.ts).
 
 export const BATCH_ENDPOINTS = {
-  "/v1/chat/completions": { kind: "chat", errors: (body: unknown) => [...Value.Errors(ChatRequest as TSchema, body)] },
-  "/v1/responses": { kind: "chat", errors: responsesErrors },
-  "/v1/embeddings": { kind: "embedding", errors: (body: unknown) => [...Value.Errors(EmbeddingsRequest as TSchema, body)] },
-} as const satisfies Record<string, { kind: ModelKind; errors: (body: unknown) => ValueError[] }>;
+  "/v1/chat/completions": { kind: "chat" },
+  "/v1/responses": { kind: "chat" },
+  "/v1/embeddings": { kind: "embedding" },
+} as const satisfies Record<string, { kind: ModelKind }>;
 
 export type BatchEndpoint = keyof typeof BATCH_ENDPOINTS;
 

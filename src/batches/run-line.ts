@@ -1,29 +1,21 @@
 import type { Principal } from "../accounts/types";
-import type { ChatRequest } from "../chat/request";
-import type { EmbeddingsRequest } from "../embeddings/request";
 import { asApiError, ERROR_TABLE } from "../errors";
-import { toOpenAIErrorBody } from "../api/http/errors";
-import { respond } from "../api/responses/routes";
-import type { CompatSettings } from "../config";
-import type { ResponsesRequest } from "../api/responses/schema";
-import type { ChatService } from "../chat/service";
 import type { Clock } from "../clock";
-import type { EmbeddingsService } from "../embeddings/service";
 import type { Logger } from "../log";
 import type { BatchesRepo, BatchRow, LineRow } from "../store/batches";
+import { isBatchEndpoint } from "./endpoints";
+import type { BatchLanes } from "./lanes";
 
-// One batch line through the same service a live request uses (STYLE: vLLM's run_batch runs
-// lines through the handlers that serve HTTP). A completed line's result is committed in the
+// One batch line through the same service a live request uses, its lane (lanes.ts; STYLE: vLLM's
+// run_batch runs lines through the handlers that serve HTTP). A completed line's result is committed in the
 // transaction that charges it; a failed line is recorded with nothing charged (spec §7 rule 2).
 
 export interface LineDeps {
   repo: BatchesRepo;
-  chat: ChatService;
-  embeddings: EmbeddingsService;
+  /** Each endpoint's runner and the error body's format, given by the edge (lanes.ts). */
+  lanes: BatchLanes;
   clock: Clock;
   logger: Logger;
-  /** [compat] settings the Responses translation reads (hosted tools). */
-  compat?: CompatSettings;
 }
 
 /** The ids a line's result carries: stable, so a retried line writes the same ones. */
@@ -46,22 +38,10 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
     if (!deps.repo.finish(batch.id, line.line, "completed", JSON.stringify(result), deps.clock.now()))
       throw new LineAlreadyEnded(`batch line ${batch.id}:${line.line} had already ended`);
   };
-  const opts = { requestId, endpoint: batch.endpoint, batch: true, signal };
   const body = JSON.parse(line.body);
   try {
-    switch (batch.endpoint) {
-      case "/v1/chat/completions":
-        await deps.chat.complete(principal, body as ChatRequest, { ...opts, record });
-        break;
-      case "/v1/responses":
-        await respond(deps.chat, principal, body as ResponsesRequest, { ...opts, record, compat: deps.compat });
-        break;
-      case "/v1/embeddings":
-        await deps.embeddings.create(principal, body as EmbeddingsRequest, { ...opts, record });
-        break;
-      default:
-        throw new Error(`batch endpoint ${batch.endpoint} has no runner`);
-    }
+    if (!isBatchEndpoint(batch.endpoint)) throw new Error(`batch endpoint ${batch.endpoint} has no runner`);
+    await deps.lanes.lanes[batch.endpoint].run(principal, body, { requestId, endpoint: batch.endpoint, batch: true, signal, record });
     return "done";
   } catch (e) {
     if (e instanceof LineAlreadyEnded) {
@@ -75,7 +55,7 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
     const result = {
       id,
       custom_id: line.custom_id,
-      response: { status_code: error.status, request_id: requestId, body: toOpenAIErrorBody(error) },
+      response: { status_code: error.status, request_id: requestId, body: deps.lanes.errorBody(error) },
       error: { code: ERROR_TABLE[error.code].openaiCode ?? error.code, message: error.message },
     };
     if (!deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now()))

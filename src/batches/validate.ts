@@ -1,8 +1,8 @@
-import { describeFirstError } from "../api/http/validation";
 import { ApiError } from "../errors";
 import { parseClientJson } from "../bounded-json";
 import type { Registry } from "../engines/registry";
 import { BATCH_ENDPOINTS, type BatchEndpoint } from "./endpoints";
+import type { BatchLane } from "./lanes";
 
 // Validation of a batch input file before anything runs (spec §3 Batch, §7 rule 1): every line
 // is checked — JSON, custom_id (present, unique), method, url, the body against the endpoint's
@@ -24,7 +24,7 @@ export interface ValidLine {
   body: string;
 }
 
-export async function validateBatchFile(path: string, endpoint: BatchEndpoint, registry: Registry): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
+export async function validateBatchFile(path: string, endpoint: BatchEndpoint, lane: BatchLane, registry: Registry): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
   const rules = BATCH_ENDPOINTS[endpoint];
   const lines: ValidLine[] = [];
   const errors: LineProblem[] = [];
@@ -59,7 +59,7 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, r
     if (typeof req.body !== "object" || req.body === null || Array.isArray(req.body)) problem(n, "invalid_request", `line ${n}: body must be a JSON object`, "body");
     else {
       // worded as a live request's 400 is (a union field says what it takes, not "expected union value")
-      const first = describeFirstError(rules.errors(req.body) as unknown as Parameters<typeof describeFirstError>[0]);
+      const first = lane.firstProblem(req.body);
       if (first) {
         const field = first.param;
         const said = first.message.slice(`${field ?? "request body"}: `.length);

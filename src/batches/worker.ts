@@ -11,8 +11,8 @@ import type { Logger } from "../log";
 import { batchesRepo, type BatchRow, type LineRow } from "../store/batches";
 import { isBatchEndpoint } from "./endpoints";
 import { crashedResult, runLine, unrunResult } from "./run-line";
-import type { CompatSettings } from "../config";
 import { validateBatchFile } from "./validate";
+import type { BatchLanes } from "./lanes";
 
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and
 // finalizes them. Its state is the store: every step is recorded, so a restart (or a kill)
@@ -43,11 +43,8 @@ export interface BatchWorkerDeps {
   files: FilesService;
   registry: Registry;
   accounts: AccountService;
-  chat: ChatService;
-  embeddings: EmbeddingsService;
   clock: Clock;
   logger: Logger;
-  compat?: CompatSettings;
 }
 
 export type BatchWorker = ReturnType<typeof createBatchWorker>;
@@ -55,7 +52,9 @@ type BatchState = { lines: Set<number>; cursor: number };
 
 export function createBatchWorker(deps: BatchWorkerDeps) {
   const repo = batchesRepo(deps.db);
-  const lineDeps = { repo, chat: deps.chat, embeddings: deps.embeddings, clock: deps.clock, logger: deps.logger, compat: deps.compat };
+  /** Given by the edge (createApp) before the worker starts: how each endpoint's lines are checked and run. */
+  let lanes: BatchLanes | null = null;
+  const lineDeps = () => ({ repo, lanes: lanes!, clock: deps.clock, logger: deps.logger });
   const running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
   const perModel = new Map<string, number>();
   /** Per batch, the lines running now and the last line handed out (lines are started in order). */
@@ -213,7 +212,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       const key = `${b.id}:${line.line}`;
       const controller = new AbortController();
       state.lines.add(line.line);
-      const done = runLine(lineDeps, b, line, principal, controller.signal)
+      const done = runLine(lineDeps(), b, line, principal, controller.signal)
         .then((outcome) => {
           // a graceful stop is no crash: the start is handed back
           if (outcome === "aborted") repo.unstart(b.id, line.line);
@@ -247,7 +246,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       const result =
         !file || file.deleted_at !== null || !isBatchEndpoint(b.endpoint)
           ? { lines: [], errors: [{ code: "invalid_file", message: "the input file was deleted before the batch started", param: "input_file_id", line: null }] }
-          : await validateBatchFile(deps.files.pathOf(b.input_file_id), b.endpoint, deps.registry);
+          : await validateBatchFile(deps.files.pathOf(b.input_file_id), b.endpoint, lanes!.lanes[b.endpoint], deps.registry);
       const now = deps.clock.now();
       const current = repo.byId(b.id)!;
       perBatch.delete(b.id);
@@ -325,8 +324,13 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
   }
 
   return {
+    /** The edge's lanes (src/api/batch-lanes.ts): needed before start. */
+    useLanes(given: BatchLanes) {
+      lanes = given;
+    },
     /** Resumes after a restart: what was running when the process died is pending again, a suspect. */
     start() {
+      if (!lanes) throw new Error("the batch worker has no lanes: createApp gives them (src/api/batch-lanes.ts) before it starts");
       stopped = false;
       suspects.clear();
       for (const l of repo.started()) suspects.set(`${l.batch_id}:${l.line}`, { batch: l.batch_id, line: l.line });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type OpenAI from "openai";
 import { runLine } from "../../src/batches/run-line";
+import { batchLanes } from "../../src/api/batch-lanes";
 import { batchesRepo } from "../../src/store/batches";
 import type { TestApp } from "../helpers/app";
 import { fileLines, uploadLines } from "../helpers/batches";
@@ -96,7 +97,7 @@ test("a line that another path ended while it ran is not charged for its answer,
   const before = balance();
   // Ended elsewhere first (as the crash path or a cancel would), then its run finishes.
   expect(repo().fail(id, 1, JSON.stringify({ ended: "elsewhere" }), Date.now())).toBe(true);
-  const deps = { repo: repo(), chat: t.deps.chat, embeddings: t.deps.embeddings, clock: t.deps.clock, logger: t.deps.logger };
+  const deps = { repo: repo(), lanes: batchLanes({ chat: t.deps.chat, embeddings: t.deps.embeddings }), clock: t.deps.clock, logger: t.deps.logger };
   expect(await runLine(deps, batch, line, principal, new AbortController().signal)).toBe("done");
   expect(usageOf(id, 1)).toBe(0);
   expect(balance()).toBe(before);
