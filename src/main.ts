@@ -13,7 +13,7 @@ import { ensureDemoModels, serveDemoModels } from "./demo";
 import { checkModelFiles } from "./engines/registry";
 import { createLogger, type Logger } from "./log";
 import { createServices, type AppDeps } from "./services";
-import { startControlSocket } from "./control/socket";
+import { startControlSocket } from "./api/control-socket";
 import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
 import { openStore } from "./store/db";
 import { lockDataDir } from "./store/lock";
@@ -111,7 +111,7 @@ export async function startServer(
     });
     deps.listening.port = server.port;
     const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
-    // `appliance ps` talks to this (src/control/socket.ts); opened once the listeners are up.
+    // `appliance ps` talks to this (src/api/control-socket.ts); opened once the listeners are up.
     const control = startControlSocket(dataDir, deps.registry, logger);
     const url = server.url;
     logger.info("listening", {

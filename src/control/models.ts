@@ -5,7 +5,7 @@ import type { ResidencyStatus } from "../engines/residency";
 // The models' residency (which are loaded, where, how much memory, idle for how long, requests in
 // flight) and an admin's load or unload of one: one implementation behind the admin API
 // (/api/v1/admin/models, src/api/admin/models.ts), the control socket `appliance ps` talks to
-// (src/control/socket.ts) and the console's Models page.
+// (src/api/control-socket.ts) and the console's Models page.
 
 export type ModelsRegistry = Pick<Registry, "status" | "adminLoad" | "adminUnload">;
 export type UnloadResult = Awaited<ReturnType<Registry["adminUnload"]>>;

@@ -1,11 +1,11 @@
 import { chmodSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ApiError } from "../errors";
-import { renderError } from "../api/http/errors";
+import { renderError } from "./http/errors";
 import type { Logger } from "../log";
-import { modelControl, type ModelsRegistry } from "./models";
+import { modelControl, type ModelsRegistry } from "../control/models";
 
-// The control socket `appliance ps` talks to: <data_dir>/control.sock, HTTP over a Unix socket.
+// The control socket `appliance ps` talks to (an edge of its own, beside the HTTP API): <data_dir>/control.sock, HTTP over a Unix socket.
 //   GET  /models               → {object:"list", data:[status]}
 //   POST /models/{id}/load     → the model's status once loaded
 //   POST /models/{id}/unload   → {id, result}
