@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/app";
-import { agentBinaries, runAgent, summary } from "./agents";
+import { agentBinaries, claudeCodeEnv, runAgent, summary } from "./agents";
 import { useDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
 
@@ -27,18 +27,7 @@ describe("Claude Code", () => {
       const { result, sent } = await proxy.recording(() =>
         runAgent(
           [bins.claude, "-p", "say hi", "--model", "demo-chat"],
-          {
-            HOME: home,
-            CLAUDE_CONFIG_DIR: join(home, ".claude"),
-            ANTHROPIC_BASE_URL: proxy.url,
-            ANTHROPIC_API_KEY: key,
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-            DISABLE_TELEMETRY: "1",
-            // The README's settings: the demo model's window, and a smaller output cap so a
-            // random-weights answer ends in seconds (Claude Code asks 32,000 by default).
-            CLAUDE_CODE_MAX_CONTEXT_TOKENS: "65536",
-            CLAUDE_CODE_MAX_OUTPUT_TOKENS: "1024",
-          },
+          claudeCodeEnv(proxy.url, key, home),
           join(home, "work"),
         ),
       );

@@ -51,3 +51,22 @@ export async function runAgent(cmd: string[], env: Record<string, string>, cwd: 
 
 /** The requests an agent sent, one line, for a failing assertion's message. */
 export const summary = (sent: { method: string; path: string; status: number }[]) => sent.map((r) => `${r.method} ${r.path} → ${r.status}`).join(", ");
+
+/**
+ * The environment the docs give Claude Code (and the Claude Agent SDK, which runs it) against the
+ * appliance (web/docs/clients.md): the base URL and key, kept off Anthropic's servers, the demo
+ * model's window, and a smaller output cap so a random-weights answer ends in seconds (Claude Code
+ * asks 32,000 by default).
+ */
+export function claudeCodeEnv(baseUrl: string, key: string, home: string): Record<string, string> {
+  return {
+    HOME: home,
+    CLAUDE_CONFIG_DIR: join(home, ".claude"),
+    ANTHROPIC_BASE_URL: baseUrl,
+    ANTHROPIC_API_KEY: key,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_TELEMETRY: "1",
+    CLAUDE_CODE_MAX_CONTEXT_TOKENS: "65536",
+    CLAUDE_CODE_MAX_OUTPUT_TOKENS: "1024",
+  };
+}

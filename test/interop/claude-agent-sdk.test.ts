@@ -3,6 +3,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { query } from "@anthropic-ai/claude-agent-sdk";
 import { tempDir } from "../helpers/app";
+import { claudeCodeEnv } from "./agents";
 import { useDemoServer } from "./demo-server";
 import { expectAnswered, type RecordingProxy } from "./recording-proxy";
 
@@ -29,18 +30,8 @@ test("query() runs a turn to its result message, every request it sends answered
           // Headless: a tool call that is not pre-approved is refused, never asked about.
           permissionMode: "dontAsk",
           allowedTools: [],
-          env: {
-            PATH: process.env.PATH ?? "/usr/bin:/bin",
-            HOME: home,
-            CLAUDE_CONFIG_DIR: join(home, ".claude"),
-            ANTHROPIC_BASE_URL: proxy.url,
-            ANTHROPIC_API_KEY: key,
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-            DISABLE_TELEMETRY: "1",
-            // The docs' settings (web/docs/clients.md): the demo model's window and a short output cap.
-            CLAUDE_CODE_MAX_CONTEXT_TOKENS: "65536",
-            CLAUDE_CODE_MAX_OUTPUT_TOKENS: "1024",
-          },
+          // The option replaces the process environment: PATH, then what Claude Code needs.
+          env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...claudeCodeEnv(proxy.url, key, home) },
         },
       });
       for await (const m of run) seen.push(m as { type: string; subtype?: string });

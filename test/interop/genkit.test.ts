@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { compatOaiModelRef, defineCompatOpenAIModel, openAICompatible } from "@genkit-ai/compat-oai";
 import { genkit, z } from "genkit";
 import { useDemoServer } from "./demo-server";
-import { expectAnswered, type RecordingProxy } from "./recording-proxy";
+import { expectAnswered, expectToolRoundTrip, type RecordingProxy } from "./recording-proxy";
 
 // Genkit (genkit 1.42 with @genkit-ai/compat-oai 1.42, its OpenAI-compatible plugin, unmodified)
 // against `serve --demo`. The plugin drops `maxOutputTokens` and `toolChoice` from its request
@@ -65,10 +65,5 @@ test("a tool round trip: the forced call runs the tool with object arguments and
   const config = { max_tokens: 200, seed: 1, tool_choice: "required", parallel_tool_calls: false, ...NO_THINKING } as never;
   const { result, sent } = await proxy.recording(() => ai.generate({ model: "appliance/demo-chat", prompt: "Look up 'cat'.", tools: [lookup], maxTurns: 1, config }).then((r) => r, (e) => e));
   if (result instanceof Error) expect(String(result)).toContain("Exceeded maximum tool call iterations");
-  expect(calls.length).toBeGreaterThan(0);
-  for (const c of calls) expect(typeof (c as { word: unknown }).word).toBe("string");
-  const chat = sent.filter((r) => r.path === "/v1/chat/completions");
-  expect(chat.length).toBe(2);
-  expect((chat[1]!.body as { messages: { role: string }[] }).messages.some((m) => m.role === "tool")).toBe(true);
-  expectAnswered(sent);
+  expectToolRoundTrip(calls, sent);
 }, 60_000);

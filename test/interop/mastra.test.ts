@@ -3,7 +3,7 @@ import { Agent } from "@mastra/core/agent";
 import { createTool } from "@mastra/core/tools";
 import { z } from "zod";
 import { useDemoServer } from "./demo-server";
-import { expectAnswered, type RecordingProxy } from "./recording-proxy";
+import { expectAnswered, expectToolRoundTrip, type RecordingProxy } from "./recording-proxy";
 
 // Mastra (@mastra/core 1.71, unmodified) against `serve --demo`, configured as its docs say for an
 // OpenAI-compatible server: `model: { id: "<provider>/<model>", url, apiKey }` (it then speaks chat
@@ -54,11 +54,5 @@ test("a tool round trip: the forced call runs the tool with object arguments and
   });
   const agent = new Agent({ id: "helper", name: "helper", instructions: "Be brief.", model: model(), tools: { lookup } });
   const { sent } = await proxy.recording(() => agent.generate("Look up 'cat'.", { ...settings(200), maxSteps: 2, toolChoice: { type: "tool", toolName: "lookup" } }));
-  expect(calls.length).toBeGreaterThan(0);
-  for (const c of calls) expect(typeof (c as { word: unknown }).word).toBe("string");
-  // The second step carries the tool's result back.
-  const chat = sent.filter((r) => r.path === "/v1/chat/completions");
-  expect(chat.length).toBe(2);
-  expect((chat[1]!.body as { messages: { role: string }[] }).messages.some((m) => m.role === "tool")).toBe(true);
-  expectAnswered(sent);
+  expectToolRoundTrip(calls, sent);
 }, 60_000);

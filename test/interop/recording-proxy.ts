@@ -78,3 +78,16 @@ export function expectAnswered(sent: Recorded[]) {
   expect(sent.length).toBeGreaterThan(0);
   expect(sent.filter((r) => r.status >= 300).map((r) => `${r.method} ${r.path} → ${r.status}`)).toEqual([]);
 }
+
+/**
+ * A chat-completions tool round trip as a framework runs it: the tool ran with object arguments
+ * (each a `word` string), and the second request carried its result back, every request 2xx.
+ */
+export function expectToolRoundTrip(calls: unknown[], sent: Recorded[]) {
+  expect(calls.length).toBeGreaterThan(0);
+  for (const c of calls) expect(typeof (c as { word: unknown }).word).toBe("string");
+  const chat = sent.filter((r) => r.path === "/v1/chat/completions");
+  expect(chat.length).toBe(2);
+  expect((chat[1]!.body as { messages: { role: string }[] }).messages.some((m) => m.role === "tool")).toBe(true);
+  expectAnswered(sent);
+}
