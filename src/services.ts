@@ -4,6 +4,7 @@ import { createAccountService, type AccountService } from "./accounts/service";
 import { createLimits, type Limits } from "./billing/limits";
 import { createMeter, type Meter } from "./billing/meter";
 import { systemClock, type Clock } from "./clock";
+import type { CapabilityDeps } from "./capability";
 import type { Config } from "./config";
 import { createBatchesService, type BatchesService } from "./batches/service";
 import { createBatchWorker, type BatchWorker } from "./batches/worker";
@@ -65,9 +66,6 @@ export interface AppDeps {
   threads: ThreadStore;
   startedAt: number;
 }
-
-/** What a capability's service is built from. */
-export type CapabilityDeps = Pick<AppDeps, "config" | "registry" | "meter" | "clock" | "logger">;
 
 export function createServices(
   config: Config,
@@ -144,6 +142,7 @@ export function createServices(
   const batches = createBatchesService({ db, files, clock, notify: batchWorker.notify });
   const rentals = createRentalsService({
     db,
+    meter,
     clock,
     logger,
     dataDir: config.server.data_dir,

@@ -6,12 +6,15 @@ import type { Config } from "../config";
 import type { ModelManifest } from "../engines/manifest";
 import { usageRepo, type UsageRow } from "../store/usage";
 import type { Limits } from "./limits";
+import { costOfMinutes } from "./minutes";
 import { batchBasisPoints, costMicros, formatMicros, priceFor } from "./pricing";
 
-// The service every engine calls around a piece of billable work:
+// The one road to the ledger. Every engine's billable work goes through it:
 //   const ticket = meter.reserve(principal, estimate)   // before work: limits + credit hold
 //   ticket.settle(actualUsage)                          // on completion: one usage row, charged once
 //   ticket.release()                                    // on failure: nothing charged
+// or, for work that ends in one answer, meter.metered(principal, estimate, work), which does the three.
+// GPU minutes of a rental are charged after the fact (meter.chargeMinutes), on the same ledger.
 // Holds live in memory (one server per data dir); a crash drops them, which is a release.
 // Admission needs a positive balance (or trial) after existing holds, and each hold covers its
 // request's worst case, so a balance can end below zero by at most one in-flight reservation.
@@ -154,7 +157,83 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
     };
   }
 
-  return { reserve, held };
+  /**
+   * reserve → run → settle, for work that ends in one answer: `work` returns its result, the usage
+   * to charge and what to commit with the charge; if it throws, the hold is released and nothing
+   * is charged.
+   */
+  async function metered<T>(p: Principal, req: MeterRequest, work: () => Promise<Metered<T>>): Promise<T> {
+    const ticket = reserve(p, req);
+    let done: Metered<T>;
+    try {
+      done = await work();
+    } catch (e) {
+      ticket.release();
+      throw e;
+    }
+    await ticket.settle(done.usage, done.also);
+    return done.result;
+  }
+
+  const minutesTx = db.transaction((row: UsageRow, also: () => void): boolean => {
+    const charged = usage.settle(row);
+    if (charged) also();
+    return charged;
+  });
+
+  /**
+   * A rental's GPU minutes from `from` (already billed) up to `upTo`, at its price: no hold (the
+   * minutes are already used), one usage row keyed by rental and minute so that a repeat charges
+   * nothing, and `also` (the rental's billed minutes) committed with it. "unpaid" (nothing charged)
+   * when the balance cannot pay them: the caller stops the rental.
+   */
+  function chargeMinutes(r: MinutesCharge, also: (costMicros: number) => void): "charged" | "repeat" | "unpaid" {
+    const cost = costOfMinutes(r.pricePerHourMicros, r.upTo) - costOfMinutes(r.pricePerHourMicros, r.from);
+    if (cost > balance(r.accountId)) return "unpaid";
+    const row: UsageRow = {
+      request_id: `${r.rentalId}:m${r.upTo}`,
+      account_id: r.accountId,
+      key_id: r.keyId,
+      model: `gpu:${r.nodeId}`,
+      endpoint: "/api/v1/rentals",
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      images: 0,
+      batch: 0,
+      cost_micros: cost,
+      trial_tokens: 0,
+      created_at: r.at,
+    };
+    return minutesTx.immediate(row, () => also(cost)) ? "charged" : "repeat";
+  }
+
+  /** The account's balance in micro-dollars (0 for an unknown account). */
+  function balance(accountId: string): number {
+    return usage.balance(accountId)?.balance_micros ?? 0;
+  }
+
+  return { reserve, held, metered, chargeMinutes, balance };
+}
+
+/** What metered work returns: its answer, what it used, and what commits with the charge. */
+export interface Metered<T> {
+  result: T;
+  usage: ActualUsage;
+  also?: () => void;
+}
+
+export interface MinutesCharge {
+  rentalId: string;
+  accountId: string;
+  keyId: string;
+  nodeId: string;
+  pricePerHourMicros: number;
+  /** Minutes billed before; minutes billed after this charge. */
+  from: number;
+  upTo: number;
+  /** When (the usage row's time). */
+  at: number;
 }
 
 /**

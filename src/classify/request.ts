@@ -3,6 +3,10 @@ import { Type as T, type Static } from "@sinclair/typebox";
 // POST /v1/classify request (spec §2.7): premise/hypothesis pairs or raw strings, declared once.
 // Unknown fields are accepted (STYLE).
 
+/** Spec §2.7: at most 256 items per request, of at most 4,096 tokens each (or the model's own length if smaller). */
+export const MAX_CLASSIFY_ITEMS = 256;
+export const MAX_CLASSIFY_TOKENS = 4096;
+
 export const ClassifyPair = T.Object({ premise: T.String(), hypothesis: T.String() });
 
 export const ClassifyRequest = T.Object({

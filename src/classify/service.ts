@@ -1,18 +1,16 @@
 import type { Principal } from "../accounts/types";
-import type { ClassifyRequest } from "./request";
+import { MAX_CLASSIFY_ITEMS, MAX_CLASSIFY_TOKENS, type ClassifyRequest } from "./request";
 import { ApiError } from "../errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { ClassifierEngine, ClassifyItem } from "../engines/types";
 import { refuseLongText } from "../engines/text-bounds";
-import type { CapabilityDeps } from "../services";
+import type { CapabilityDeps } from "../capability";
 
 // THE classification service (spec §2.7, §4, §8): premise/hypothesis pairs through the model's
 // own pair template, or raw strings as given; up to 256 items of up to 4,096 tokens each (or the
 // model's own length if smaller), refused by name past that, never truncated. Billed per input
 // token at the classifier price (spec §8: $0.05 per million, nothing for output).
 
-export const MAX_CLASSIFY_ITEMS = 256;
-export const MAX_CLASSIFY_TOKENS = 4096;
 /** The API's probability order (spec §2.7). */
 export const CLASSIFY_LABELS = ["contradiction", "entailment", "neutral"] as const;
 
@@ -56,22 +54,11 @@ export function createClassifyService(deps: CapabilityDeps) {
         );
     });
     const promptTokens = tokens.reduce((n, t) => n + t.ids.length, 0);
-    const ticket = meter.reserve(principal, {
-      requestId: opts.requestId,
-      model: manifest,
-      endpoint: opts.endpoint ?? "/v1/classify",
-      inputTokens: promptTokens,
-      maxOutputTokens: 0,
-      batch: opts.batch,
-    });
-    let probs: [number, number, number][];
-    try {
-      probs = await engine.classify(tokens, opts.signal);
-    } catch (e) {
-      ticket.release();
-      throw e;
-    }
-    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 });
+    const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/classify", inputTokens: promptTokens, maxOutputTokens: 0, batch: opts.batch };
+    const probs = await meter.metered(principal, request, async () => ({
+      result: await engine.classify(tokens, opts.signal),
+      usage: { inputTokens: promptTokens, outputTokens: 0 },
+    }));
     return {
       object: "list",
       model: manifest.id,

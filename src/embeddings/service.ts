@@ -4,7 +4,7 @@ import { ApiError } from "../errors";
 import type { ModelManifest } from "../engines/manifest";
 import type { EmbeddingEngine, EmbeddingInput } from "../engines/types";
 import { refuseLongText } from "../engines/text-bounds";
-import type { CapabilityDeps } from "../services";
+import type { CapabilityDeps } from "../capability";
 
 // THE embeddings service (spec §2.9): the HTTP route and batch lines end here. It checks the
 // request (OpenAI's input forms, caps, empty inputs, `dimensions`), has the engine tokenize it,
@@ -70,30 +70,18 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
         );
     });
     const promptTokens = tokens.reduce((n, t) => n + t.length, 0);
-    const ticket = meter.reserve(principal, {
-      requestId: opts.requestId,
-      model: manifest,
-      endpoint: opts.endpoint ?? "/v1/embeddings",
-      inputTokens: promptTokens,
-      maxOutputTokens: 0,
-      batch: opts.batch,
+    const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/embeddings", inputTokens: promptTokens, maxOutputTokens: 0, batch: opts.batch };
+    return meter.metered(principal, request, async () => {
+      const vectors = await engine.embed(tokens, opts.signal);
+      const base64 = req.encoding_format === "base64";
+      const response: EmbeddingsResponse = {
+        object: "list",
+        data: vectors.map((v, index) => ({ object: "embedding", index, embedding: base64 ? toBase64(v) : Array.from(v) })),
+        model: manifest.id,
+        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+      };
+      return { result: response, usage: { inputTokens: promptTokens, outputTokens: 0 }, also: opts.record && (() => opts.record!(response)) };
     });
-    let vectors: Float32Array[];
-    try {
-      vectors = await engine.embed(tokens, opts.signal);
-    } catch (e) {
-      ticket.release();
-      throw e;
-    }
-    const base64 = req.encoding_format === "base64";
-    const response: EmbeddingsResponse = {
-      object: "list",
-      data: vectors.map((v, index) => ({ object: "embedding", index, embedding: base64 ? toBase64(v) : Array.from(v) })),
-      model: manifest.id,
-      usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
-    };
-    await ticket.settle({ inputTokens: promptTokens, outputTokens: 0 }, opts.record && (() => opts.record!(response)));
-    return response;
   }
 
   return { create };

@@ -2,7 +2,7 @@ import type { Principal } from "../accounts/types";
 import type { ImagesRequest, ImagesResponse } from "./request";
 import type { ModelManifest } from "../engines/manifest";
 import type { ImageEngine } from "../engines/types";
-import type { CapabilityDeps } from "../services";
+import type { CapabilityDeps } from "../capability";
 import { toImageJob, type ImageJob } from "./from-request";
 
 // THE image-generation service (spec §2.8). Order of work for one request:
@@ -38,33 +38,18 @@ export function createImagesService(deps: CapabilityDeps) {
 
   async function generateWith(manifest: ModelManifest, engine: ImageEngine, principal: Principal, job: ImageJob, opts: ImageCallOptions): Promise<ImagesResponse> {
     const worker = await engine.acquire(opts.signal);
-    let ticket;
+    const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/images/generations", inputTokens: 0, maxOutputTokens: 0, images: job.n, batch: opts.batch };
     try {
-      ticket = meter.reserve(principal, {
-        requestId: opts.requestId,
-        model: manifest,
-        endpoint: opts.endpoint ?? "/v1/images/generations",
-        inputTokens: 0,
-        maxOutputTokens: 0,
-        images: job.n,
-        batch: opts.batch,
+      return await meter.metered(principal, request, async () => {
+        const data: ImagesResponse["data"] = [];
+        for (let i = 0; i < job.n; i++) {
+          const seed = (job.seed + i) % 2 ** 32;
+          const png = await worker.generate({ prompt: job.prompt, width: job.width, height: job.height, seed, steps: job.steps }, opts.signal);
+          data.push({ b64_json: Buffer.from(png).toString("base64"), seed });
+        }
+        const result = { created: Math.floor(clock.now() / 1000), data, size: `${job.width}x${job.height}`, output_format: "png" as const };
+        return { result, usage: { inputTokens: 0, outputTokens: 0, images: job.n } };
       });
-    } catch (e) {
-      worker.release();
-      throw e;
-    }
-    try {
-      const data: ImagesResponse["data"] = [];
-      for (let i = 0; i < job.n; i++) {
-        const seed = (job.seed + i) % 2 ** 32;
-        const png = await worker.generate({ prompt: job.prompt, width: job.width, height: job.height, seed, steps: job.steps }, opts.signal);
-        data.push({ b64_json: Buffer.from(png).toString("base64"), seed });
-      }
-      await ticket.settle({ inputTokens: 0, outputTokens: 0, images: job.n });
-      return { created: Math.floor(clock.now() / 1000), data, size: `${job.width}x${job.height}`, output_format: "png" };
-    } catch (e) {
-      ticket.release();
-      throw e;
     } finally {
       worker.release();
     }

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { MAX_CLASSIFY_TOKENS } from "../classify/service";
+import { MAX_CLASSIFY_TOKENS } from "../classify/request";
 import { isZImageBundle, readZImageBundle, Z_IMAGE_MAX_PROMPT_TOKENS } from "../engines/diffusion/z-image-bundle";
 import { readModelFolder } from "../engines/diffusion/model-folder";
 import { DEFAULT_BATCH_LIMITS } from "../engines/transformers/micro-batcher";

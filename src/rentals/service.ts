@@ -7,8 +7,8 @@ import { unixSeconds as seconds, type Clock } from "../clock";
 import { newId, randomBase62 } from "../ids";
 import type { Logger } from "../log";
 import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../store/rentals";
-import { usageRepo } from "../store/usage";
-import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "./billing";
+import type { Meter } from "../billing/meter";
+import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "../billing/minutes";
 import { isRentable, type RentableNode, type RentalNode } from "./inventory";
 import { basePathOf, type RentalAccess } from "./access";
 import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launchers/types";
@@ -22,6 +22,8 @@ import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launch
 
 export interface RentalsOptions {
   db: Database;
+  /** GPU minutes are charged through it, on the ledger every other capability uses. */
+  meter: Pick<Meter, "chargeMinutes" | "balance">;
   clock: Clock;
   logger: Logger;
   dataDir: string;
@@ -76,7 +78,6 @@ export const LOG_TAIL_BYTES = 256 * 1024;
 
 export function createRentalsService(o: RentalsOptions) {
   const repo = rentalsRepo(o.db);
-  const usage = usageRepo(o.db);
   const tickMs = o.tickMs ?? 1000;
   const idempotencyMs = o.idempotencyMs ?? 86_400_000;
   const launching = new Map<string, Promise<void>>();
@@ -183,34 +184,13 @@ export function createRentalsService(o: RentalsOptions) {
       throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
     }
     const price = toMicros(node.price_per_hour!); // rentable() above: priced
-    const balance = usage.balance(p.accountId)?.balance_micros ?? 0;
+    const balance = o.meter.balance(p.accountId);
     if (balance < costOfMinutes(price, 1))
       throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
     const id = newId("rent_");
     repo.insert({ id, key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now });
     if (idem) repo.remember(p.keyId, idem, hash, id, now);
     return { row: repo.byId(id)!, created: true };
-  });
-
-  // The usage row (keyed by rental and minute: a repeat charges nothing) and the rental's billed
-  // minutes commit together.
-  const chargeTx = o.db.transaction((r: RentalRow, upTo: number, cost: number, t: number) => {
-    const charged = usage.settle({
-      request_id: `${r.id}:m${upTo}`,
-      account_id: r.account_id,
-      key_id: r.key_id,
-      model: `gpu:${r.node_id}`,
-      endpoint: "/api/v1/rentals",
-      input_tokens: 0,
-      output_tokens: 0,
-      cached_tokens: 0,
-      images: 0,
-      batch: 0,
-      cost_micros: cost,
-      trial_tokens: 0,
-      created_at: t,
-    });
-    if (charged) repo.billed(r.id, upTo, cost);
   });
 
   function launch(r: RentalRow): Promise<void> {
@@ -247,11 +227,9 @@ export function createRentalsService(o: RentalsOptions) {
    */
   function bill(r: RentalRow, t: number, upTo = minutesStarted(r.running_at!, t)): boolean {
     if (upTo <= r.billed_minutes) return true;
-    const cost = costOfMinutes(r.price_per_hour_micros, upTo) - costOfMinutes(r.price_per_hour_micros, r.billed_minutes);
-    const balance = usage.balance(r.account_id)?.balance_micros ?? 0;
-    if (cost > balance) return false;
-    chargeTx.immediate(r, upTo, cost, t);
-    return true;
+    const charge = { rentalId: r.id, accountId: r.account_id, keyId: r.key_id, nodeId: r.node_id, pricePerHourMicros: r.price_per_hour_micros, from: r.billed_minutes, upTo, at: t };
+    // The rental's billed minutes commit with the usage row.
+    return o.meter.chargeMinutes(charge, (cost) => repo.billed(r.id, upTo, cost)) !== "unpaid";
   }
 
   /**

@@ -109,7 +109,7 @@ beforeAll(async () => {
   t = testApp({
     config: { rental_nodes: [], rentals: { discover: false } },
     override: (deps) => ({
-      rentals: createRentalsService({ db: deps.db, clock: deps.clock, logger: deps.logger, dataDir: t?.dir ?? deps.config.server.data_dir, nodes: () => [NODE], launchers: { "stand-in": standInLauncher() }, maxHours: 10, readyTimeoutMs: 10_000, tickMs: 50, access: "proxy", publicBase: base }),
+      rentals: createRentalsService({ db: deps.db, meter: deps.meter, clock: deps.clock, logger: deps.logger, dataDir: t?.dir ?? deps.config.server.data_dir, nodes: () => [NODE], launchers: { "stand-in": standInLauncher() }, maxHours: 10, readyTimeoutMs: 10_000, tickMs: 50, access: "proxy", publicBase: base }),
     }),
   });
   app = t.app;

@@ -1,6 +1,8 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { createAccountService } from "../../src/accounts/service";
+import { createLimits } from "../../src/billing/limits";
+import { createMeter } from "../../src/billing/meter";
 import { ManualClock } from "../../src/clock";
 import { validateConfig } from "../../src/config";
 import { memoryLogger } from "../../src/log";
@@ -56,12 +58,13 @@ function setup() {
   dirs.push(dir);
   const db = openStore(dir, { synchronous: "normal" });
   const clock = new ManualClock(Date.UTC(2026, 10, 1, 9, 0, 0));
-  const accounts = createAccountService(db, validateConfig({}).limits, clock);
+  const config = validateConfig({});
+  const accounts = createAccountService(db, config.limits, clock);
   accounts.createAccount("lab", { creditMicros: 5_000_000 });
   const principal = accounts.authenticate(accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] }).key)!;
   const other = accounts.authenticate(accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] }).key)!;
   const fake = standIn();
-  const rentals = createRentalsService({ db, clock, logger: memoryLogger(), dataDir: dir, nodes: () => [NODE], launchers: { "stand-in": fake.launcher }, maxHours: 720, readyTimeoutMs: 60_000 });
+  const rentals = createRentalsService({ db, meter: createMeter(db, config, createLimits(db, config.limits, clock), clock), clock, logger: memoryLogger(), dataDir: dir, nodes: () => [NODE], launchers: { "stand-in": fake.launcher }, maxHours: 720, readyTimeoutMs: 60_000 });
   return { db, clock, accounts, principal, other, fake, rentals };
 }
 

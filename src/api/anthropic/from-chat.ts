@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { ChatCompletion, Usage } from "../../chat/completion";
 import type { FinishReason } from "../../chat/job";
-import type { ThinkingDisplay } from "./to-chat";
+import type { ThinkingDisplay } from "./schema";
 
 // Chat completion → Messages response (spec §2.6). Pure: plain data in, plain data out.
 // stream.ts builds the same blocks from chunks, so a stream folds into exactly this object.

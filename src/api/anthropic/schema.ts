@@ -138,3 +138,9 @@ export type MessagesRequest = Static<typeof MessagesRequest>;
 /** count_tokens takes the same body without the output settings (max_tokens, stream). */
 export const CountTokensRequest = T.Object(common, open);
 export type CountTokensRequest = Static<typeof CountTokensRequest>;
+
+/** /v1/messages bodies and count_tokens bodies (which lack the output settings). */
+export type MessagesInput = CountTokensRequest & Partial<Omit<MessagesRequest, keyof CountTokensRequest>>;
+
+/** Whether the answer carries `thinking` blocks, and whether their text is shown. */
+export type ThinkingDisplay = "off" | "shown" | "omitted";

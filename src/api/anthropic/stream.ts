@@ -11,7 +11,7 @@ import {
   type MessagesUsage,
   type ResponseBlock,
 } from "./from-chat";
-import type { ThinkingDisplay } from "./to-chat";
+import type { ThinkingDisplay } from "./schema";
 
 // Chat chunks → Messages stream events (spec §6): message_start, then each content block opened,
 // filled and closed in turn (content_block_start / _delta / _stop, indexes 0, 1, …), then

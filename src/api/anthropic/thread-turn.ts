@@ -6,7 +6,7 @@ import type { Logger } from "../../log";
 import { jsonBytes, type ThreadBounds, type ThreadStore } from "../../store/threads";
 import type { MessagesResponse } from "./from-chat";
 import { continueRequest, fingerprintMismatch, parseThread, replyMessage, threadErrors, withoutThread } from "./threads";
-import type { MessagesInput } from "./to-chat";
+import type { MessagesInput } from "./schema";
 
 // One turn of /v1/messages against the thread store: a continue claims its thread (one request at a
 // time may continue a reply, and each reply once), the turn is answered, and then either the reply

@@ -1,6 +1,6 @@
 import { ApiError } from "../../errors";
 import type { MessagesResponse } from "./from-chat";
-import type { MessagesInput } from "./to-chat";
+import type { MessagesInput } from "./schema";
 
 // Message threads (Anthropic's beta message-threads-2026-08-12, issue 42): `thread: {type:"create"}`
 // asks the server to hold the conversation under the reply's id; `thread: {type:"continue",

@@ -1,14 +1,11 @@
 import { ApiError } from "../http/errors";
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall } from "../../chat/request";
-import type { ContentBlock, CountTokensRequest, InputMessage, MessagesRequest, OutputFormat, ThinkingConfig, Tool, ToolResultBlock } from "./schema";
+import type { ContentBlock, InputMessage, MessagesInput, OutputFormat, ThinkingConfig, ThinkingDisplay, Tool, ToolResultBlock } from "./schema";
 import { threadErrors } from "./threads";
 
 // Messages request → chat-completions request (spec §2.6). Pure: no framework, store or engine.
 // Every rule the schema cannot express is checked here and refused with a 400 naming the field
 // (spec §4 rule 2: never drop a field silently, except the ignored fields of §2.6).
-
-/** Whether the answer carries `thinking` blocks, and whether their text is shown. */
-export type ThinkingDisplay = "off" | "shown" | "omitted";
 
 /** Where a chat message, and each of its content parts, sits in the Messages request. */
 export interface Origin {
@@ -22,9 +19,6 @@ export interface ChatTranslation {
   /** One per chat message, for errors the chat layer raises later (see relabel). */
   origins: Origin[];
 }
-
-/** /v1/messages bodies and count_tokens bodies (which lack the output settings). */
-export type MessagesInput = CountTokensRequest & Partial<Omit<MessagesRequest, keyof CountTokensRequest>>;
 
 const bad = (param: string, message: string) => new ApiError("invalid_request", `${param}: ${message}`, { param });
 

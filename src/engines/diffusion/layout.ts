@@ -1,6 +1,7 @@
 import type { OnnxBackend } from "../onnx-device";
 import { readModelFolder } from "./model-folder";
-import { createScheduler, type Schedule, type ScheduleOptions } from "./scheduler";
+import { createScheduler } from "./scheduler";
+import type { Schedule, ScheduleOptions } from "./scheduler-config";
 import { PromptEncoder, type PromptEmbedding } from "./text-encoder";
 import { isZImageBundle, readZImageBundle } from "./z-image-bundle";
 import { zImageSchedule } from "./z-image-schedule";

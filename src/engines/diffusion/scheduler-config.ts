@@ -1,5 +1,25 @@
 // Reading diffusers' scheduler_config.json: typed fields with diffusers' defaults, and a refusal
-// for options whose sampling this implementation does not reproduce.
+// for options whose sampling this implementation does not reproduce; and what a schedule is (the
+// interface every scheduler class implements, here so the classes need not import their chooser).
+
+export interface Schedule {
+  /** What the denoiser receives as `timestep` at each step (diffusers' scheduler.timesteps). */
+  readonly timesteps: number[];
+  /** Noise levels; one longer than timesteps, ending at 0. */
+  readonly sigmas: number[];
+  /** Factor applied to unit Gaussian noise to make the first latents. */
+  readonly initNoiseSigma: number;
+  /** Scale of the denoiser's input at step i (sample is multiplied by it). */
+  inputScale(i: number): number;
+  /** One Euler step in place: latents ← next latents, from the denoiser's output at step i. */
+  step(i: number, output: Float32Array, latents: Float32Array): void;
+}
+
+export interface ScheduleOptions {
+  steps: number;
+  /** Latent tokens after 2×2 patching, for FLUX-style dynamic shifting. */
+  imageSeqLen: number;
+}
 
 export interface SchedulerConfig {
   _class_name?: string;

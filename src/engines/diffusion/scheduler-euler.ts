@@ -1,5 +1,4 @@
-import type { Schedule, ScheduleOptions } from "./scheduler";
-import { linspace, num, refuseOptions, str, type SchedulerConfig } from "./scheduler-config";
+import { linspace, num, refuseOptions, str, type Schedule, type ScheduleOptions, type SchedulerConfig } from "./scheduler-config";
 
 // diffusers' EulerDiscreteScheduler (Stable Diffusion family; SD-Turbo uses it with "trailing"
 // spacing), deterministic (s_churn = 0). From the training betas: ᾱ = Π(1 − β),

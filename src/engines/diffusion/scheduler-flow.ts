@@ -1,5 +1,4 @@
-import type { Schedule, ScheduleOptions } from "./scheduler";
-import { linspace, num, refuseOptions, type SchedulerConfig } from "./scheduler-config";
+import { linspace, num, refuseOptions, type Schedule, type ScheduleOptions, type SchedulerConfig } from "./scheduler-config";
 
 // diffusers' FlowMatchEulerDiscreteScheduler (rectified flow, as used by SD3, FLUX and Z-Image):
 // the denoiser predicts a velocity v and x(σ_next) = x(σ) + (σ_next − σ)·v. Sigmas are spaced

@@ -1,4 +1,4 @@
-import type { Schedule } from "./scheduler";
+import type { Schedule } from "./scheduler-config";
 import { linspace } from "./scheduler-config";
 
 // Z-Image-Turbo's sampling, as diffusers' ZImagePipeline drives FlowMatchEulerDiscreteScheduler

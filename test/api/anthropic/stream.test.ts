@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fromChatCompletion, thinkingSignature, toMessageId } from "../../../src/api/anthropic/from-chat";
 import { createMessagesStream, type MessagesStreamEvent } from "../../../src/api/anthropic/stream";
-import type { ThinkingDisplay } from "../../../src/api/anthropic/to-chat";
+import type { ThinkingDisplay } from "../../../src/api/anthropic/schema";
 import { ApiError, asApiError } from "../../../src/api/http/errors";
 import { encodeSse } from "../../../src/api/http/sse";
 import { aggregate, type ChatCompletionChunk } from "../../../src/chat/completion";

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { MessagesRequest } from "../../../src/api/anthropic/schema";
 import { continueRequest, fingerprintMismatch, parseThread, relabelContinued, threadErrors, type HeldThread } from "../../../src/api/anthropic/threads";
-import { toChatRequest, type MessagesInput } from "../../../src/api/anthropic/to-chat";
+import { toChatRequest } from "../../../src/api/anthropic/to-chat";
+import type { MessagesInput } from "../../../src/api/anthropic/schema";
 import { ApiError, toAnthropicErrorBody } from "../../../src/api/http/errors";
 import { AnthropicErrorBody } from "../../../src/api/openapi/hand-schemas";
 
