@@ -1,64 +1,31 @@
 import { ApiError } from "../../errors";
 import type { EmbeddingEngine, EmbeddingInput } from "../types";
-import { Encoder, mapInSlices, type EncoderOptions, type Tokenizer } from "./encoder";
-import { MicroBatcher } from "./micro-batcher";
+import { mapInSlices, type EncoderOptions, type Tokenizer } from "./encoder";
+import { EncoderEngine } from "./encoder-engine";
 import { readEmbedderFolder, type EmbedderInfo } from "./model-folder";
 
 // Sentence embeddings on transformers.js: the model's tokenizer and template, the ONNX encoder,
 // the folder's sentence-transformers pooling, then L2 normalisation. Sequences of concurrent
-// requests share model runs (micro-batcher). Token-id inputs are the ids of the model's own
+// requests share model runs (encoder-engine.ts). Token-id inputs are the ids of the model's own
 // vocabulary without special tokens; the template's special tokens are added as for text.
 
-export class TransformersEmbeddingEngine implements EmbeddingEngine {
-  private info: EmbedderInfo | null = null;
-  private readonly encoder: Encoder;
-  private readonly batcher: MicroBatcher<number[], Float32Array>;
+export class TransformersEmbeddingEngine extends EncoderEngine<EmbedderInfo, number[], Float32Array> implements EmbeddingEngine {
   private template: { prefix: number[]; suffix: number[]; vocabSize: number } | null = null;
 
-  constructor(private readonly opts: EncoderOptions) {
-    this.encoder = new Encoder(opts, "embedding", () => {
-      const info = this.describe();
-      const describe = { dimensions: info.dimensions, max_tokens: this.maxTokens, pooling: info.pooling, pooling_source: info.poolingSource };
-      return { dtype: info.dtype, head: { task: "embedding", pooling: info.pooling }, describe };
-    });
-    this.batcher = new MicroBatcher((seqs) => this.run(seqs), (s) => s.length, opts.batch);
+  constructor(opts: EncoderOptions) {
+    super(opts, "embedding", (seq) => seq.length);
   }
 
-  get modelId() {
-    return this.opts.modelId;
+  protected readFolder(folder: string) {
+    return readEmbedderFolder(folder);
   }
-  get loaded() {
-    return this.encoder.loaded;
+
+  protected setup(info: EmbedderInfo) {
+    return { head: { task: "embedding" as const, pooling: info.pooling }, describe: { dimensions: info.dimensions, pooling: info.pooling, pooling_source: info.poolingSource } };
   }
-  get device() {
-    return this.encoder.device;
-  }
+
   get dimensions() {
     return this.describe().dimensions;
-  }
-  get maxTokens() {
-    return Math.min(this.describe().maxTokens, this.opts.maxContext ?? Infinity);
-  }
-  /** Model runs so far: fewer than requests when concurrent requests were batched. */
-  get runs() {
-    return this.batcher.runs;
-  }
-  /** ONNX session calls so far (a batch is length-sorted and may take several). */
-  get modelCalls() {
-    return this.encoder.calls;
-  }
-
-  /** The folder's description (read once, at load or first question). */
-  describe(): EmbedderInfo {
-    return (this.info ??= readEmbedderFolder(this.opts.folder));
-  }
-
-  async load(): Promise<void> {
-    await this.encoder.ensure();
-  }
-
-  async unload(): Promise<void> {
-    await this.encoder.unload();
   }
 
   async tokenize(inputs: EmbeddingInput[], maxTokens = Infinity): Promise<number[][]> {
@@ -77,10 +44,10 @@ export class TransformersEmbeddingEngine implements EmbeddingEngine {
   }
 
   embed(tokens: number[][], signal?: AbortSignal): Promise<Float32Array[]> {
-    return this.batcher.submit(tokens, signal);
+    return this.submit(tokens, signal);
   }
 
-  private async run(seqs: number[][]): Promise<Float32Array[]> {
+  protected async run(seqs: number[][]): Promise<Float32Array[]> {
     const { width, data } = await this.encoder.forward(seqs.map((ids) => ({ ids })));
     return seqs.map((_, b) => Float32Array.from(data.subarray(b * width, (b + 1) * width)));
   }
