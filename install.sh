@@ -9,7 +9,7 @@
 #     PREFIX/lib/appliance/current, `appliance` and `bun` commands under PREFIX/bin (default ~/.local)
 #   - a default config (~/.config/appliance/config.toml) and data dir, and with --systemd a unit
 #   - on an NVIDIA host (or with --cuda): NVIDIA's redistributable CUDA 13 runtime, cuBLAS, cuDNN and
-#     onnxruntime's CUDA provider (pinned, SHA-256 checked, resumable; src/build/cuda-libs.ts) into
+#     onnxruntime's CUDA provider (pinned, SHA-256 checked, resumable; src/ops/build/cuda-libs.ts) into
 #     the installed lib/, so a host with only the driver runs on the GPU; --cuda-libs DIR offline
 #   - a report of what the host offers CUDA
 # Safe to run again: every step checks what is already there.
@@ -31,7 +31,7 @@ usage: ./install.sh [--prefix DIR] [--cuda | --cpu-only] [--cuda-libs DIR] [--sy
   --cuda         ship node-llama-cpp's CUDA backends and fetch the CUDA libraries they and
                  onnxruntime's CUDA provider load (default: only when an NVIDIA GPU is present)
   --cuda-libs DIR  as --cuda, taking those archives from DIR instead of downloading them
-                 (offline hosts; \`bun src/build/cuda-libs.ts --list\` names them)
+                 (offline hosts; \`bun src/ops/build/cuda-libs.ts --list\` names them)
   --cpu-only     ship the CPU backends only (no CUDA, no Vulkan; node-llama-cpp's Vulkan
                  build, ~70 MB, is shipped otherwise: any vendor's GPU with a Vulkan driver)
   --systemd      write a systemd unit (user unit; system unit when run as root)
@@ -90,7 +90,7 @@ missing=""
 for tool in cmake git c++; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
 [ -z "$missing" ] || die "building the llama addon needs:$missing (Debian: apt install cmake g++ git)"
 say "building the llama addon (chat decode loop, CPU threadpool, image input, grammars)"
-(cd "$CHECKOUT" && "$BUN" src/engines/llama/native/build.ts) || die "the llama addon did not build (see above)"
+(cd "$CHECKOUT" && "$BUN" src/3-engines/llama/native/build.ts) || die "the llama addon did not build (see above)"
 
 
 # 3. The executable: dist/appliance and dist/lib (node-llama-cpp's CUDA backends only where an
@@ -106,7 +106,7 @@ case "$BUILD_FLAGS" in
   --no-cuda) say "building the executable (CPU and Vulkan backends; --cuda adds CUDA)" ;;
   *) say "building the executable (CPU, Vulkan and CUDA backends)" ;;
 esac
-(cd "$CHECKOUT" && "$BUN" src/build/executable.ts $BUILD_FLAGS) || die "the executable did not build (see above)"
+(cd "$CHECKOUT" && "$BUN" src/ops/build/executable.ts $BUILD_FLAGS) || die "the executable did not build (see above)"
 DEST="$PREFIX/lib/appliance/current"
 rm -rf "$DEST.new"
 cp -R "$CHECKOUT/dist" "$DEST.new" || die "cannot copy the executable into $DEST.new"
@@ -124,7 +124,7 @@ if [ "$CUDA" = 1 ]; then
   else
     say "installing the CUDA libraries (NVIDIA's redistributables and onnxruntime's CUDA provider; about 2 GiB the first time, resumed if cut)"
   fi
-  if ! (cd "$CHECKOUT" && "$BUN" src/build/cuda-libs.ts --lib "$DEST.new/lib" ${CUDA_LIBS_DIR:+--from "$CUDA_LIBS_DIR"}); then
+  if ! (cd "$CHECKOUT" && "$BUN" src/ops/build/cuda-libs.ts --lib "$DEST.new/lib" ${CUDA_LIBS_DIR:+--from "$CUDA_LIBS_DIR"}); then
     say "warning: the CUDA libraries were not installed (see above): the engines run on the CPU until ./install.sh --cuda succeeds"
   fi
 fi

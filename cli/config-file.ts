@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { findConfigFile, loadConfig, type Config } from "../src/config";
+import { findConfigFile, loadConfig, type Config } from "../src/lib/config";
 
 // The config file commands that edit it (`models add`, `tls init`) write to: the one the CLI reads,
 // else the default path, created. Edits are text edits (comments kept) made by the caller; the

@@ -1,10 +1,10 @@
 import type { Database } from "bun:sqlite";
 import { InvalidArgumentError, type Command } from "commander";
-import { parseUsd } from "../src/billing/pricing";
-import { createAccountService, type AccountService } from "../src/accounts/service";
-import { systemClock } from "../src/clock";
-import { loadConfig, type Config } from "../src/config";
-import { openStore } from "../src/store/db";
+import { parseUsd } from "../src/2-services/billing/pricing";
+import { createAccountService, type AccountService } from "../src/2-services/accounts/service";
+import { systemClock } from "../src/lib/clock";
+import { loadConfig, type Config } from "../src/lib/config";
+import { openStore } from "../src/4-store/db";
 import { fail } from "./output";
 
 export interface GlobalOptions {

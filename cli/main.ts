@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 import { Command } from "commander";
-import { VERSION } from "../src/version";
+import { VERSION } from "../src/lib/version";
 import { accountsCommand } from "./commands/accounts";
 import { backupCommand, restoreCommand } from "./commands/backup";
 import { batchesCommand } from "./commands/batches";

@@ -1,8 +1,8 @@
-import { ApiError } from "../src/api/http/errors";
-import { ConfigError } from "../src/config";
-import { BackupError } from "../src/store/backup";
-import { StoreError } from "../src/store/db";
-import { DataDirBusyError } from "../src/store/lock";
+import { ApiError } from "../src/1-api/http/errors";
+import { ConfigError } from "../src/lib/config";
+import { BackupError } from "../src/4-store/backup";
+import { StoreError } from "../src/4-store/db";
+import { DataDirBusyError } from "../src/4-store/lock";
 
 /** Prints `data` as JSON with --json, else the human rendering. */
 export function emit<T>(json: boolean | undefined, data: T, human: (d: T) => string): void {

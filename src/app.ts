@@ -1,30 +1,30 @@
 import { Elysia } from "elysia";
-import { healthRoutes } from "./api/health";
-import { accessOf, authenticateRequest, requiredScope, requireScope } from "./api/http/auth";
-import { consoleRoutes } from "./api/console/routes";
-import { bindContext, clientOf, contextOf, pathOf, routableRequest, type RequestContext } from "./api/http/context";
-import { admitBody, bodyTooLarge } from "./api/http/body";
-import { bodyErrorOf } from "./api/http/body-check";
-import { ApiError, asApiError, formatFor, renderError } from "./api/http/errors";
-import { validationToApiError } from "./api/http/validation";
-import { messagesRoutes } from "./api/anthropic/routes";
-import { batchLanes } from "./api/batch-lanes";
-import { batchesRoutes } from "./api/openai/batches";
-import { chatRoutes } from "./api/openai/chat";
-import { classifyRoutes } from "./api/openai/classify";
-import { embeddingsRoutes } from "./api/openai/embeddings";
-import { filesRoutes } from "./api/openai/files";
-import { rentalsRoutes } from "./api/rentals/routes";
-import { rentalProxyRoutes } from "./api/rentals/proxy";
-import { imagesRoutes } from "./api/openai/images";
-import { responsesRoutes } from "./api/responses/routes";
-import { modelsRoutes } from "./api/openai/models";
-import { metricsRoutes } from "./api/metrics";
-import { adminModelsRoutes } from "./api/admin/models";
-import { buildOpenApi, type OpenApiDocument } from "./api/openapi/document";
-import { openapiRoutes } from "./api/openapi/routes";
-import { newId } from "./ids";
-import { parseClientJson } from "./bounded-json";
+import { healthRoutes } from "./1-api/health";
+import { accessOf, authenticateRequest, requiredScope, requireScope } from "./1-api/http/auth";
+import { consoleRoutes } from "./1-api/console/routes";
+import { bindContext, clientOf, contextOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
+import { admitBody, bodyTooLarge } from "./1-api/http/body";
+import { bodyErrorOf } from "./1-api/http/body-check";
+import { ApiError, asApiError, formatFor, renderError } from "./1-api/http/errors";
+import { validationToApiError } from "./1-api/http/validation";
+import { messagesRoutes } from "./1-api/anthropic/routes";
+import { batchLanes } from "./1-api/batch-lanes";
+import { batchesRoutes } from "./1-api/openai/batches";
+import { chatRoutes } from "./1-api/openai/chat";
+import { classifyRoutes } from "./1-api/openai/classify";
+import { embeddingsRoutes } from "./1-api/openai/embeddings";
+import { filesRoutes } from "./1-api/openai/files";
+import { rentalsRoutes } from "./1-api/rentals/routes";
+import { rentalProxyRoutes } from "./1-api/rentals/proxy";
+import { imagesRoutes } from "./1-api/openai/images";
+import { responsesRoutes } from "./1-api/responses/routes";
+import { modelsRoutes } from "./1-api/openai/models";
+import { metricsRoutes } from "./1-api/metrics";
+import { adminModelsRoutes } from "./1-api/admin/models";
+import { buildOpenApi, type OpenApiDocument } from "./1-api/openapi/document";
+import { openapiRoutes } from "./1-api/openapi/routes";
+import { newId } from "./lib/ids";
+import { parseClientJson } from "./lib/bounded-json";
 import type { AppDeps } from "./services";
 
 export interface App {
@@ -66,9 +66,9 @@ export function createApp(deps: AppDeps): App {
   const routes = new Elysia()
     .onParse({ as: "global" }, async ({ request, route }, contentType) => {
       admit(request, route);
-      // The rental proxy forwards a body as it came (src/api/rentals/proxy.ts): nothing reads it here.
+      // The rental proxy forwards a body as it came (src/1-api/rentals/proxy.ts): nothing reads it here.
       if (route === "/rentals/:id" || route === "/rentals/:id/*") return null;
-      // JSON bodies are parsed here, with their nesting and size bounded first (src/bounded-json.ts);
+      // JSON bodies are parsed here, with their nesting and size bounded first (src/lib/bounded-json.ts);
       // other types fall through to Elysia's parsers.
       if (/^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType)) {
         return parseClientJson(await request.text(), "request body");

@@ -1,27 +1,27 @@
 import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
-import { setClientAddress } from "./api/http/context";
-import { ApiError } from "./api/http/errors";
-import { rentalUpgrade, rentalWebSocket } from "./api/rentals/proxy";
-import { createConnectionGuard } from "./api/http/idle";
-import { InFlight } from "./api/http/in-flight";
-import { startMetricsListener } from "./metrics/listen";
+import { setClientAddress } from "./1-api/http/context";
+import { ApiError } from "./1-api/http/errors";
+import { rentalUpgrade, rentalWebSocket } from "./1-api/rentals/proxy";
+import { createConnectionGuard } from "./1-api/http/idle";
+import { InFlight } from "./1-api/http/in-flight";
+import { startMetricsListener } from "./2-services/metrics/listen";
 import { createApp, maxBodyBytesOf } from "./app";
-import { formatMicros, usdToMicros } from "./billing/pricing";
-import type { Config } from "./config";
-import { ensureDemoModels, serveDemoModels } from "./demo";
-import { checkModelFiles } from "./engines/registry";
-import { createLogger, type Logger } from "./log";
+import { formatMicros, usdToMicros } from "./2-services/billing/pricing";
+import type { Config } from "./lib/config";
+import { ensureDemoModels, serveDemoModels } from "./ops/demo";
+import { checkModelFiles } from "./3-engines/registry";
+import { createLogger, type Logger } from "./lib/log";
 import { createServices, type AppDeps } from "./services";
-import { startControlSocket } from "./api/control-socket";
-import { discoverGpus, type DiscoveredGpu } from "./rentals/inventory";
-import { openStore } from "./store/db";
-import { lockDataDir } from "./store/lock";
-import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./net/listener";
-import { randomBase62 } from "./ids";
-import { raiseFdLimit } from "./net/rlimit";
-import { parseTrustedProxies } from "./net/trusted-proxies";
-import { VERSION } from "./version";
+import { startControlSocket } from "./1-api/control-socket";
+import { discoverGpus, type DiscoveredGpu } from "./2-services/rentals/inventory";
+import { openStore } from "./4-store/db";
+import { lockDataDir } from "./4-store/lock";
+import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./lib/net/listener";
+import { randomBase62 } from "./lib/ids";
+import { raiseFdLimit } from "./lib/net/rlimit";
+import { parseTrustedProxies } from "./lib/net/trusted-proxies";
+import { VERSION } from "./lib/version";
 
 export interface RunningServer {
   url: string;
@@ -80,11 +80,11 @@ export async function startServer(
     const metricsListener = startMetricsListener(deps);
     if (metricsListener.url) logger.info("metrics listening", { url: metricsListener.url });
     const tls = config.server.tls ? readTls(config.server.tls) : undefined;
-    // Every connection holds a descriptor: the soft limit goes up to the hard one (src/net/rlimit.ts).
+    // Every connection holds a descriptor: the soft limit goes up to the hard one (src/lib/net/rlimit.ts).
     const fds = raiseFdLimit();
     if ("error" in fds) logger.warn("file descriptor limit not raised", { problem: fds.error });
     else logger.info("file descriptor limit", { soft: fds.after.soft, hard: fds.after.hard, raised_from: fds.before.soft === fds.after.soft ? undefined : fds.before.soft });
-    // Request bodies keep a pace, and each client address a bounded number of requests in flight (src/api/http/idle.ts).
+    // Request bodies keep a pace, and each client address a bounded number of requests in flight (src/1-api/http/idle.ts).
     const guard = createConnectionGuard({
       bodyGraceS: config.server.body_grace_s,
       bodyMinBytesPerS: config.server.body_min_bytes_per_s,
@@ -93,9 +93,9 @@ export async function startServer(
     });
     const proxies = parseTrustedProxies(config.server.trusted_proxies);
     const fetch = (req: Request, srv: Server<any>) => {
-      // The client: the socket's peer, or the one a listed proxy names (src/net/trusted-proxies.ts).
+      // The client: the socket's peer, or the one a listed proxy names (src/lib/net/trusted-proxies.ts).
       setClientAddress(req, srv.requestIP(req)?.address, proxies);
-      // A rental notebook's WebSocket (src/api/rentals/proxy.ts) is upgraded here; a refused one is
+      // A rental notebook's WebSocket (src/1-api/rentals/proxy.ts) is upgraded here; a refused one is
       // answered by the app, in the API's envelope. Everything else costs one header read.
       return guard.serve(req, srv, (r) => rentalUpgrade(deps.rentals, r, srv, () => inFlight.track(() => app.handle(r))) ?? inFlight.track(() => app.handle(r)));
     };
@@ -111,7 +111,7 @@ export async function startServer(
     });
     deps.listening.port = server.port;
     const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
-    // `appliance ps` talks to this (src/api/control-socket.ts); opened once the listeners are up.
+    // `appliance ps` talks to this (src/1-api/control-socket.ts); opened once the listeners are up.
     const control = startControlSocket(dataDir, deps.registry, logger);
     const url = server.url;
     logger.info("listening", {

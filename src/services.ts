@@ -1,40 +1,40 @@
 import { hostname } from "node:os";
 import type { Database } from "bun:sqlite";
-import { createAccountService, type AccountService } from "./accounts/service";
-import { createLimits, type Limits } from "./billing/limits";
-import { createMeter, type Meter } from "./billing/meter";
-import { systemClock, type Clock } from "./clock";
-import type { CapabilityDeps } from "./capability";
-import type { Config } from "./config";
-import { createBatchesService, type BatchesService } from "./batches/service";
-import { createBatchWorker, type BatchWorker } from "./batches/worker";
-import { createChatService, type ChatService } from "./chat/service";
-import { createClassifyService, type ClassifyService } from "./classify/service";
-import { diffusionFactory } from "./engines/diffusion/factory";
-import { chatRuntime, llamaChatFactory } from "./engines/llama/factory";
-import type { LlamaRuntime } from "./engines/llama/runtime";
-import type { ModelEngine } from "./engines/types";
-import { transformersFactories } from "./engines/transformers/factory";
-import { createEmbeddingsService, type EmbeddingsService } from "./embeddings/service";
-import { createFilesService, type FilesService } from "./files/service";
-import { createImagesService, type ImagesService } from "./images/service";
-import { createRegistry, type EngineFactories, type Registry } from "./engines/registry";
-import { createLogger, type Logger } from "./log";
-import { createMetrics, type Metrics } from "./metrics/metrics";
-import { buildInventory, type DiscoveredGpu } from "./rentals/inventory";
-import { createDockerLauncher } from "./rentals/launchers/docker";
-import { createProcessLauncher } from "./rentals/launchers/process";
-import type { Launcher } from "./rentals/launchers/types";
-import { createConsoleAuth, type ConsoleAuth } from "./console/auth";
-import { consoleHosts } from "./console/hosts";
-import { createConsoleViews, type ConsoleViews } from "./console/views";
-import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./rentals/reserved";
-import { rentalsRepo } from "./store/rentals";
-import { sqliteThreadStore, type ThreadStore } from "./store/threads";
-import type { MemoryPlanner } from "./engines/residency";
-import { createPlanner } from "./planner/planner";
-import { createRentalsService, type RentalsService } from "./rentals/service";
-import { publicBaseOf } from "./rentals/access";
+import { createAccountService, type AccountService } from "./2-services/accounts/service";
+import { createLimits, type Limits } from "./2-services/billing/limits";
+import { createMeter, type Meter } from "./2-services/billing/meter";
+import { systemClock, type Clock } from "./lib/clock";
+import type { CapabilityDeps } from "./2-services/capability";
+import type { Config } from "./lib/config";
+import { createBatchesService, type BatchesService } from "./2-services/batches/service";
+import { createBatchWorker, type BatchWorker } from "./2-services/batches/worker";
+import { createChatService, type ChatService } from "./2-services/chat/service";
+import { createClassifyService, type ClassifyService } from "./2-services/classify/service";
+import { diffusionFactory } from "./3-engines/diffusion/factory";
+import { chatRuntime, llamaChatFactory } from "./3-engines/llama/factory";
+import type { LlamaRuntime } from "./3-engines/llama/runtime";
+import type { ModelEngine } from "./3-engines/types";
+import { transformersFactories } from "./3-engines/transformers/factory";
+import { createEmbeddingsService, type EmbeddingsService } from "./2-services/embeddings/service";
+import { createFilesService, type FilesService } from "./2-services/files/service";
+import { createImagesService, type ImagesService } from "./2-services/images/service";
+import { createRegistry, type EngineFactories, type Registry } from "./3-engines/registry";
+import { createLogger, type Logger } from "./lib/log";
+import { createMetrics, type Metrics } from "./2-services/metrics/metrics";
+import { buildInventory, type DiscoveredGpu } from "./2-services/rentals/inventory";
+import { createDockerLauncher } from "./2-services/rentals/launchers/docker";
+import { createProcessLauncher } from "./2-services/rentals/launchers/process";
+import type { Launcher } from "./2-services/rentals/launchers/types";
+import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
+import { consoleHosts } from "./2-services/console/hosts";
+import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
+import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
+import { rentalsRepo } from "./4-store/rentals";
+import { sqliteThreadStore, type ThreadStore } from "./4-store/threads";
+import type { MemoryPlanner } from "./3-engines/residency";
+import { createPlanner } from "./3-engines/planner/planner";
+import { createRentalsService, type RentalsService } from "./2-services/rentals/service";
+import { publicBaseOf } from "./2-services/rentals/access";
 
 /** Everything createApp needs: built once by main.ts, by the CLI, and by tests. */
 export interface AppDeps {
@@ -76,7 +76,7 @@ export function createServices(
     engines?: EngineFactories;
     discoveredGpus?: DiscoveredGpu[];
     launchers?: Record<string, Launcher>;
-    /** The memory planner; default src/planner/planner.ts on this host's devices. */
+    /** The memory planner; default src/3-engines/planner/planner.ts on this host's devices. */
     planner?: MemoryPlanner;
   } = {},
 ): AppDeps {
@@ -102,7 +102,7 @@ export function createServices(
     residency: {
       keepAliveS: config.engines.keep_alive_s,
       planner,
-      // A GPU a rental holds takes no model (src/engines/residency.ts places them elsewhere, or refuses).
+      // A GPU a rental holds takes no model (src/3-engines/residency.ts places them elsewhere, or refuses).
       blocked: (d) => {
         const mine = deviceGpus(d, opts.discoveredGpus ?? []);
         if (!mine.length) return null;
@@ -130,7 +130,7 @@ export function createServices(
   /**
    * Engines as gpusInUse reads them. A chat model placed on the CPU inside a GPU runtime still
    * computes its prompts on that runtime's GPU (ggml's op offload; the planner books its compute
-   * buffer there, src/planner/gguf-profile.ts) although its engine says "cpu": it counts as on the
+   * buffer there, src/3-engines/planner/gguf-profile.ts) although its engine says "cpu": it counts as on the
    * runtime's GPUs.
    */
   const inUse = (engines: readonly ModelEngine[]): EngineUse[] => {
@@ -155,7 +155,7 @@ export function createServices(
     publicBase: () => publicBaseOf({ ...config.server, port: listening.port || config.server.port }, publicHost),
     maxHours: r.max_hours,
     readyTimeoutMs: r.ready_timeout_s * 1000,
-    // GPUs a loaded model computes on are not rented out (src/rentals/reserved.ts); with
+    // GPUs a loaded model computes on are not rented out (src/2-services/rentals/reserved.ts); with
     // rentals.share_gpus only those of models busy with requests or pinned (load = "start"): idle
     // ones are unloaded when the rental launches.
     reserved: () =>

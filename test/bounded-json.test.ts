@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { ApiError } from "../src/api/http/errors";
-import { jsonCostExceeded, parseClientJson } from "../src/bounded-json";
+import { ApiError } from "../src/1-api/http/errors";
+import { jsonCostExceeded, parseClientJson } from "../src/lib/bounded-json";
 
 test.each([
   { name: "flat JSON is within bounds", text: '{"a":[1,2,3],"b":{"c":"d"}}', bounds: {}, expected: null },

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError, loadConfig, pointerToDotted } from "../src/config";
+import { ConfigError, loadConfig, pointerToDotted } from "../src/lib/config";
 import { tempDir } from "./helpers/app";
 
 const dir = tempDir();

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { readGgufFileInfo } from "node-llama-cpp";
 import { catalogue } from "../models/catalogue";
-import { DEMO_GENERATORS, ensureDemoModels } from "../src/demo";
-import type { ModelManifest } from "../src/engines/manifest";
-import { llamaChatFactory } from "../src/engines/llama/factory";
+import { DEMO_GENERATORS, ensureDemoModels } from "../src/ops/demo";
+import type { ModelManifest } from "../src/lib/manifest";
+import { llamaChatFactory } from "../src/3-engines/llama/factory";
 import { BASE, tempDir, testApp, type TestApp } from "./helpers/app";
 
 // `serve --demo` serves a chat model whose window holds a coding agent's prompt and its

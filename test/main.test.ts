@@ -1,10 +1,10 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { validateConfig } from "../src/config";
-import { memoryLogger } from "../src/log";
+import { validateConfig } from "../src/lib/config";
+import { memoryLogger } from "../src/lib/log";
 import { startServer } from "../src/main";
-import { DataDirBusyError } from "../src/store/lock";
+import { DataDirBusyError } from "../src/4-store/lock";
 import { tempDir } from "./helpers/app";
 import { cli, serveCli } from "./helpers/cli";
 

@@ -3,20 +3,20 @@ import { cpSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../models/cache";
 import { ensureOnnxModel } from "../models/onnx/cache";
-import { ConfigError, validateConfig, type Config } from "../src/config";
-import type { ModelManifest } from "../src/engines/manifest";
-import { serveDemoModels } from "../src/demo";
-import { applyReload } from "../src/reload";
+import { ConfigError, validateConfig, type Config } from "../src/lib/config";
+import type { ModelManifest } from "../src/lib/manifest";
+import { serveDemoModels } from "../src/ops/demo";
+import { applyReload } from "../src/ops/reload";
 import { writeRealModel } from "../models/gguf/real-archs";
-import { loadSignalOf } from "../src/engines/load-signal";
-import { llamaRuntime } from "../src/engines/llama/runtime";
-import { ModelRemovedError } from "../src/engines/residency";
-import { memoryLogger } from "../src/log";
+import { loadSignalOf } from "../src/3-engines/load-signal";
+import { llamaRuntime } from "../src/3-engines/llama/runtime";
+import { ModelRemovedError } from "../src/3-engines/residency";
+import { memoryLogger } from "../src/lib/log";
 import { tempDir } from "./helpers/app";
 import { chatTestApp } from "./helpers/chat";
 import { cli, serveCli } from "./helpers/cli";
 
-// SIGHUP's reload applies model changes (src/reload.ts, registry.apply): a new model is listed and
+// SIGHUP's reload applies model changes (src/ops/reload.ts, registry.apply): a new model is listed and
 // answers at once; a removed one answers 404 to new requests at once while the requests already on
 // it finish, and its engine is unloaded only after them; a changed one gets a new engine the same way.
 

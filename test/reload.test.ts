@@ -1,9 +1,9 @@
 import { afterEach, expect, test } from "bun:test";
-import { validateConfig } from "../src/config";
-import { applyReload } from "../src/reload";
+import { validateConfig } from "../src/lib/config";
+import { applyReload } from "../src/ops/reload";
 import { chatTestApp } from "./helpers/chat";
 
-// SIGHUP's reload (src/reload.ts) on a real app: prices and limits change in place and the next
+// SIGHUP's reload (src/ops/reload.ts) on a real app: prices and limits change in place and the next
 // request is billed and limited by them; what needs a restart is reported, not applied.
 
 let t: Awaited<ReturnType<typeof chatTestApp>> | null = null;

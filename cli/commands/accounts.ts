@@ -1,8 +1,8 @@
 import { Command } from "commander";
-import { formatMicros, parseUsd } from "../../src/billing/pricing";
-import type { AccountInfo } from "../../src/accounts/types";
-import { createConsoleAuth } from "../../src/console/auth";
-import { systemClock } from "../../src/clock";
+import { formatMicros, parseUsd } from "../../src/2-services/billing/pricing";
+import type { AccountInfo } from "../../src/2-services/accounts/types";
+import { createConsoleAuth } from "../../src/2-services/console/auth";
+import { systemClock } from "../../src/lib/clock";
 import { usd, withAccounts } from "../context";
 import { emit, table, UsageError, when } from "../output";
 

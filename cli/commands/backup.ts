@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import { resolve } from "node:path";
-import { loadConfig } from "../../src/config";
-import { backupDataDir, restoreDataDir } from "../../src/store/backup";
+import { loadConfig } from "../../src/lib/config";
+import { backupDataDir, restoreDataDir } from "../../src/4-store/backup";
 import { globals } from "../context";
 import { emit, fail } from "../output";
 

@@ -1,10 +1,10 @@
 import { Command } from "commander";
-import { createBatchesService, type BatchObject } from "../../src/batches/service";
-import { systemClock } from "../../src/clock";
-import { loadConfig } from "../../src/config";
-import { createFilesService } from "../../src/files/service";
-import { createLogger } from "../../src/log";
-import { openStore } from "../../src/store/db";
+import { createBatchesService, type BatchObject } from "../../src/2-services/batches/service";
+import { systemClock } from "../../src/lib/clock";
+import { loadConfig } from "../../src/lib/config";
+import { createFilesService } from "../../src/2-services/files/service";
+import { createLogger } from "../../src/lib/log";
+import { openStore } from "../../src/4-store/db";
 import { globals, intOption } from "../context";
 import { emit, fail, table } from "../output";
 

@@ -1,7 +1,7 @@
 import { Command } from "commander";
-import { formatMicros, priceFor, usdToMicros } from "../../src/billing/pricing";
-import { loadConfig } from "../../src/config";
-import { checkModelFiles } from "../../src/engines/registry";
+import { formatMicros, priceFor, usdToMicros } from "../../src/2-services/billing/pricing";
+import { loadConfig } from "../../src/lib/config";
+import { checkModelFiles } from "../../src/3-engines/registry";
 import { globals } from "../context";
 import { emit, fail } from "../output";
 

@@ -1,8 +1,8 @@
 import { Command } from "commander";
-import { loadConfig } from "../../src/config";
-import type { Check } from "../../src/doctor/check";
-import { runDoctor, type DoctorReport } from "../../src/doctor/doctor";
-import { systemProbes } from "../../src/doctor/probes";
+import { loadConfig } from "../../src/lib/config";
+import type { Check } from "../../src/ops/doctor/check";
+import { runDoctor, type DoctorReport } from "../../src/ops/doctor/doctor";
+import { systemProbes } from "../../src/ops/doctor/probes";
 import { globals, intOption } from "../context";
 import { emit } from "../output";
 

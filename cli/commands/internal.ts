@@ -1,6 +1,6 @@
 import { Command } from "commander";
-import { runCudaProbe } from "../../src/engines/llama/cuda-probe";
-import { runGrammarWorker } from "../../src/engines/llama/grammar-worker";
+import { runCudaProbe } from "../../src/3-engines/llama/cuda-probe";
+import { runGrammarWorker } from "../../src/3-engines/llama/grammar-worker";
 
 /** Commands the server runs in a child process of its own (hidden from help). */
 export function internalCommand(): Command {

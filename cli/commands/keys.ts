@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import type { KeyInfo, Scope } from "../../src/accounts/types";
+import type { KeyInfo, Scope } from "../../src/2-services/accounts/types";
 import { intOption, withAccounts } from "../context";
 import { emit, table, UsageError, when } from "../output";
 

@@ -13,13 +13,13 @@ import {
   type CatalogueEntry,
   type DownloadEntry,
 } from "../../models/catalogue";
-import { loadConfig, type Config } from "../../src/config";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { checkModelFiles } from "../../src/engines/registry";
-import { AddError, manifestForFolder, manifestToml, withModelBlock } from "../../src/models/add";
-import { HF_DEFAULT_CONTEXT, HfHub, hfModelId, isHfRef, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/models/hf";
-import { runningServerPid } from "../../src/store/lock";
-import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/models/pull";
+import { loadConfig, type Config } from "../../src/lib/config";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { checkModelFiles } from "../../src/3-engines/registry";
+import { AddError, manifestForFolder, manifestToml, withModelBlock } from "../../src/ops/pull/add";
+import { HF_DEFAULT_CONTEXT, HfHub, hfModelId, isHfRef, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, trainedContext } from "../../src/ops/pull/hf";
+import { runningServerPid } from "../../src/4-store/lock";
+import { pullModel, PullError, unverifiedFiles, type PullProgress } from "../../src/ops/pull/pull";
 import { configTarget, replaceConfigFile, targetConfig } from "../config-file";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";

@@ -1,15 +1,15 @@
 import { Command } from "commander";
-import { loadConfig } from "../../src/config";
-import type { UnloadResult } from "../../src/control/models";
-import { controlSocketPath } from "../../src/api/control-socket";
-import type { ResidencyStatus } from "../../src/engines/residency";
-import { runningServerPid } from "../../src/store/lock";
+import { loadConfig } from "../../src/lib/config";
+import type { UnloadResult } from "../../src/2-services/residency/service";
+import { controlSocketPath } from "../../src/1-api/control-socket";
+import type { ResidencyStatus } from "../../src/3-engines/residency";
+import { runningServerPid } from "../../src/4-store/lock";
 import { globals } from "../context";
 import { emit, fail, table, UsageError } from "../output";
 
 // `appliance ps [load|unload ID]`: the running server's models — loaded or not, where, how much
 // memory, idle for how long, requests in flight — and an operator's load or unload, through the
-// server's control socket (<data_dir>/control.sock, src/api/control-socket.ts): the same functions as
+// server's control socket (<data_dir>/control.sock, src/1-api/control-socket.ts): the same functions as
 // the admin API, with no key (the socket is the server user's alone). Load and unload live here
 // rather than under `appliance models`, which works on the catalogue and the config file offline:
 // everything under `ps` needs the running server, as `ollama ps` and `docker ps` do.

@@ -1,7 +1,7 @@
 import { Command } from "commander";
-import { loadConfig } from "../../src/config";
+import { loadConfig } from "../../src/lib/config";
 import { startServer } from "../../src/main";
-import { applyReload } from "../../src/reload";
+import { applyReload } from "../../src/ops/reload";
 import { globals, intOption } from "../context";
 import { fail } from "../output";
 

@@ -1,11 +1,11 @@
 import { Command } from "commander";
 import { existsSync, readFileSync } from "node:fs";
-import { type Config } from "../../src/config";
+import { type Config } from "../../src/lib/config";
 import { configTarget, replaceConfigFile, targetConfig, type ConfigTarget } from "../config-file";
-import { addIdentity, daysLeft, ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError, type Identities, type Issued } from "../../src/net/tls-ca";
-import { withTlsTable } from "../../src/net/tls-config";
+import { addIdentity, daysLeft, ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError, type Identities, type Issued } from "../../src/lib/net/tls-ca";
+import { withTlsTable } from "../../src/lib/net/tls-config";
 import { globals, intOption } from "../context";
-import { runningServerPid } from "../../src/store/lock";
+import { runningServerPid } from "../../src/4-store/lock";
 import { emit, fail } from "../output";
 
 // `appliance tls init|renew|status`: HTTPS that works the first time on a LAN with no CA and no

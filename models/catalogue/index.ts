@@ -2,8 +2,8 @@ import { Type as T, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, posix } from "node:path";
-import { describeErrors } from "../../src/config";
-import { ModelKind, ModelManifest } from "../../src/engines/manifest";
+import { describeErrors } from "../../src/lib/config";
+import { ModelKind, ModelManifest } from "../../src/lib/manifest";
 import c_demo_chat from "./demo-chat.json" with { type: "text" };
 import c_demo_embed from "./demo-embed.json" with { type: "text" };
 import c_demo_image from "./demo-image.json" with { type: "text" };
@@ -83,7 +83,7 @@ export type ManualEntry = Static<typeof ManualEntry>;
 /**
  * A model on a Hugging Face hub named by repository and commit instead of hashes: `pull` asks the
  * hub for that commit's records (each file's size and LFS SHA-256 or git blob SHA-1) and checks
- * every file against them (src/models/hf.ts). Files keep their path inside the repository.
+ * every file against them (src/ops/pull/hf.ts). Files keep their path inside the repository.
  */
 export const HubEntry = T.Object(
   {

@@ -1,4 +1,4 @@
-import type { DemoGenerator } from "../../src/demo";
+import type { DemoGenerator } from "../../src/ops/demo";
 import { ensureDiffusionModel } from "./cache";
 
 // `--demo`: the tiny flow-matching set as "demo-image" (random weights: the images are noise, but

@@ -1,4 +1,4 @@
-import { toHalf } from "../../src/engines/diffusion/tensors";
+import { toHalf } from "../../src/3-engines/diffusion/tensors";
 import { ELEM, GraphBuilder, MS_DOMAIN } from "../onnx/graph";
 import { quantizeQ4 } from "../onnx/quant";
 import { Rng } from "../random";

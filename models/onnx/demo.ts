@@ -1,4 +1,4 @@
-import type { DemoGenerator } from "../../src/demo";
+import type { DemoGenerator } from "../../src/ops/demo";
 import { ensureOnnxModel } from "./cache";
 import { ONNX_PRESETS } from "./presets";
 

@@ -1,4 +1,4 @@
-import { fromHalf, toHalf } from "../../src/engines/diffusion/tensors";
+import { fromHalf, toHalf } from "../../src/3-engines/diffusion/tensors";
 
 // Block-wise 4-bit weights in the layout of ONNX Runtime's MatMulNBits (com.microsoft), as
 // q4/q4f16 exports (onnxruntime-genai's builder, Olive) store linear layers:

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { displayKey, generateKey, hashKey, KEY_PREFIX, looksLikeKey } from "../../src/accounts/key-format";
+import { displayKey, generateKey, hashKey, KEY_PREFIX, looksLikeKey } from "../../src/2-services/accounts/key-format";
 
 test("a key is the service prefix plus a secret of at least 192 bits", () => {
   const key = generateKey();

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ApiError } from "../../src/api/http/errors";
-import { DB_FILE } from "../../src/store/db";
+import { ApiError } from "../../src/1-api/http/errors";
+import { DB_FILE } from "../../src/4-store/db";
 import { testApp } from "../helpers/app";
 
 const t = testApp({ config: { limits: { max_active_rentals: 2, premium_rpm: 600 } } });

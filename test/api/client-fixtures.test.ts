@@ -3,13 +3,13 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { MessagesRequest } from "../../src/api/anthropic/schema";
-import { toChatRequest as fromMessages } from "../../src/api/anthropic/to-chat";
-import { ChatRequest } from "../../src/chat/request";
-import { ResponsesRequest } from "../../src/api/responses/schema";
-import { toChatRequest as fromResponses } from "../../src/api/responses/to-chat";
-import { toChatJob } from "../../src/chat/from-request";
-import type { ChatJob, ChatTurn, JsonSchema } from "../../src/chat/job";
+import { MessagesRequest } from "../../src/1-api/anthropic/schema";
+import { toChatRequest as fromMessages } from "../../src/1-api/anthropic/to-chat";
+import { ChatRequest } from "../../src/2-services/chat/request";
+import { ResponsesRequest } from "../../src/1-api/responses/schema";
+import { toChatRequest as fromResponses } from "../../src/1-api/responses/to-chat";
+import { toChatJob } from "../../src/2-services/chat/from-request";
+import type { ChatJob, ChatTurn, JsonSchema } from "../../src/3-engines/chat-job";
 
 // The exact bodies real clients sent (test/fixtures/requests/, written by the interop tests with
 // APPLIANCE_RECORD_FIXTURES=1, plus three older hand-made ones), through the translation each

@@ -2,19 +2,19 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Type as T } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { Elysia, t as et } from "elysia";
-import { CountTokensRequest, MessagesRequest } from "../../src/api/anthropic/schema";
-import { ApiError, ERROR_TABLE, toAnthropicErrorBody, toOpenAIErrorBody, type ErrorCode } from "../../src/api/http/errors";
-import { CreateBatchRequest } from "../../src/api/openai/batches";
-import { ChatRequest } from "../../src/chat/request";
-import { ClassifyRequest } from "../../src/classify/request";
-import { EmbeddingsRequest } from "../../src/embeddings/request";
-import { ImagesRequest } from "../../src/images/request";
-import { buildOpenApi, HTTP_METHODS, openApiPath, routeKey, type OpenApiDocument, type Operation, type RouteLike } from "../../src/api/openapi/document";
-import { AnthropicErrorBody, OpenAIErrorBody } from "../../src/api/openapi/hand-schemas";
-import { OPERATIONS } from "../../src/api/openapi/operations";
-import { REFERENCE_CSP } from "../../src/api/openapi/reference";
-import { openapiRoutes, renderReference } from "../../src/api/openapi/routes";
-import { ResponsesRequest } from "../../src/api/responses/schema";
+import { CountTokensRequest, MessagesRequest } from "../../src/1-api/anthropic/schema";
+import { ApiError, ERROR_TABLE, toAnthropicErrorBody, toOpenAIErrorBody, type ErrorCode } from "../../src/1-api/http/errors";
+import { CreateBatchRequest } from "../../src/1-api/openai/batches";
+import { ChatRequest } from "../../src/2-services/chat/request";
+import { ClassifyRequest } from "../../src/2-services/classify/request";
+import { EmbeddingsRequest } from "../../src/2-services/embeddings/request";
+import { ImagesRequest } from "../../src/2-services/images/request";
+import { buildOpenApi, HTTP_METHODS, openApiPath, routeKey, type OpenApiDocument, type Operation, type RouteLike } from "../../src/1-api/openapi/document";
+import { AnthropicErrorBody, OpenAIErrorBody } from "../../src/1-api/openapi/hand-schemas";
+import { OPERATIONS } from "../../src/1-api/openapi/operations";
+import { REFERENCE_CSP } from "../../src/1-api/openapi/reference";
+import { openapiRoutes, renderReference } from "../../src/1-api/openapi/routes";
+import { ResponsesRequest } from "../../src/1-api/responses/schema";
 import { BASE, testApp, type TestApp } from "../helpers/app";
 import { consoleAccount, consoleClient, type ConsoleClient } from "./console/client";
 
@@ -132,7 +132,7 @@ async function validationError(res: Response): Promise<{ param: string | null; m
 
 /**
  * A hook's schema as JSON, less the `additionalProperties: false` Elysia writes into it when the
- * route compiles (it strips undeclared fields rather than refusing them: src/api/openapi/schema.ts).
+ * route compiles (it strips undeclared fields rather than refusing them: src/1-api/openapi/schema.ts).
  */
 function asValidated(schema: unknown): Json {
   return JSON.parse(JSON.stringify(schema), (k, v) => (v && typeof v === "object" && v.additionalProperties === false ? (({ additionalProperties: _, ...rest }) => rest)(v) : v));

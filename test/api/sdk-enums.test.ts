@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { toChatRequest as fromResponses } from "../../src/api/responses/to-chat";
-import type { ResponsesRequest } from "../../src/api/responses/schema";
-import type { ChatRequest } from "../../src/chat/request";
-import { toChatJob } from "../../src/chat/from-request";
+import { toChatRequest as fromResponses } from "../../src/1-api/responses/to-chat";
+import type { ResponsesRequest } from "../../src/1-api/responses/schema";
+import type { ChatRequest } from "../../src/2-services/chat/request";
+import { toChatJob } from "../../src/2-services/chat/from-request";
 
 // What the pinned official SDKs' types allow for the enum-like settings is accepted: the values are
 // read from the SDKs' own declarations, so an SDK upgrade that adds one (as `max` effort and the

@@ -59,7 +59,7 @@ test("a batch survives a killed server: one result per line, each charged once",
     await second.proc.exited;
   }
   // Charged once per line: one usage row each, and the balance moved by exactly their sum.
-  const { openStore } = await import("../../src/store/db");
+  const { openStore } = await import("../../src/4-store/db");
   const db = openStore(join(dir, "data"));
   const rows = db.query<{ n: number; cost: number }, [string]>("SELECT COUNT(*) AS n, SUM(cost_micros) AS cost FROM usage WHERE request_id LIKE ?").get(`req_${batch.id.slice(6)}_%`)!;
   const account = db.query<{ balance_micros: number }, []>("SELECT balance_micros FROM accounts").get()!;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type OpenAI from "openai";
-import { runLine } from "../../src/batches/run-line";
-import { batchLanes } from "../../src/api/batch-lanes";
-import { batchesRepo } from "../../src/store/batches";
+import { runLine } from "../../src/2-services/batches/run-line";
+import { batchLanes } from "../../src/1-api/batch-lanes";
+import { batchesRepo } from "../../src/4-store/batches";
 import type { TestApp } from "../helpers/app";
 import { fileLines, uploadLines } from "../helpers/batches";
 import { chatTestApp } from "../helpers/chat";

@@ -10,8 +10,8 @@
 import OpenAI, { toFile } from "openai";
 import { ensureChatModel } from "../../models/cache";
 import { ensureOnnxModel } from "../../models/onnx/cache";
-import { validateConfig } from "../../src/config";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";

@@ -6,9 +6,9 @@
 // reported: on a shared 2-core box the CPU's speed drifts by tens of percent within a minute.
 import { LlamaChat, QwenChatWrapper, type LlamaContextSequence } from "node-llama-cpp";
 import { ensureChatModel } from "../../models/cache";
-import { validateConfig } from "../../src/config";
-import { llamaRuntime } from "../../src/engines/llama/runtime";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { llamaRuntime } from "../../src/3-engines/llama/runtime";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { BENCH } from "./chat-setup";

@@ -9,8 +9,8 @@
 //      after another (micro-batching).
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { WORDPIECE_CORPUS } from "../../models/onnx/corpus";
-import { validateConfig } from "../../src/config";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 

@@ -5,7 +5,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
-import { buildExecutable } from "../../src/build/executable";
+import { buildExecutable } from "../../src/ops/build/executable";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
 import { httpStream } from "./chat";

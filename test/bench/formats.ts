@@ -6,8 +6,8 @@
 // drifts by milliseconds on a shared 2-core box, so the server's own part is also timed exactly
 // (same clock, engine hooked): request → generation start, and first engine event → client.
 import { ensureChatModel } from "../../models/cache";
-import { validateConfig } from "../../src/config";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";

@@ -11,10 +11,10 @@
 import { rmSync } from "node:fs";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { ensureZImageModel } from "../../models/diffusion/z-image";
-import { validateConfig } from "../../src/config";
-import { DiffusionPipeline } from "../../src/engines/diffusion/pipeline";
-import type { ImageEngine } from "../../src/engines/types";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { DiffusionPipeline } from "../../src/3-engines/diffusion/pipeline";
+import type { ImageEngine } from "../../src/3-engines/types";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 

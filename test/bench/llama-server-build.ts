@@ -10,8 +10,8 @@
 //   bun test/bench/llama-server-build.ts   (prints the binary's path)
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { llamaTag, prebuiltLibDir } from "../../src/engines/llama/native/addon-path";
-import { llamaCppSource } from "../../src/engines/llama/native/build";
+import { llamaTag, prebuiltLibDir } from "../../src/3-engines/llama/native/addon-path";
+import { llamaCppSource } from "../../src/3-engines/llama/native/build";
 
 export function ensureLlamaServer(log: (l: string) => void = (l) => console.log(l)): string {
   const dir = resolve(import.meta.dir, "..", "..", ".cache", "llama-server");

@@ -5,7 +5,7 @@
 // first use, which this bench never makes: it measures the edge, not an engine.
 import { ensureChatModel } from "../../models/cache";
 import { ensureOnnxModel } from "../../models/onnx/cache";
-import { validateConfig } from "../../src/config";
+import { validateConfig } from "../../src/lib/config";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { manifestConfig } from "../helpers/models";
@@ -25,7 +25,7 @@ if (mode === "app") {
   process.stderr.write(`READY ${s.url} ${key}\n`);
 } else {
   // The same body the app answers, built once.
-  const { createRegistry } = await import("../../src/engines/registry");
+  const { createRegistry } = await import("../../src/3-engines/registry");
   const body = JSON.stringify({ object: "list", data: createRegistry(config.models, config.retired_models, { baseDir: dir }).list() });
   const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(body, { headers: { "content-type": "application/json" } }) });
   process.stderr.write(`READY http://127.0.0.1:${s.port} none\n`);

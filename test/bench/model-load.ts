@@ -22,13 +22,13 @@
 //      its paired differences spread over milliseconds, far wider than the target: its median is
 //      printed with a 95% interval, and the target fails only if that interval lies above 0.5 ms.
 //    Each model's context keeps a CPU threadpool whose idle worker polls for ~70 ms after a step
-//    (src/engines/llama/threadpool.ts): a request to another model within that time shares the
+//    (src/3-engines/llama/threadpool.ts): a request to another model within that time shares the
 //    cores with it, so every timed request to a model other than the last one's comes after a
 //    pause (and in part 2, after one untimed request).
 // Rounds interleave everything (BENCH_ROUNDS, default 12), after one warm-up round.
 import { ensureChatModel } from "../../models/cache";
-import { validateConfig } from "../../src/config";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { BENCH } from "./chat-setup";

@@ -11,10 +11,10 @@
 import { readFileSync, rmSync } from "node:fs";
 import tls from "node:tls";
 import { ensureChatModel } from "../../models/cache";
-import { validateConfig } from "../../src/config";
-import { createLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { createLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { ensureCa, issueServerCert, tlsPaths } from "../../src/net/tls-ca";
+import { ensureCa, issueServerCert, tlsPaths } from "../../src/lib/net/tls-ca";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";
 

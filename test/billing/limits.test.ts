@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import { SlidingWindow } from "../../src/billing/window";
-import { ManualClock } from "../../src/clock";
+import { ApiError } from "../../src/1-api/http/errors";
+import { SlidingWindow } from "../../src/2-services/billing/window";
+import { ManualClock } from "../../src/lib/clock";
 import { testApp } from "../helpers/app";
 
 describe("requests per minute on a free key", () => {

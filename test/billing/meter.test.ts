@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import type { MeterRequest } from "../../src/billing/meter";
-import { costMicros, priceFor } from "../../src/billing/pricing";
+import { ApiError } from "../../src/1-api/http/errors";
+import type { MeterRequest } from "../../src/2-services/billing/meter";
+import { costMicros, priceFor } from "../../src/2-services/billing/pricing";
 import { testApp } from "../helpers/app";
 
 const t = testApp();

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { validateConfig } from "../../src/config";
-import { batchBasisPoints, costMicros, formatMicros, parseUsd, priceFor } from "../../src/billing/pricing";
+import { validateConfig } from "../../src/lib/config";
+import { batchBasisPoints, costMicros, formatMicros, parseUsd, priceFor } from "../../src/2-services/billing/pricing";
 
 const prices = validateConfig({}).prices;
 

@@ -4,9 +4,10 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSy
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { cudaLibFolders, cudaLibsFixCommand, cudaPreloadOrder, installCudaLibs } from "../../src/build/cuda-libs";
-import { CUDA_DESTINATIONS, CUDA_MANIFEST, type CudaDestination, type CudaManifest } from "../../src/build/cuda-libs-manifest";
-import { preloadCudaLibs } from "../../src/engines/cuda-preload";
+import { cudaPreloadOrder } from "../../src/3-engines/cuda-preload";
+import { cudaLibFolders, cudaLibsFixCommand, installCudaLibs } from "../../src/ops/build/cuda-libs";
+import { CUDA_DESTINATIONS, CUDA_MANIFEST, type CudaDestination, type CudaManifest } from "../../src/ops/build/cuda-libs-manifest";
+import { preloadCudaLibs } from "../../src/3-engines/cuda-preload";
 import { tempDir } from "../helpers/app";
 
 // Stand-in archives with the layout of NVIDIA's redistributables (`<name>-archive/lib/...`, with

@@ -1,11 +1,11 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { installCudaLibs } from "../../src/build/cuda-libs";
-import { CUDA_DESTINATIONS } from "../../src/build/cuda-libs-manifest";
-import { shipCuda12Build } from "../../src/build/executable";
-import { nativeLibPlugin } from "../../src/build/plugins";
-import { CUDA12_BINS, CUDA_BUILD_ENV } from "../../src/engines/installed";
+import { installCudaLibs } from "../../src/ops/build/cuda-libs";
+import { CUDA_DESTINATIONS } from "../../src/ops/build/cuda-libs-manifest";
+import { shipCuda12Build } from "../../src/ops/build/executable";
+import { nativeLibPlugin } from "../../src/ops/build/plugins";
+import { CUDA12_BINS, CUDA_BUILD_ENV } from "../../src/3-engines/installed";
 import { tempDir } from "../helpers/app";
 
 // node-llama-cpp's CUDA 12 build, for GPUs whose driver cannot compile the CUDA 13 build's PTX (an

@@ -4,7 +4,7 @@ import OpenAI from "openai";
 import { cpSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import sharp from "sharp";
-import { buildExecutable } from "../../src/build/executable";
+import { buildExecutable } from "../../src/ops/build/executable";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
 

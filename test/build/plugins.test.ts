@@ -1,7 +1,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { nativeLibPlugin } from "../../src/build/plugins";
+import { nativeLibPlugin } from "../../src/ops/build/plugins";
 import { tempDir } from "../helpers/app";
 
 // The build plugins point the dependencies' own lookups (import.meta.url of a file in node_modules)

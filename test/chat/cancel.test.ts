@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
-import type { DecodeLoop } from "../../src/engines/llama/decode-loop";
+import type { DecodeLoop } from "../../src/3-engines/llama/decode-loop";
 import type { TestApp } from "../helpers/app";
 import { BASE } from "../helpers/app";
 import { chatTestApp } from "../helpers/chat";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import type { ChatRequest } from "../../src/chat/request";
-import { ApiError } from "../../src/api/http/errors";
-import { toChatJob } from "../../src/chat/from-request";
+import type { ChatRequest } from "../../src/2-services/chat/request";
+import { ApiError } from "../../src/1-api/http/errors";
+import { toChatJob } from "../../src/2-services/chat/from-request";
 
 const base = (extra: Partial<ChatRequest> = {}): ChatRequest => ({ model: "m", messages: [{ role: "user", content: "hi" }], ...extra });
 

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import net from "node:net";
 import { crc32, deflateSync } from "node:zlib";
 import sharp from "sharp";
-import { ApiError } from "../../src/api/http/errors";
-import { decodeImages, type ImageFetchDeps, type ImageInputOptions } from "../../src/chat/images";
-import type { ChatJob, ImageInput } from "../../src/chat/job";
-import { classifyAddress } from "../../src/net/address";
+import { ApiError } from "../../src/1-api/http/errors";
+import { decodeImages, type ImageFetchDeps, type ImageInputOptions } from "../../src/3-engines/image-input";
+import type { ChatJob, ImageInput } from "../../src/3-engines/chat-job";
+import { classifyAddress } from "../../src/lib/net/address";
 
 // Fetching and decoding a chat request's images: formats, limits, and the URL rules (no SSRF).
 

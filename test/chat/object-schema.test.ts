@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import { objectsOnly, requireObjects } from "../../src/chat/object-schema";
+import { ApiError } from "../../src/1-api/http/errors";
+import { objectsOnly, requireObjects } from "../../src/3-engines/object-schema";
 
 // Issue 42: a tool's arguments and json_object's answer are JSON objects whatever the schema's top says.
 

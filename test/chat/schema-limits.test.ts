@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import { checkSchema, checkTools, SCHEMA_LIMITS, schemaProblem } from "../../src/chat/schema-limits";
+import { ApiError } from "../../src/1-api/http/errors";
+import { checkSchema, checkTools, SCHEMA_LIMITS, schemaProblem } from "../../src/3-engines/schema-limits";
 import recorded from "../fixtures/requests/messages-claude-code-recorded.json";
 
 const P = "response_format.json_schema.schema";

@@ -1,10 +1,10 @@
 import { afterAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { memoryLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { listTar } from "../../src/store/tar";
+import { listTar } from "../../src/4-store/tar";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 

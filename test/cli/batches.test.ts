@@ -1,12 +1,12 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { createAccountService } from "../../src/accounts/service";
-import { createBatchesService } from "../../src/batches/service";
-import { systemClock } from "../../src/clock";
-import { validateConfig } from "../../src/config";
-import { createFilesService } from "../../src/files/service";
-import { memoryLogger } from "../../src/log";
-import { openStore } from "../../src/store/db";
+import { createAccountService } from "../../src/2-services/accounts/service";
+import { createBatchesService } from "../../src/2-services/batches/service";
+import { systemClock } from "../../src/lib/clock";
+import { validateConfig } from "../../src/lib/config";
+import { createFilesService } from "../../src/2-services/files/service";
+import { memoryLogger } from "../../src/lib/log";
+import { openStore } from "../../src/4-store/db";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 

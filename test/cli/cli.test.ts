@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createAccountService } from "../../src/accounts/service";
-import { systemClock } from "../../src/clock";
-import { validateConfig } from "../../src/config";
-import { openStore } from "../../src/store/db";
+import { createAccountService } from "../../src/2-services/accounts/service";
+import { systemClock } from "../../src/lib/clock";
+import { validateConfig } from "../../src/lib/config";
+import { openStore } from "../../src/4-store/db";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 

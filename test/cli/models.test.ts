@@ -3,8 +3,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { catalogue, isDownload, manifestFor } from "../../models/catalogue";
-import { validateConfig } from "../../src/config";
-import { checkModelFiles } from "../../src/engines/registry";
+import { validateConfig } from "../../src/lib/config";
+import { checkModelFiles } from "../../src/3-engines/registry";
 import { tempDir } from "../helpers/app";
 import { validGguf } from "../models/gguf-bytes";
 

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { DEVICE_MAX_MS, deviceTokenId, mintDeviceToken } from "../../src/console/devices";
+import { DEVICE_MAX_MS, deviceTokenId, mintDeviceToken } from "../../src/2-services/console/devices";
 
 // Device tokens: bound to one account and its current password hash, valid for a while, unforgeable.
 

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { hostAllowList, hostName } from "../../src/console/hosts";
+import { hostAllowList, hostName } from "../../src/2-services/console/hosts";
 
 // The console's Host allow-list: a DNS-rebinding page's name is refused, this machine's names pass.
 

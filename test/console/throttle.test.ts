@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import { ManualClock } from "../../src/clock";
+import { ApiError } from "../../src/1-api/http/errors";
+import { ManualClock } from "../../src/lib/clock";
 import {
   backoffAfter,
   clientAddress,
@@ -12,7 +12,7 @@ import {
   SIGNIN_FORGET_MS,
   SIGNIN_FREE_FAILURES,
   type SigninAttempt,
-} from "../../src/console/throttle";
+} from "../../src/2-services/console/throttle";
 
 // The sign-in limiter on its own: one decision per attempt, charged before the verify.
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { networkInterfaces } from "node:os";
-import { ConfigError, validateConfig } from "../../src/config";
-import { SIGNIN_FAILURES_PER_ADDRESS, SIGNIN_FREE_FAILURES } from "../../src/console/throttle";
-import { memoryLogger } from "../../src/log";
+import { ConfigError, validateConfig } from "../../src/lib/config";
+import { SIGNIN_FAILURES_PER_ADDRESS, SIGNIN_FREE_FAILURES } from "../../src/2-services/console/throttle";
+import { memoryLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { forwardedClient, NO_TRUSTED_PROXIES, parseTrustedProxies, trustedProxyProblem } from "../../src/net/trusted-proxies";
+import { forwardedClient, NO_TRUSTED_PROXIES, parseTrustedProxies, trustedProxyProblem } from "../../src/lib/net/trusted-proxies";
 import { tempDir } from "../helpers/app";
 
 // The client behind a reverse proxy (issue 41 L4): X-Forwarded-For is read from the peers listed in

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import type { Probes } from "../../src/doctor/check";
-import { runDoctor } from "../../src/doctor/doctor";
-import { checkVulkan, gatherVulkan, vulkanUsable, type VulkanFacts } from "../../src/doctor/vulkan";
+import type { Probes } from "../../src/ops/doctor/check";
+import { runDoctor } from "../../src/ops/doctor/doctor";
+import { checkVulkan, gatherVulkan, vulkanUsable, type VulkanFacts } from "../../src/ops/doctor/vulkan";
 import { tempDir } from "../helpers/app";
 import { chatModel, configIn, gpuHost, H100, LDCONFIG_CUDA, LDCONFIG_PLAIN, ONNX_DIR, runner } from "./fakes";
 

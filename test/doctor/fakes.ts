@@ -1,8 +1,8 @@
 import { join } from "node:path";
-import { validateConfig, type Config } from "../../src/config";
-import type { Probes } from "../../src/doctor/check";
-import type { Served } from "../../src/doctor/engines";
-import { gatherCuda, gatherGpus, type CudaFacts, type GpuFacts } from "../../src/doctor/gpu";
+import { validateConfig, type Config } from "../../src/lib/config";
+import type { Probes } from "../../src/ops/doctor/check";
+import type { Served } from "../../src/ops/doctor/engines";
+import { gatherCuda, gatherGpus, type CudaFacts, type GpuFacts } from "../../src/ops/doctor/gpu";
 
 // Fake machines for doctor's checks: probes answering as a test says, and the hosts the checks are
 // tried on (a CPU-only machine, two H100s with CUDA installed).

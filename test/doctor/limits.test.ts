@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { runDoctor } from "../../src/doctor/doctor";
-import { checkFdLimit } from "../../src/doctor/limits";
+import { runDoctor } from "../../src/ops/doctor/doctor";
+import { checkFdLimit } from "../../src/ops/doctor/limits";
 import { configIn, fakeProbes } from "./fakes";
 
 const config = configIn("/nonexistent/appliance-doctor-limits");

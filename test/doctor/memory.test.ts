@@ -1,13 +1,13 @@
 import { beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
-import { validateConfig, type Config } from "../../src/config";
-import { checkMemoryPlan } from "../../src/doctor/memory";
-import { systemProbes } from "../../src/doctor/probes";
-import { memoryLogger } from "../../src/log";
-import { planModels, type MemoryPlan } from "../../src/planner/plan-all";
-import { createPlanner } from "../../src/planner/planner";
-import { profileModel } from "../../src/planner/profile";
-import type { ModelManifest } from "../../src/engines/manifest";
+import { validateConfig, type Config } from "../../src/lib/config";
+import { checkMemoryPlan } from "../../src/ops/doctor/memory";
+import { systemProbes } from "../../src/ops/doctor/probes";
+import { memoryLogger } from "../../src/lib/log";
+import { planModels, type MemoryPlan } from "../../src/3-engines/planner/plan-all";
+import { createPlanner } from "../../src/3-engines/planner/planner";
+import { profileModel } from "../../src/3-engines/planner/profile";
+import type { ModelManifest } from "../../src/lib/manifest";
 
 // The memory plan `appliance doctor` shows (issue 28), with the real planner on generated tiny
 // models and this machine's RAM capped by engines.cpu_memory_mb: pinned models first, then the

@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runDoctor } from "../../src/doctor/doctor";
-import { loadConfig } from "../../src/config";
-import { checkTlsCert } from "../../src/doctor/tls";
-import { ensureCa, hostIdentities, issueServerCert, tlsPaths } from "../../src/net/tls-ca";
+import { runDoctor } from "../../src/ops/doctor/doctor";
+import { loadConfig } from "../../src/lib/config";
+import { checkTlsCert } from "../../src/ops/doctor/tls";
+import { ensureCa, hostIdentities, issueServerCert, tlsPaths } from "../../src/lib/net/tls-ca";
 import { tempDir } from "../helpers/app";
 import { configIn, fakeProbes } from "./fakes";
 

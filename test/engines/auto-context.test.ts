@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel, ensureChatModelSpec } from "../../models/cache";
 import { getChatPreset } from "../../models/presets";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { profileModel } from "../../src/planner/profile";
-import type { ModelProfile } from "../../src/planner/types";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { profileModel } from "../../src/3-engines/planner/profile";
+import type { ModelProfile } from "../../src/3-engines/planner/types";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
-import { profileModel } from "../../src/planner/profile";
-import { slotCount, type ModelManifest } from "../../src/engines/manifest";
+import { profileModel } from "../../src/3-engines/planner/profile";
+import { slotCount, type ModelManifest } from "../../src/lib/manifest";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
 import { readRest } from "../helpers/sse";

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { DEFAULT_MAX_SLOTS, manifestProblems, ModelManifest, slotCount, slotQueue } from "../../src/engines/manifest";
+import { DEFAULT_MAX_SLOTS, manifestProblems, ModelManifest, slotCount, slotQueue } from "../../src/lib/manifest";
 
 // How many requests wait for a busy worker, and how long, by kind unless the manifest says.
 

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { resolveOnnxDevice, type OnnxHostFacts } from "../../src/engines/onnx-device";
-import { memoryLogger } from "../../src/log";
+import { resolveOnnxDevice, type OnnxHostFacts } from "../../src/3-engines/onnx-device";
+import { memoryLogger } from "../../src/lib/log";
 
 // Where an ONNX model's sessions go, from what it asks and what the host has. "auto" never picks
 // WebGPU (not verified on a real GPU); "vulkan" (engines.device, a chat-engine backend) means "auto".

@@ -12,7 +12,7 @@ test("a process that runs an ONNX session through the engines leaves nothing in 
   const tmp = tempDir("appliance-ort-tmp-");
   try {
     const script = `
-      import { transformersRuntime } from ${JSON.stringify(join(import.meta.dir, "../../src/engines/transformers/runtime.ts"))};
+      import { transformersRuntime } from ${JSON.stringify(join(import.meta.dir, "../../src/3-engines/transformers/runtime.ts"))};
       await transformersRuntime();
       const ort = await import("onnxruntime-node");
       const s = await ort.InferenceSession.create(${JSON.stringify(join(model, "onnx/model.onnx"))});

@@ -1,14 +1,14 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError, validateConfig } from "../../src/config";
-import { checkModelFiles } from "../../src/engines/registry";
-import { memoryLogger } from "../../src/log";
+import { ConfigError, validateConfig } from "../../src/lib/config";
+import { checkModelFiles } from "../../src/3-engines/registry";
+import { memoryLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 import { ensureChatModel } from "../../models/cache";
-import { applyReload } from "../../src/reload";
+import { applyReload } from "../../src/ops/reload";
 import { attackGguf } from "../models/gguf-bytes";
 
 // A model file the engine cannot read (an empty file left by an interrupted copy, or not a model

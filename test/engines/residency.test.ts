@@ -1,16 +1,16 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ApiError } from "../../src/api/http/errors";
-import { loadSignalOf } from "../../src/engines/load-signal";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { loadTimeoutS } from "../../src/engines/model-files";
-import { createResidency, ModelRemovedError, type MemoryPlanner, type Resident } from "../../src/engines/residency";
-import { memoryLogger } from "../../src/log";
+import { ApiError } from "../../src/1-api/http/errors";
+import { loadSignalOf } from "../../src/3-engines/load-signal";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { loadTimeoutS } from "../../src/3-engines/model-files";
+import { createResidency, ModelRemovedError, type MemoryPlanner, type Resident } from "../../src/3-engines/residency";
+import { memoryLogger } from "../../src/lib/log";
 import { tempDir } from "../helpers/app";
 import { attackGguf, validGguf } from "../models/gguf-bytes";
-import type { ModelEngine } from "../../src/engines/types";
-import type { DeviceInfo, Fit, LoadSettings, ModelProfile, Room } from "../../src/planner/types";
+import type { ModelEngine } from "../../src/3-engines/types";
+import type { DeviceInfo, Fit, LoadSettings, ModelProfile, Room } from "../../src/3-engines/planner/types";
 
 // Scheduling of the residency manager with stand-in engines and a planner of fixed sizes (the
 // real engines and planner are proven in test/planner/ and test/engines/budget.test.ts): who is

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import { SlotPool } from "../../src/engines/slots";
+import { ApiError } from "../../src/1-api/http/errors";
+import { SlotPool } from "../../src/3-engines/slots";
 
 // A fake slot: scheduling only (the real sequences are exercised by the chat tests).
 class FakeSlot {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { llamaRuntime } from "../../src/engines/llama/runtime";
-import { memoryLogger } from "../../src/log";
-import { profileModel } from "../../src/planner/profile";
-import type { DiscoveredGpu } from "../../src/rentals/inventory";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { llamaRuntime } from "../../src/3-engines/llama/runtime";
+import { memoryLogger } from "../../src/lib/log";
+import { profileModel } from "../../src/3-engines/planner/profile";
+import type { DiscoveredGpu } from "../../src/2-services/rentals/inventory";
 import { FAKE_JUPYTER, getRental, nodeIds, until } from "../api/rentals/setup";
 import { chatTestApp } from "../helpers/chat";
 import type { TestApp } from "../helpers/app";
@@ -71,7 +71,7 @@ async function rentalApp(shareGpus: boolean): Promise<TestApp> {
 
 beforeAll(async () => {
   restoreEnv = admitLlvmpipe();
-  // The device's name as the planner reads it (src/planner/devices.ts), from the runtime the app shares.
+  // The device's name as the planner reads it (src/3-engines/planner/devices.ts), from the runtime the app shares.
   const { llama } = await llamaRuntime({ device: "vulkan", threads: 1, logger: memoryLogger() });
   deviceName = (await llama.getGpuDeviceNames()).join(" + ");
   expect(deviceName).toMatch(/^llvmpipe/);

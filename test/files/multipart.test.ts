@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { boundaryOf, MultipartError, readMultipart, type PartInfo } from "../../src/files/multipart";
+import { boundaryOf, MultipartError, readMultipart, type PartInfo } from "../../src/2-services/files/multipart";
 
 async function collect(body: BodyInit, contentType: string, chunkSize?: number) {
   let stream = new Response(body).body!;

@@ -1,15 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Scope } from "../../src/accounts/types";
+import type { Scope } from "../../src/2-services/accounts/types";
 import { createApp, type App } from "../../src/app";
-import type { Clock } from "../../src/clock";
-import { validateConfig, type Config } from "../../src/config";
-import type { EngineFactories } from "../../src/engines/registry";
-import { memoryLogger, type Logger } from "../../src/log";
+import type { Clock } from "../../src/lib/clock";
+import { validateConfig, type Config } from "../../src/lib/config";
+import type { EngineFactories } from "../../src/3-engines/registry";
+import { memoryLogger, type Logger } from "../../src/lib/log";
 import { createServices, type AppDeps } from "../../src/services";
-import { openStore } from "../../src/store/db";
-import { rentalsRepo } from "../../src/store/rentals";
+import { openStore } from "../../src/4-store/db";
+import { rentalsRepo } from "../../src/4-store/rentals";
 
 export const BASE = "http://localhost";
 
@@ -43,7 +43,7 @@ export function testApp(
     clock?: Clock;
     engines?: (config: Config, logger: Logger) => EngineFactories;
     override?: (deps: AppDeps) => Partial<AppDeps>;
-    discoveredGpus?: import("../../src/rentals/inventory").DiscoveredGpu[];
+    discoveredGpus?: import("../../src/2-services/rentals/inventory").DiscoveredGpu[];
   } = {},
 ): TestApp {
   const dir = tempDir();

@@ -1,4 +1,4 @@
-import type { ChatJob } from "../../src/chat/job";
+import type { ChatJob } from "../../src/3-engines/chat-job";
 
 /** A plain chat job of one user message, greedy, as the engine gets it (engine tests). */
 export function userJob(text: string, o: Partial<ChatJob> = {}): ChatJob {

@@ -1,10 +1,10 @@
 import OpenAI from "openai";
 import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../models/cache";
-import type { ChatJob } from "../../src/chat/job";
-import { diffusionFactory } from "../../src/engines/diffusion/factory";
-import { llamaChatFactory } from "../../src/engines/llama/factory";
-import { transformersFactories } from "../../src/engines/transformers/factory";
+import type { ChatJob } from "../../src/3-engines/chat-job";
+import { diffusionFactory } from "../../src/3-engines/diffusion/factory";
+import { llamaChatFactory } from "../../src/3-engines/llama/factory";
+import { transformersFactories } from "../../src/3-engines/transformers/factory";
 import { forceText } from "../models/force";
 import { BASE, testApp, type TestApp } from "./app";
 
@@ -15,7 +15,7 @@ import { BASE, testApp, type TestApp } from "./app";
 const MARK = /«force:([\s\S]*?)»/;
 
 /** The engines the server uses for the other kinds (embeddings, classifier, images). */
-function defaultEngines(config: import("../../src/config").Config, logger: import("../../src/log").Logger) {
+function defaultEngines(config: import("../../src/lib/config").Config, logger: import("../../src/lib/log").Logger) {
   return { ...transformersFactories(config, logger), ...diffusionFactory(config, logger) };
 }
 
@@ -39,17 +39,17 @@ export interface ChatTestOptions {
   config?: Record<string, unknown>;
   /** More model manifests served beside the chat ones. */
   extraModels?: Record<string, unknown>[];
-  clock?: import("../../src/clock").Clock;
+  clock?: import("../../src/lib/clock").Clock;
   /** engines.device (default "cpu"); the Vulkan tests set "vulkan". */
   device?: "cpu" | "vulkan";
   /** GPUs as nvidia-smi would list them, for the rental inventory. */
-  discoveredGpus?: import("../../src/rentals/inventory").DiscoveredGpu[];
+  discoveredGpus?: import("../../src/2-services/rentals/inventory").DiscoveredGpu[];
   /** More [engines] settings (keep_alive_s, gpu_memory_mb, cpu_memory_mb). */
   engines?: Record<string, unknown>;
   /** The built-in chat models (chat, small-chat, tight); false: only extraModels. */
   builtIn?: boolean;
-  /** A lower grammar budget for the chat engines (src/engines/llama/grammar-budget.ts). */
-  grammarBudget?: Partial<typeof import("../../src/engines/llama/grammar-budget").GRAMMAR_BUDGET>;
+  /** A lower grammar budget for the chat engines (src/3-engines/llama/grammar-budget.ts). */
+  grammarBudget?: Partial<typeof import("../../src/3-engines/llama/grammar-budget").GRAMMAR_BUDGET>;
 }
 
 export async function chatTestApp(o: ChatTestOptions = {}): Promise<TestApp & { openai: (key: string) => OpenAI }> {

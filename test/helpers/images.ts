@@ -2,8 +2,8 @@ import OpenAI from "openai";
 import sharp from "sharp";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { ensureZImageModel } from "../../models/diffusion/z-image";
-import type { Clock } from "../../src/clock";
-import { diffusionFactory } from "../../src/engines/diffusion/factory";
+import type { Clock } from "../../src/lib/clock";
+import { diffusionFactory } from "../../src/3-engines/diffusion/factory";
 import { BASE, testApp, type TestApp } from "./app";
 
 // A real app serving the generated tiny diffusion sets through the real diffusion engine (worker

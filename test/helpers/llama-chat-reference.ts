@@ -1,6 +1,6 @@
 import { LlamaChat, QwenChatWrapper, TokenBias, TokenMeter, type LlamaModel, type Token } from "node-llama-cpp";
-import type { ChatJob, EngineEvent, EngineResult } from "../../src/chat/job";
-import { toLlamaHistory } from "../../src/engines/llama/history";
+import type { ChatJob, EngineEvent, EngineResult } from "../../src/3-engines/chat-job";
+import { toLlamaHistory } from "../../src/3-engines/llama/history";
 
 // The reference the decode loop's generation is compared with (test/engines/llama/generation.test.ts):
 // node-llama-cpp's own LlamaChat, which the engine used before issue 29, on a context of its own,

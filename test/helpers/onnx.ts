@@ -1,8 +1,8 @@
 import OpenAI from "openai";
 import { ensureOnnxModel } from "../../models/onnx/cache";
-import type { TransformersClassifierEngine } from "../../src/engines/transformers/classifier-engine";
-import type { TransformersEmbeddingEngine } from "../../src/engines/transformers/embedding-engine";
-import { transformersFactories, type TransformersFactoryOptions } from "../../src/engines/transformers/factory";
+import type { TransformersClassifierEngine } from "../../src/3-engines/transformers/classifier-engine";
+import type { TransformersEmbeddingEngine } from "../../src/3-engines/transformers/embedding-engine";
+import { transformersFactories, type TransformersFactoryOptions } from "../../src/3-engines/transformers/factory";
 import { BASE, testApp, type TestApp } from "./app";
 
 // A real app serving the generated ONNX models through the real transformers.js engines:

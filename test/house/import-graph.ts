@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 // The import graph of src/ (relative imports only), for the house tests: which modules point up
-// into src/api/ (STYLE "Layers point down"), and which import cycles there are.
+// into src/1-api/ (STYLE "Layers point down"), and which import cycles there are.
 
 const SRC = resolve(import.meta.dir, "../../src");
 
@@ -37,12 +37,12 @@ function safeExists(p: string): boolean {
   }
 }
 
-/** "from → to" for every import from outside src/api (but app.ts and main.ts) into src/api. */
+/** "from → to" for every import from outside src/1-api (but app.ts and main.ts) into src/1-api. */
 export function upImports(graph: Map<string, string[]>): string[] {
   const out: string[] = [];
   for (const [from, tos] of graph) {
-    if (from.startsWith("api/") || from === "app.ts" || from === "main.ts") continue;
-    for (const to of tos) if (to.startsWith("api/")) out.push(`${from} → ${to}`);
+    if (from.startsWith("1-api/") || from === "app.ts" || from === "main.ts") continue;
+    for (const to of tos) if (to.startsWith("1-api/")) out.push(`${from} → ${to}`);
   }
   return out.sort();
 }

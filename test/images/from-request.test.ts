@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/api/http/errors";
-import type { ImagesRequest } from "../../src/images/request";
-import { randomSeed, toImageJob } from "../../src/images/from-request";
+import { ApiError } from "../../src/1-api/http/errors";
+import type { ImagesRequest } from "../../src/2-services/images/request";
+import { randomSeed, toImageJob } from "../../src/2-services/images/from-request";
 
 const req = (extra: Partial<ImagesRequest> = {}): ImagesRequest => ({ model: "m", prompt: "p", ...extra });
 const fixedSeed = () => 1234;

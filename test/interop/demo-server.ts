@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from "bun:test";
 import { rmSync } from "node:fs";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
+import { validateConfig } from "../../src/lib/config";
+import { memoryLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { recordingProxy, type RecordingProxy } from "./recording-proxy";

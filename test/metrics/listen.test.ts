@@ -1,6 +1,6 @@
 import { afterAll, expect, test } from "bun:test";
-import { validateConfig } from "../../src/config";
-import { parseListen, startMetricsListener } from "../../src/metrics/listen";
+import { validateConfig } from "../../src/lib/config";
+import { parseListen, startMetricsListener } from "../../src/2-services/metrics/listen";
 import { testApp } from "../helpers/app";
 import { parseExposition } from "../helpers/prometheus";
 import { statusWithoutHost } from "../helpers/raw-http";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { escapeHelp, escapeLabelValue, formatValue, MetricsRegistry } from "../../src/metrics/registry";
+import { escapeHelp, escapeLabelValue, formatValue, MetricsRegistry } from "../../src/2-services/metrics/registry";
 import { parseExposition } from "../helpers/prometheus";
 
 describe("exposition", () => {

@@ -8,7 +8,7 @@ import * as ort from "onnxruntime-node";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { DIFFUSION_DEMO_GENERATORS } from "../../models/diffusion/demo";
 import { DIFFUSION_PRESETS, writeDiffusionModel } from "../../models/diffusion/generate";
-import { ModelManifest } from "../../src/engines/manifest";
+import { ModelManifest } from "../../src/lib/manifest";
 import { tempDir } from "../helpers/app";
 
 const dirs: string[] = [];

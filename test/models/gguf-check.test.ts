@@ -4,12 +4,12 @@ import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { writeRealModel } from "../../models/gguf/real-archs";
 import { ensureProjector } from "../../models/projector-cache";
-import { checkModels } from "../../src/doctor/files";
-import { checkGguf, checkGgufSync, GgufFormatError, ggufVerdict, type GgufProblem } from "../../src/models/gguf-check";
+import { checkModels } from "../../src/ops/doctor/files";
+import { checkGguf, checkGgufSync, GgufFormatError, ggufVerdict, type GgufProblem } from "../../src/3-engines/gguf-check";
 import { tempDir } from "../helpers/app";
 import { attackGguf, GgufBytes, validGguf } from "./gguf-bytes";
 
-// The GGUF header check (src/models/gguf-check.ts) on hand-made files: each corruption refused with
+// The GGUF header check (src/3-engines/gguf-check.ts) on hand-made files: each corruption refused with
 // its named problem, the field and the byte offset, by the synchronous and the asynchronous reader
 // alike; valid files, generated models among them, pass.
 

@@ -3,8 +3,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
 import { parseEntry, type HubEntry } from "../../models/catalogue";
-import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, type HubFile } from "../../src/models/hf";
-import { ChecksumError, CorruptFileError, PullError, pullModel } from "../../src/models/pull";
+import { chooseGguf, HfHub, hfModelId, nextLink, parseHfRef, quantOf, resolveHfGguf, resolveHubEntry, type HubFile } from "../../src/ops/pull/hf";
+import { ChecksumError, CorruptFileError, PullError, pullModel } from "../../src/ops/pull/pull";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
 import { gitSha1, LocalHub, sha256 } from "../helpers/hub";
@@ -199,7 +199,7 @@ describe("pulls against the local hub", () => {
     expect(out.commit).toBe(COMMIT);
     expect(out.manifest).toMatchObject({ id: "gated-q4_k_m", kind: "chat", files: { model: "gated-q4_k_m/Gated-Q4_K_M.gguf" } });
     // the small-chat preset's trained context (read from the file), under the 16k default window
-    const { trainedContext } = await import("../../src/models/hf");
+    const { trainedContext } = await import("../../src/ops/pull/hf");
     expect(out.manifest.max_context).toBe(Math.min((await trainedContext(await ensureChatModel("small-chat")))!, 16384));
     expect(existsSync(join(dir, "models", "gated-q4_k_m", "Gated-Q4_K_M.gguf"))).toBe(true);
   });

@@ -7,7 +7,7 @@ import { cachedOnnxFolderName, ensureOnnxModel, ensureOnnxModelSpec } from "../.
 import { ONNX_DEMO_GENERATORS } from "../../models/onnx/demo";
 import { ONNX_GENERATOR_VERSION } from "../../models/onnx/generate";
 import { ONNX_PRESETS } from "../../models/onnx/presets";
-import { ModelManifest } from "../../src/engines/manifest";
+import { ModelManifest } from "../../src/lib/manifest";
 import { tempDir } from "../helpers/app";
 
 const tmp = tempDir("onnx-models-");

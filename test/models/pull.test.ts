@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import type { DownloadEntry } from "../../models/catalogue";
-import { ChecksumError, PullError, pullModel, type PullProgress } from "../../src/models/pull";
+import { ChecksumError, PullError, pullModel, type PullProgress } from "../../src/ops/pull/pull";
 import { tempDir } from "../helpers/app";
 
 // The downloader against a local HTTP server written on raw sockets, so a test decides exactly

@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync }
 import { join, relative } from "node:path";
 import { ensureZImageModel } from "../../models/diffusion/z-image";
 import { catalogue, hubFiles, type HubEntry } from "../../models/catalogue";
-import { DiffusionPipeline } from "../../src/engines/diffusion/pipeline";
+import { DiffusionPipeline } from "../../src/3-engines/diffusion/pipeline";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
 import { LocalHub } from "../helpers/hub";

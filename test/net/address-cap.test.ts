@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { AddressCap, addressKey } from "../../src/net/address-cap";
+import { AddressCap, addressKey } from "../../src/lib/net/address-cap";
 
 // The per-address cap on requests in flight (server.max_requests_per_address): what an address is
 // counted under, and the count itself.

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { classifyAddress, parseIp } from "../../src/net/address";
+import { classifyAddress, parseIp } from "../../src/lib/net/address";
 
 // The SSRF address table: every way of writing an address the server must not reach, and the
 // public addresses it must still reach. `via` is the IPv4 address an IPv6 one leads to.

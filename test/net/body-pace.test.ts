@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { behind, BodyPace } from "../../src/net/body-pace";
+import { behind, BodyPace } from "../../src/lib/net/body-pace";
 
 // A request body's pace (server.body_grace_s, server.body_min_bytes_per_s): the rule, and the
 // sweep that cuts a body once it has fallen behind. A clock the test moves stands in for time; the

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { startRedirectListener } from "../../src/net/listener";
+import { startRedirectListener } from "../../src/lib/net/listener";
 import { statusWithoutHost } from "../helpers/raw-http";
 
 test("the HTTPS redirect listener answers a request without a Host header by its path, never a 500 (issue 41 L2's class)", async () => {

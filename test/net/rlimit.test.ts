@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { parseProcLimits, readFdLimit } from "../../src/net/rlimit";
+import { parseProcLimits, readFdLimit } from "../../src/lib/net/rlimit";
 
 // The open-files limit: read from /proc, and raised to the hard limit at start. Bun raises its own
 // soft limit when it starts, so a child process lowers it first (through libc, as the server would
@@ -28,7 +28,7 @@ test("this process's limit is read", () => {
 test("a soft limit below the hard one is raised to it", () => {
   const script = `
     import { dlopen, FFIType, ptr } from "bun:ffi";
-    import { raiseFdLimit, readFdLimit } from ${JSON.stringify(join(import.meta.dir, "../../src/net/rlimit.ts"))};
+    import { raiseFdLimit, readFdLimit } from ${JSON.stringify(join(import.meta.dir, "../../src/lib/net/rlimit.ts"))};
     const libc = dlopen("libc.so.6", { setrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 } });
     const hard = readFdLimit().hard;
     const lowered = new BigUint64Array([512n, hard === Infinity ? 0xffffffffffffffffn : BigInt(hard)]);

@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
-import { classifyAddress } from "../../src/net/address";
-import { FetchRefused, safeFetch, type SafeFetchOptions } from "../../src/net/safe-fetch";
+import { classifyAddress } from "../../src/lib/net/address";
+import { FetchRefused, safeFetch, type SafeFetchOptions } from "../../src/lib/net/safe-fetch";
 
 // Real connections on this host: `secret` (127.0.0.1) stands for a service inside the network, a
 // bare TCP listener counts connection attempts (a TLS handshake needs one), and `outside`

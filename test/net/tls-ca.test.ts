@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
 import { readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError } from "../../src/net/tls-ca";
+import { ensureCa, hostIdentities, issueServerCert, readCert, tlsPaths, TlsError } from "../../src/lib/net/tls-ca";
 import { tempDir } from "../helpers/app";
 
 // The local CA made by the system's openssl, read back with node:crypto, and served by a real Bun

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { TlsError } from "../../src/net/tls-ca";
-import { withTlsTable } from "../../src/net/tls-config";
+import { TlsError } from "../../src/lib/net/tls-ca";
+import { withTlsTable } from "../../src/lib/net/tls-config";
 
 // `tls init` edits the config as text: [server.tls] cert and key set, everything else as it was.
 

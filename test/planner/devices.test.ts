@@ -2,8 +2,8 @@ import { describe, expect, test } from "bun:test";
 import type { Llama } from "node-llama-cpp";
 import { existsSync } from "node:fs";
 
-import type { DeviceInfo } from "../../src/planner/types";
-import { discoverDevices, NVIDIA_SMI_QUERY, parseMeminfo, parseNvidiaSmi, readVulkanLimits, VULKAN_MIN_TENSOR_LIMIT, vulkanTensorLimit, type VulkanDeviceLimits } from "../../src/planner/devices";
+import type { DeviceInfo } from "../../src/3-engines/planner/types";
+import { discoverDevices, NVIDIA_SMI_QUERY, parseMeminfo, parseNvidiaSmi, readVulkanLimits, VULKAN_MIN_TENSOR_LIMIT, vulkanTensorLimit, type VulkanDeviceLimits } from "../../src/3-engines/planner/devices";
 
 // nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used,memory.free --format=csv,noheader,nounits
 // as a two-GPU host prints it (MiB; an RTX 4090 reports 24564 total, an H100 SXM 81559).

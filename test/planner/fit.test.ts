@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { ensureChatModel } from "../../models/cache";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { fitModel } from "../../src/planner/fit";
-import { profileModel } from "../../src/planner/profile";
-import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/planner/types";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { fitModel } from "../../src/3-engines/planner/fit";
+import { profileModel } from "../../src/3-engines/planner/profile";
+import type { DeviceInfo, Fit, Footprint, LoadSettings, LoadWants, ModelProfile, Room } from "../../src/3-engines/planner/types";
 
 // Fitting over the profiles of generated chat GGUFs and made-up devices: every answer is checked
 // against the profile itself (what was chosen fits; one step more would not).

@@ -2,10 +2,10 @@ import { afterAll, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ELEM, GraphBuilder } from "../../models/onnx/graph";
-import { OnnxFormatError, readGraphSummary } from "../../src/planner/onnx-graph";
+import { OnnxFormatError, readGraphSummary } from "../../src/3-engines/planner/onnx-graph";
 import { tempDir } from "../helpers/app";
 
-// The planner's ONNX reader (src/planner/onnx-graph.ts) on files that are not the protobuf they
+// The planner's ONNX reader (src/3-engines/planner/onnx-graph.ts) on files that are not the protobuf they
 // claim: a length past the end is refused before anything is allocated by it, and a message that
 // ends inside a varint is refused instead of read forever (issue 41 M2).
 

@@ -1,9 +1,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { createLogger } from "../../src/log";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { diffusionFactory } from "../../src/engines/diffusion/factory";
-import { transformersFactories } from "../../src/engines/transformers/factory";
-import type { ClassifierEngine, EmbeddingEngine, ImageEngine } from "../../src/engines/types";
+import { createLogger } from "../../src/lib/log";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { diffusionFactory } from "../../src/3-engines/diffusion/factory";
+import { transformersFactories } from "../../src/3-engines/transformers/factory";
+import type { ClassifierEngine, EmbeddingEngine, ImageEngine } from "../../src/3-engines/types";
 
 // One model's memory as the appliance's own engine takes it, in a process of its own (run by
 // onnx-measure.test.ts: `bun test/planner/onnx-measure-child.ts '<json>'`; prints one JSON line).

@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { ensureOnnxModel, ensureOnnxModelSpec } from "../../models/onnx/cache";
 import type { BertModelSpec } from "../../models/onnx/presets";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { profileModel } from "../../src/planner/profile";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { profileModel } from "../../src/3-engines/planner/profile";
 import type { Measured, MeasureSpec } from "./onnx-measure-child";
 
 // The planner's ONNX estimates against what the engines really take (issue 28: "ONNX: weights plus

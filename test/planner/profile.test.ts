@@ -7,11 +7,11 @@ import { ensureZImageModel } from "../../models/diffusion/z-image";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { CHAT_PRESETS } from "../../models/presets";
 import { ensureProjector } from "../../models/projector-cache";
-import type { ModelManifest } from "../../src/engines/manifest";
-import { CPU_WEIGHT_COPIES, WORKER_RUNTIME } from "../../src/planner/onnx-profile";
-import { profileModel } from "../../src/planner/profile";
+import type { ModelManifest } from "../../src/lib/manifest";
+import { CPU_WEIGHT_COPIES, WORKER_RUNTIME } from "../../src/3-engines/planner/onnx-profile";
+import { profileModel } from "../../src/3-engines/planner/profile";
 
-import type { LoadSettings, ModelProfile } from "../../src/planner/types";
+import type { LoadSettings, ModelProfile } from "../../src/3-engines/planner/types";
 
 // Profiles of the generated models, read from their files: a chat model's cache grows with
 // context × slots exactly as K and V cells do, its weights are its tensors, and an ONNX model's

@@ -6,7 +6,7 @@ import { expectPassed, runTestFile } from "../helpers/own-process";
 import { catalogue, isDownload, modelFolder, type DownloadEntry } from "../../models/catalogue";
 import { writeRealModel } from "../../models/gguf/real-archs";
 import type { ChatPresetName } from "../../models/presets";
-import { profileGguf } from "../../src/planner/gguf-profile";
+import { profileGguf } from "../../src/3-engines/planner/gguf-profile";
 import { llvmpipeForTests } from "../helpers/vulkan";
 import { tempFolder } from "../models/llama";
 

@@ -1,10 +1,10 @@
 import { expect, test } from "bun:test";
 import { ensureChatModelSpec } from "../../models/cache";
 import type { ChatModelSpec } from "../../models/presets";
-import { discoverDevices } from "../../src/planner/devices";
-import { fitModel } from "../../src/planner/fit";
-import { profileGguf } from "../../src/planner/gguf-profile";
-import type { DeviceInfo, LoadWants } from "../../src/planner/types";
+import { discoverDevices } from "../../src/3-engines/planner/devices";
+import { fitModel } from "../../src/3-engines/planner/fit";
+import { profileGguf } from "../../src/3-engines/planner/gguf-profile";
+import type { DeviceInfo, LoadWants } from "../../src/3-engines/planner/types";
 import { expectPassed, runTestFile } from "../helpers/own-process";
 import { admitLlvmpipe, llvmpipeForTests } from "../helpers/vulkan";
 

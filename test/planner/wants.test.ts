@@ -1,9 +1,9 @@
 import { expect, test } from "bun:test";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
-import { createPlanner, wantsOf } from "../../src/planner/planner";
-import type { DeviceInfo } from "../../src/planner/types";
+import { validateConfig } from "../../src/lib/config";
+import { memoryLogger } from "../../src/lib/log";
+import { createPlanner, wantsOf } from "../../src/3-engines/planner/planner";
+import type { DeviceInfo } from "../../src/3-engines/planner/types";
 
 // What each manifest asks of the planner (wantsOf), and the real planner's choice from it: a chat
 // model's context is the manifest's or auto; an image model is planned at the largest image a

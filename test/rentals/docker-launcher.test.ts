@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import recorded from "../fixtures/docker/engine-api.json";
-import { createDockerLauncher, demultiplex } from "../../src/rentals/launchers/docker";
-import type { LaunchHandle } from "../../src/rentals/launchers/types";
+import { createDockerLauncher, demultiplex } from "../../src/2-services/rentals/launchers/docker";
+import type { LaunchHandle } from "../../src/2-services/rentals/launchers/types";
 
 interface Exchange {
   method: string;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { ConfigError } from "../../src/config";
+import { ConfigError } from "../../src/lib/config";
 import {
   buildInventory,
   type CommandRunner,
@@ -15,7 +15,7 @@ import {
   toGpuEntry,
   uuidV5,
   whyNotRentable,
-} from "../../src/rentals/inventory";
+} from "../../src/2-services/rentals/inventory";
 
 // What nvidia-smi prints for `--query-gpu=uuid,name,memory.total,compute_cap,index
 // --format=csv,noheader,nounits` (and the failures operators meet), byte for byte.

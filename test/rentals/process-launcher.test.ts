@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createProcessLauncher } from "../../src/rentals/launchers/process";
+import { createProcessLauncher } from "../../src/2-services/rentals/launchers/process";
 import { FAKE_JUPYTER, processesOf, until } from "../api/rentals/setup";
 
 // The process launcher on its own: the real spawn of the stand-in JupyterLab, its readiness, its

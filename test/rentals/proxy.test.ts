@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Server } from "bun";
-import { rentalUpgrade, rentalWebSocket } from "../../src/api/rentals/proxy";
-import { publicBaseOf } from "../../src/rentals/access";
-import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/rentals/launchers/types";
-import { createRentalsService } from "../../src/rentals/service";
+import { rentalUpgrade, rentalWebSocket } from "../../src/1-api/rentals/proxy";
+import { publicBaseOf } from "../../src/2-services/rentals/access";
+import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/2-services/rentals/launchers/types";
+import { createRentalsService } from "../../src/2-services/rentals/service";
 import { testApp, type TestApp } from "../helpers/app";
 
 // A rental reached through the appliance's own port (issue 27): a stand-in notebook server (a Bun

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { buildInventory, type DiscoveredGpu } from "../../src/rentals/inventory";
-import { gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "../../src/rentals/reserved";
+import { buildInventory, type DiscoveredGpu } from "../../src/2-services/rentals/inventory";
+import { gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "../../src/2-services/rentals/reserved";
 
 // Which nodes inference keeps for itself: the GPUs this process's CUDA engines may use
 // (CUDA_VISIBLE_DEVICES, by UUID, UUID prefix or index; unset = all), while a model runs on CUDA.

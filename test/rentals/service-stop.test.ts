@@ -1,14 +1,14 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { createAccountService } from "../../src/accounts/service";
-import { createLimits } from "../../src/billing/limits";
-import { createMeter } from "../../src/billing/meter";
-import { ManualClock } from "../../src/clock";
-import { validateConfig } from "../../src/config";
-import { memoryLogger } from "../../src/log";
-import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/rentals/launchers/types";
-import { createRentalsService } from "../../src/rentals/service";
-import { openStore } from "../../src/store/db";
+import { createAccountService } from "../../src/2-services/accounts/service";
+import { createLimits } from "../../src/2-services/billing/limits";
+import { createMeter } from "../../src/2-services/billing/meter";
+import { ManualClock } from "../../src/lib/clock";
+import { validateConfig } from "../../src/lib/config";
+import { memoryLogger } from "../../src/lib/log";
+import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/2-services/rentals/launchers/types";
+import { createRentalsService } from "../../src/2-services/rentals/service";
+import { openStore } from "../../src/4-store/db";
 import { tempDir } from "../helpers/app";
 
 // The state machine's stop over a launcher that cannot always stop (the Docker daemon does not

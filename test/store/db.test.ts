@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { DB_FILE, MIGRATIONS, migrate, openDatabase, openStore, schemaVersion, StoreError } from "../../src/store/db";
+import { DB_FILE, MIGRATIONS, migrate, openDatabase, openStore, schemaVersion, StoreError } from "../../src/4-store/db";
 import { tempDir } from "../helpers/app";
 
 const dirs: string[] = [];

@@ -1,7 +1,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { openStore } from "../../src/store/db";
+import { openStore } from "../../src/4-store/db";
 import { tempDir } from "../helpers/app";
 
 const dir = tempDir();

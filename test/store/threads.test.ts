@@ -1,11 +1,11 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
 import { rmSync } from "node:fs";
-import { createAccountService } from "../../src/accounts/service";
-import { ManualClock } from "../../src/clock";
-import { validateConfig } from "../../src/config";
-import { openStore } from "../../src/store/db";
-import { jsonBytes, sqliteThreadStore, type NewThread, type ThreadBounds, type ThreadStore } from "../../src/store/threads";
+import { createAccountService } from "../../src/2-services/accounts/service";
+import { ManualClock } from "../../src/lib/clock";
+import { validateConfig } from "../../src/lib/config";
+import { openStore } from "../../src/4-store/db";
+import { jsonBytes, sqliteThreadStore, type NewThread, type ThreadBounds, type ThreadStore } from "../../src/4-store/threads";
 import { tempDir } from "../helpers/app";
 
 // The thread store on a real SQLite file: the claims that make each reply continuable once and by
@@ -202,7 +202,7 @@ describe("bounds", () => {
 describe("the server's sweep", () => {
   test("a server starting on a data dir deletes the threads that expired while it was down", async () => {
     const { startServer } = await import("../../src/main");
-    const { memoryLogger } = await import("../../src/log");
+    const { memoryLogger } = await import("../../src/lib/log");
     const dir = tempDir();
     dirs.push(dir);
     const first = openStore(dir, { synchronous: "normal" });

@@ -7,8 +7,8 @@ import {
   toMessageId,
   toMessagesUsage,
   toToolUseId,
-} from "../../../src/api/anthropic/from-chat";
-import type { ChatCompletion, Usage } from "../../../src/chat/completion";
+} from "../../../src/1-api/anthropic/from-chat";
+import type { ChatCompletion, Usage } from "../../../src/2-services/chat/completion";
 
 const usage = (prompt: number, completion: number, cached = 0, reasoning = 0): Usage => ({
   prompt_tokens: prompt,

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
-import { ApiError, ERROR_TABLE, renderError } from "../../../src/api/http/errors";
-import { chunk, type CompletionIds } from "../../../src/chat/completion";
-import type { ChatRun, ChatService } from "../../../src/chat/service";
+import { ApiError, ERROR_TABLE, renderError } from "../../../src/1-api/http/errors";
+import { chunk, type CompletionIds } from "../../../src/2-services/chat/completion";
+import type { ChatRun, ChatService } from "../../../src/2-services/chat/service";
 import { testApp, type TestApp } from "../../helpers/app";
 import { chatTestApp } from "../../helpers/chat";
 import { anthropicClient } from "./client";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type Anthropic from "@anthropic-ai/sdk";
-import { thinkingSignature } from "../../../src/api/anthropic/from-chat";
+import { thinkingSignature } from "../../../src/1-api/anthropic/from-chat";
 import { chatTestApp, forced } from "../../helpers/chat";
 import type { TestApp } from "../../helpers/app";
 import { anthropicClient } from "./client";

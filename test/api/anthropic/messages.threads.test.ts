@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { ManualClock } from "../../../src/clock";
+import { ManualClock } from "../../../src/lib/clock";
 import type { TestApp } from "../../helpers/app";
 import { chatTestApp } from "../../helpers/chat";
 import { checkMessagesStream, foldMessagesStream, parseSse } from "./invariants";

@@ -1,12 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fromChatCompletion, thinkingSignature, toMessageId } from "../../../src/api/anthropic/from-chat";
-import { createMessagesStream, type MessagesStreamEvent } from "../../../src/api/anthropic/stream";
-import type { ThinkingDisplay } from "../../../src/api/anthropic/schema";
-import { ApiError, asApiError } from "../../../src/api/http/errors";
-import { encodeSse } from "../../../src/api/http/sse";
-import { aggregate, type ChatCompletionChunk } from "../../../src/chat/completion";
+import { fromChatCompletion, thinkingSignature, toMessageId } from "../../../src/1-api/anthropic/from-chat";
+import { createMessagesStream, type MessagesStreamEvent } from "../../../src/1-api/anthropic/stream";
+import type { ThinkingDisplay } from "../../../src/1-api/anthropic/schema";
+import { ApiError, asApiError } from "../../../src/1-api/http/errors";
+import { encodeSse } from "../../../src/1-api/http/sse";
+import { aggregate, type ChatCompletionChunk } from "../../../src/2-services/chat/completion";
 import { checkMessagesStream, foldMessagesStream, parseSse } from "./invariants";
 
 // Golden transcripts: canonical chat chunks in test/fixtures/anthropic/NAME.jsonl, the exact SSE

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { MessagesRequest } from "../../../src/api/anthropic/schema";
-import { continueRequest, fingerprintMismatch, parseThread, relabelContinued, threadErrors, type HeldThread } from "../../../src/api/anthropic/threads";
-import { toChatRequest } from "../../../src/api/anthropic/to-chat";
-import type { MessagesInput } from "../../../src/api/anthropic/schema";
-import { ApiError, toAnthropicErrorBody } from "../../../src/api/http/errors";
-import { AnthropicErrorBody } from "../../../src/api/openapi/hand-schemas";
+import { MessagesRequest } from "../../../src/1-api/anthropic/schema";
+import { continueRequest, fingerprintMismatch, parseThread, relabelContinued, threadErrors, type HeldThread } from "../../../src/1-api/anthropic/threads";
+import { toChatRequest } from "../../../src/1-api/anthropic/to-chat";
+import type { MessagesInput } from "../../../src/1-api/anthropic/schema";
+import { ApiError, toAnthropicErrorBody } from "../../../src/1-api/http/errors";
+import { AnthropicErrorBody } from "../../../src/1-api/openapi/hand-schemas";
 
 // The pure part of message threads: what the field means, the fingerprint a continue must keep,
 // the request a continue is answered as, and errors named as the client sent its request.

@@ -2,12 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { CountTokensRequest, MessagesRequest } from "../../../src/api/anthropic/schema";
-import { relabel, toChatRequest, toMessagesParam } from "../../../src/api/anthropic/to-chat";
-import type { MessagesInput } from "../../../src/api/anthropic/schema";
-import { ApiError } from "../../../src/api/http/errors";
-import { ChatRequest } from "../../../src/chat/request";
-import { toChatJob } from "../../../src/chat/from-request";
+import { CountTokensRequest, MessagesRequest } from "../../../src/1-api/anthropic/schema";
+import { relabel, toChatRequest, toMessagesParam } from "../../../src/1-api/anthropic/to-chat";
+import type { MessagesInput } from "../../../src/1-api/anthropic/schema";
+import { ApiError } from "../../../src/1-api/http/errors";
+import { ChatRequest } from "../../../src/2-services/chat/request";
+import { toChatJob } from "../../../src/2-services/chat/from-request";
 
 const base = (extra: Record<string, unknown> = {}): MessagesInput =>
   ({ model: "chat", max_tokens: 64, messages: [{ role: "user", content: "hi" }], ...extra }) as MessagesInput;

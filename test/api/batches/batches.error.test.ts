@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { ensureOnnxModel } from "../../../models/onnx/cache";
-import { ManualClock } from "../../../src/clock";
+import { ManualClock } from "../../../src/lib/clock";
 import { BASE, type TestApp } from "../../helpers/app";
 import { fileLines, uploadLines, waitForBatch } from "../../helpers/batches";
 import { chatTestApp } from "../../helpers/chat";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { ensureOnnxModel } from "../../../models/onnx/cache";
-import { costMicros, priceFor } from "../../../src/billing/pricing";
+import { costMicros, priceFor } from "../../../src/2-services/billing/pricing";
 import { BASE, type TestApp } from "../../helpers/app";
 import { chatTestApp } from "../../helpers/chat";
 import { fileLines, uploadLines, waitForBatch } from "../../helpers/batches";

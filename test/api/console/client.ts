@@ -1,6 +1,6 @@
-import { setClientAddress } from "../../../src/api/http/context";
-import { SESSION_COOKIE } from "../../../src/console/auth";
-import { DEVICE_COOKIE } from "../../../src/console/devices";
+import { setClientAddress } from "../../../src/1-api/http/context";
+import { SESSION_COOKIE } from "../../../src/2-services/console/auth";
+import { DEVICE_COOKIE } from "../../../src/2-services/console/devices";
 import { BASE, type TestApp } from "../../helpers/app";
 
 // A browser-like client of the console API over app.handle: keeps the session cookie (and the

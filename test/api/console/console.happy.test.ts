@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { CONSOLE_FILES } from "../../../src/api/console/assets";
+import { CONSOLE_FILES } from "../../../src/1-api/console/assets";
 import { testApp, type TestApp } from "../../helpers/app";
 import { consoleAccount, consoleClient } from "./client";
 
@@ -62,7 +62,7 @@ test("the console page and its assets are served by the appliance, with a strict
   const html = await page.text();
   expect(html).not.toMatch(/https?:\/\//); // every asset from this server
   for (const asset of html.match(/\/console\/[\w.-]+\.(?:js|css)/g) ?? []) expect((await t.app.handle(new Request(`http://localhost${asset}`))).status).toBe(200);
-  // Every file of web/ is embedded (src/api/console/assets.ts lists them by import); web/docs/ holds the reference pages.
+  // Every file of web/ is embedded (src/1-api/console/assets.ts lists them by import); web/docs/ holds the reference pages.
   const files = readdirSync(join(import.meta.dir, "../../../web"), { withFileTypes: true }).filter((f) => f.isFile());
   expect([...CONSOLE_FILES].sort()).toEqual(files.map((f) => f.name).sort());
   const root = await t.app.handle(new Request("http://localhost/"));

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { hostname } from "node:os";
-import { ManualClock } from "../../../src/clock";
-import { SESSION_IDLE_MS } from "../../../src/console/auth";
+import { ManualClock } from "../../../src/lib/clock";
+import { SESSION_IDLE_MS } from "../../../src/2-services/console/auth";
 import { BASE, testApp, type TestApp } from "../../helpers/app";
 import { consoleAccount, consoleClient } from "./client";
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
-import { ManualClock } from "../../../src/clock";
-import { createConsoleAuth } from "../../../src/console/auth";
-import { SIGNIN_DEVICE_FAILURES, SIGNIN_FAILURES_PER_ADDRESS, SIGNIN_FREE_FAILURES } from "../../../src/console/throttle";
+import { ManualClock } from "../../../src/lib/clock";
+import { createConsoleAuth } from "../../../src/2-services/console/auth";
+import { SIGNIN_DEVICE_FAILURES, SIGNIN_FAILURES_PER_ADDRESS, SIGNIN_FREE_FAILURES } from "../../../src/2-services/console/throttle";
 import { testApp, type TestApp } from "../../helpers/app";
 import { CLI } from "../../helpers/cli";
 import { consoleAccount, consoleClient } from "./client";

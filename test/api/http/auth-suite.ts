@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Scope } from "../../../src/accounts/types";
+import type { Scope } from "../../../src/2-services/accounts/types";
 import { testApp, type TestApp } from "../../helpers/app";
 
 // The one auth suite every route group runs (STYLE "Tests"): no key, wrong key, revoked key,

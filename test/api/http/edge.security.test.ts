@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { validateConfig } from "../../../src/config";
-import { memoryLogger } from "../../../src/log";
+import { validateConfig } from "../../../src/lib/config";
+import { memoryLogger } from "../../../src/lib/log";
 import { startServer } from "../../../src/main";
 import { BASE, tempDir, testApp, type TestApp } from "../../helpers/app";
 import { manifestConfig } from "../../helpers/models";
-import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../../../src/bounded-json";
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../../../src/lib/bounded-json";
 
 // The edge as an attacker meets it: auth decided on the matched route (trailing slashes, case),
 // malformed escapes, hostile JSON, bodies without a length, field names of Object.prototype.

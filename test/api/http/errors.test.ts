@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { Type as T } from "@sinclair/typebox";
 import { Elysia } from "elysia";
-import { ApiError, ERROR_TABLE, renderError, toAnthropicErrorBody, toOpenAIErrorBody, type ErrorCode } from "../../../src/api/http/errors";
-import { validationToApiError } from "../../../src/api/http/validation";
+import { ApiError, ERROR_TABLE, renderError, toAnthropicErrorBody, toOpenAIErrorBody, type ErrorCode } from "../../../src/1-api/http/errors";
+import { validationToApiError } from "../../../src/1-api/http/validation";
 import { testApp } from "../../helpers/app";
 
 describe("the error table", () => {

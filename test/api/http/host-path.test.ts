@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { pathOf } from "../../../src/api/http/context";
-import { validateConfig } from "../../../src/config";
-import { memoryLogger } from "../../../src/log";
+import { pathOf } from "../../../src/1-api/http/context";
+import { validateConfig } from "../../../src/lib/config";
+import { memoryLogger } from "../../../src/lib/log";
 import { startServer, type RunningServer } from "../../../src/main";
 import { tempDir, testApp, type TestApp } from "../../helpers/app";
 

@@ -1,13 +1,13 @@
 import { expect, test } from "bun:test";
 import { connect } from "node:net";
 import type { Server } from "bun";
-import { setClientAddress } from "../../../src/api/http/context";
-import { ApiError, renderError } from "../../../src/api/http/errors";
-import { createConnectionGuard, runsWork, tally } from "../../../src/api/http/idle";
-import { sseResponse } from "../../../src/api/http/sse";
-import { memoryLogger } from "../../../src/log";
+import { setClientAddress } from "../../../src/1-api/http/context";
+import { ApiError, renderError } from "../../../src/1-api/http/errors";
+import { createConnectionGuard, runsWork, tally } from "../../../src/1-api/http/idle";
+import { sseResponse } from "../../../src/1-api/http/sse";
+import { memoryLogger } from "../../../src/lib/log";
 
-// The listener's guard (src/api/http/idle.ts), on a plain Bun listener with a 1 s idle timeout,
+// The listener's guard (src/1-api/http/idle.ts), on a plain Bun listener with a 1 s idle timeout,
 // through the same createConnectionGuard().serve the appliance's listener calls (src/main.ts).
 // (Bun checks idle sockets on a 4 s tick: a 1 s timeout cuts a quiet connection after 4 to 8 s.)
 // The real server under 600 trickling bodies is test/api/http/slow-bodies.test.ts.

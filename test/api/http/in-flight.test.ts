@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { InFlight } from "../../../src/api/http/in-flight";
-import { sseResponse } from "../../../src/api/http/sse";
+import { InFlight } from "../../../src/1-api/http/in-flight";
+import { sseResponse } from "../../../src/1-api/http/sse";
 
 // What a graceful stop waits for (main.ts): a request counts until its body has been sent.
 

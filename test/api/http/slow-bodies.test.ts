@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { raiseFdLimit, readFdLimit } from "../../../src/net/rlimit";
+import { raiseFdLimit, readFdLimit } from "../../../src/lib/net/rlimit";
 import { tempDir } from "../../helpers/app";
 import { CLI, cli, untilListening } from "../../helpers/cli";
 
@@ -104,7 +104,7 @@ test("600 trickling bodies are cut with 408 once their grace is over, and a norm
     for (const from of ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) {
       for (let i = 0; i < 200; i++) {
         if (i % 6 === 5) trickles.push(trickle(server.port, from, "/v1/chat/completions", [auth]));
-        // a file upload's multipart body is streamed to disk as it comes (src/files/multipart.ts): it is paced all the same
+        // a file upload's multipart body is streamed to disk as it comes (src/2-services/files/multipart.ts): it is paced all the same
         else if (i % 6 === 4) trickles.push(trickle(server.port, from, "/v1/files", [auth, "Content-Type: multipart/form-data; boundary=b"]));
         else trickles.push(trickle(server.port, from, "/console/api/login"));
       }

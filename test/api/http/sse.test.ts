@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { encodeSse, sseResponse } from "../../../src/api/http/sse";
+import { encodeSse, sseResponse } from "../../../src/1-api/http/sse";
 
 test("events are encoded as data lines ending in a blank line", () => {
   expect(encodeSse({ data: { a: 1 } })).toBe('data: {"a":1}\n\n');

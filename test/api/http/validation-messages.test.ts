@@ -1,16 +1,16 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { Type as T, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { CountTokensRequest, MessagesRequest } from "../../../src/api/anthropic/schema";
-import { CreateBatchRequest } from "../../../src/api/openai/batches";
-import { ChatRequest } from "../../../src/chat/request";
-import { ClassifyRequest } from "../../../src/classify/request";
-import { EmbeddingsRequest } from "../../../src/embeddings/request";
-import { ImagesRequest } from "../../../src/images/request";
-import { describeFirstError } from "../../../src/api/http/validation";
-import { ResponsesRequest } from "../../../src/api/responses/schema";
-import { decodeImages, type ImageInputOptions } from "../../../src/chat/images";
-import type { ChatJob } from "../../../src/chat/job";
+import { CountTokensRequest, MessagesRequest } from "../../../src/1-api/anthropic/schema";
+import { CreateBatchRequest } from "../../../src/1-api/openai/batches";
+import { ChatRequest } from "../../../src/2-services/chat/request";
+import { ClassifyRequest } from "../../../src/2-services/classify/request";
+import { EmbeddingsRequest } from "../../../src/2-services/embeddings/request";
+import { ImagesRequest } from "../../../src/2-services/images/request";
+import { describeFirstError } from "../../../src/1-api/http/validation";
+import { ResponsesRequest } from "../../../src/1-api/responses/schema";
+import { decodeImages, type ImageInputOptions } from "../../../src/3-engines/image-input";
+import type { ChatJob } from "../../../src/3-engines/chat-job";
 import { testApp } from "../../helpers/app";
 
 // Error texts that say what is expected (issue 41): a field declared as a union (most OpenAI fields

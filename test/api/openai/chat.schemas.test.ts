@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chatTestApp } from "../../helpers/chat";
 import type { TestApp } from "../../helpers/app";
 import { checkJsonSchema } from "../../helpers/json-schema-check";
-import { toFunctionParams } from "../../../src/engines/llama/json-schema";
+import { toFunctionParams } from "../../../src/3-engines/llama/json-schema";
 
 // Issue 24: schemas real clients send (zod, Claude Code, pydantic) through forced tool calls and
 // structured output, at temperature 1 over many seeds — the random-weights model is a fuzzer.

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import sharp from "sharp";
 import { ensureProjector } from "../../../models/projector-cache";
 import { ensureChatModel } from "../../../models/cache";
-import { decodeImages } from "../../../src/chat/images";
-import type { ChatJob } from "../../../src/chat/job";
+import { decodeImages } from "../../../src/3-engines/image-input";
+import type { ChatJob } from "../../../src/3-engines/chat-job";
 import { chatTestApp, forced } from "../../helpers/chat";
 import { anthropicClient } from "../anthropic/client";
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type OpenAI from "openai";
 import { ensureZImageModel } from "../../../models/diffusion/z-image";
-import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
+import { DiffusionPipeline } from "../../../src/3-engines/diffusion/pipeline";
 import { imagesTestApp, imageStats, pngInfo, type ImagesTestApp } from "../../helpers/images";
 
 // /v1/images/generations through the official openai client, on the tiny generated sets.

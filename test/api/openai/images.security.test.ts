@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { ensureDiffusionModel } from "../../../models/diffusion/cache";
-import { ManualClock } from "../../../src/clock";
-import { validateConfig } from "../../../src/config";
-import { memoryLogger } from "../../../src/log";
+import { ManualClock } from "../../../src/lib/clock";
+import { validateConfig } from "../../../src/lib/config";
+import { memoryLogger } from "../../../src/lib/log";
 import { startServer } from "../../../src/main";
 import { tempDir } from "../../helpers/app";
 import { authSuite } from "../http/auth-suite";

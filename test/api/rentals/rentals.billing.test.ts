@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from "bun:test";
-import { ManualClock } from "../../../src/clock";
+import { ManualClock } from "../../../src/lib/clock";
 import { testApp, type TestApp } from "../../helpers/app";
 import { getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { testApp, type TestApp } from "../../helpers/app";
-import { nodeIdFor } from "../../../src/rentals/inventory";
+import { nodeIdFor } from "../../../src/2-services/rentals/inventory";
 import { GPU_UUIDS, ended, getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";
 
 // Every refusal of the rentals API with its documented status and code, and launches that go

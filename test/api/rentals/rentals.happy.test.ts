@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { nodeIdFor } from "../../../src/rentals/inventory";
+import { nodeIdFor } from "../../../src/2-services/rentals/inventory";
 import { testApp, type TestApp } from "../../helpers/app";
 import { GPU_UUIDS, getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { validateConfig } from "../../../src/config";
-import { memoryLogger } from "../../../src/log";
+import { validateConfig } from "../../../src/lib/config";
+import { memoryLogger } from "../../../src/lib/log";
 import { startServer, type RunningServer } from "../../../src/main";
 import { endRentals, tempDir } from "../../helpers/app";
 import { rentalConfig, until } from "./setup";

@@ -1,6 +1,6 @@
 import { afterEach, expect, test } from "bun:test";
-import { ManualClock } from "../../../src/clock";
-import { rentalsRepo } from "../../../src/store/rentals";
+import { ManualClock } from "../../../src/lib/clock";
+import { rentalsRepo } from "../../../src/4-store/rentals";
 import { testApp, type TestApp } from "../../helpers/app";
 import { cli } from "../../helpers/cli";
 import { ended, getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { rentalsRepo } from "../../../src/store/rentals";
+import { rentalsRepo } from "../../../src/4-store/rentals";
 import { testApp, type TestApp } from "../../helpers/app";
 import { authSuite } from "../http/auth-suite";
 import { getRental, nodeIds, processesOf, rentalConfig, until } from "./setup";

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { functionCallItem, messageItem, responseObject, toResponseUsage, toStatus, type ResponseContext } from "../../../src/api/responses/from-chat";
-import type { ResponsesRequest } from "../../../src/api/responses/schema";
-import { toChatRequest } from "../../../src/api/responses/to-chat";
-import type { FinishReason } from "../../../src/chat/job";
+import { functionCallItem, messageItem, responseObject, toResponseUsage, toStatus, type ResponseContext } from "../../../src/1-api/responses/from-chat";
+import type { ResponsesRequest } from "../../../src/1-api/responses/schema";
+import { toChatRequest } from "../../../src/1-api/responses/to-chat";
+import type { FinishReason } from "../../../src/3-engines/chat-job";
 
 // Chat results → Responses pieces (spec §2.5), as tables.
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import OpenAI from "openai";
-import { ApiError } from "../../../src/api/http/errors";
-import type { ChatRun, ChatService } from "../../../src/chat/service";
+import { ApiError } from "../../../src/1-api/http/errors";
+import type { ChatRun, ChatService } from "../../../src/2-services/chat/service";
 import { testApp, type TestApp } from "../../helpers/app";
 import { chatTestApp } from "../../helpers/chat";
 import { checkStream, parseSse } from "./invariants";

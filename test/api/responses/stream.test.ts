@@ -1,13 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { encodeSse } from "../../../src/api/http/sse";
-import type { ResponseContext } from "../../../src/api/responses/from-chat";
-import type { ResponsesRequest } from "../../../src/api/responses/schema";
-import { createResponsesStream, type ResponseEvent } from "../../../src/api/responses/stream";
-import { decodeThought } from "../../../src/api/responses/reasoning";
-import { toChatRequest } from "../../../src/api/responses/to-chat";
-import type { ChatCompletionChunk } from "../../../src/chat/completion";
+import { encodeSse } from "../../../src/1-api/http/sse";
+import type { ResponseContext } from "../../../src/1-api/responses/from-chat";
+import type { ResponsesRequest } from "../../../src/1-api/responses/schema";
+import { createResponsesStream, type ResponseEvent } from "../../../src/1-api/responses/stream";
+import { decodeThought } from "../../../src/1-api/responses/reasoning";
+import { toChatRequest } from "../../../src/1-api/responses/to-chat";
+import type { ChatCompletionChunk } from "../../../src/2-services/chat/completion";
 import { checkStream, parseSse } from "./invariants";
 
 // Golden transcripts: canonical chat chunks (test/fixtures/responses/*.jsonl, recorded from the

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { ApiError } from "../../../src/api/http/errors";
-import { ChatRequest } from "../../../src/chat/request";
-import { ResponsesRequest } from "../../../src/api/responses/schema";
-import { decodeThought, encodeThought } from "../../../src/api/responses/reasoning";
-import { namespacedName, toChatRequest, toResponsesError, toResponsesParam } from "../../../src/api/responses/to-chat";
-import { toChatJob } from "../../../src/chat/from-request";
+import { ApiError } from "../../../src/1-api/http/errors";
+import { ChatRequest } from "../../../src/2-services/chat/request";
+import { ResponsesRequest } from "../../../src/1-api/responses/schema";
+import { decodeThought, encodeThought } from "../../../src/1-api/responses/reasoning";
+import { namespacedName, toChatRequest, toResponsesError, toResponsesParam } from "../../../src/1-api/responses/to-chat";
+import { toChatJob } from "../../../src/2-services/chat/from-request";
 
 // Every translation rule of spec §2.5 and every refusal, as tables (STYLE "Converters").
 

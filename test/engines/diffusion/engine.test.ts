@@ -1,11 +1,11 @@
 import { afterAll, expect, test } from "bun:test";
 import { ensureDiffusionModel } from "../../../models/diffusion/cache";
-import { ApiError } from "../../../src/api/http/errors";
-import { DiffusionImageEngine, type DiffusionEngineOptions } from "../../../src/engines/diffusion/engine";
-import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
-import { probeWebGpu } from "../../../src/engines/onnx-device";
-import type { ImageRequest } from "../../../src/engines/types";
-import { memoryLogger } from "../../../src/log";
+import { ApiError } from "../../../src/1-api/http/errors";
+import { DiffusionImageEngine, type DiffusionEngineOptions } from "../../../src/3-engines/diffusion/engine";
+import { DiffusionPipeline } from "../../../src/3-engines/diffusion/pipeline";
+import { probeWebGpu } from "../../../src/3-engines/onnx-device";
+import type { ImageRequest } from "../../../src/3-engines/types";
+import { memoryLogger } from "../../../src/lib/log";
 
 // The engine: image workers on their own threads behind a slot pool.
 

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
-import { gaussianNoise, SeededRandom } from "../../../src/engines/diffusion/noise";
-import { toRgb } from "../../../src/engines/diffusion/png";
-import { fromHalf, toHalf } from "../../../src/engines/diffusion/tensors";
+import { gaussianNoise, SeededRandom } from "../../../src/3-engines/diffusion/noise";
+import { toRgb } from "../../../src/3-engines/diffusion/png";
+import { fromHalf, toHalf } from "../../../src/3-engines/diffusion/tensors";
 
 test("the same seed gives the same noise, another seed other noise", () => {
   expect(gaussianNoise(7, 1001)).toEqual(gaussianNoise(7, 1001));

@@ -6,8 +6,8 @@ import { ensureDiffusionModel } from "../../../models/diffusion/cache";
 import { denoiserGraph } from "../../../models/diffusion/denoiser";
 import { DIFFUSION_PRESETS } from "../../../models/diffusion/generate";
 import { ELEM, GraphBuilder } from "../../../models/onnx/graph";
-import { DiffusionPipeline, GenerationStopped } from "../../../src/engines/diffusion/pipeline";
-import type { ImageRequest } from "../../../src/engines/types";
+import { DiffusionPipeline, GenerationStopped } from "../../../src/3-engines/diffusion/pipeline";
+import type { ImageRequest } from "../../../src/3-engines/types";
 import { tempDir } from "../../helpers/app";
 
 // The bare pipeline in this thread, on both tiny sets (the engine runs the same code in workers).

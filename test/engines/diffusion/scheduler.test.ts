@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createScheduler } from "../../../src/engines/diffusion/scheduler";
+import { createScheduler } from "../../../src/3-engines/diffusion/scheduler";
 
 // Reference values are diffusers' (FlowMatchEulerDiscreteScheduler, EulerDiscreteScheduler) for the
 // configs real models ship: Z-Image-Turbo's (shift 3, 9 steps) and Stable Diffusion's betas.

@@ -7,10 +7,10 @@ import { catalogue, type HubEntry } from "../../../models/catalogue";
 import { ensureDiffusionModel } from "../../../models/diffusion/cache";
 import { DIFFUSION_PRESETS } from "../../../models/diffusion/generate";
 import { buildClipVocab, clipTokenizerFiles, pythonJson } from "../../../models/diffusion/tokenizer";
-import { readModelFolder } from "../../../src/engines/diffusion/model-folder";
-import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
-import { clipTokenizerJson, encodePrompt, loadTokenizer } from "../../../src/engines/diffusion/text-encoder";
-import type { ImageRequest } from "../../../src/engines/types";
+import { readModelFolder } from "../../../src/3-engines/diffusion/model-folder";
+import { DiffusionPipeline } from "../../../src/3-engines/diffusion/pipeline";
+import { clipTokenizerJson, encodePrompt, loadTokenizer } from "../../../src/3-engines/diffusion/text-encoder";
+import type { ImageRequest } from "../../../src/3-engines/types";
 import { tempDir } from "../../helpers/app";
 
 // onnxruntime/sd-turbo's layout (Olive's export, saved by diffusers' OnnxStableDiffusionPipeline):

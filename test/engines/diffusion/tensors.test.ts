@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { fromHalf, fromHalfJs, toHalf, toHalfJs } from "../../../src/engines/diffusion/tensors";
+import { fromHalf, fromHalfJs, toHalf, toHalfJs } from "../../../src/3-engines/diffusion/tensors";
 
 // fp16 conversion: the runtime's Float16Array (fast, native) and the portable functions agree bit
 // for bit, so an image does not change with the runtime that made it.

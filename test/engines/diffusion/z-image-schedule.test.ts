@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { movingSteps, zImageSchedule } from "../../../src/engines/diffusion/z-image-schedule";
+import { movingSteps, zImageSchedule } from "../../../src/3-engines/diffusion/z-image-schedule";
 
 // Z-Image-Turbo's σ table for the default 9 steps, held against values worked out by hand:
 // s = 1 − k/8 for k = 0…8, σ = 3s/(1 + 2s) — exact fractions — then 0 appended; the transformer

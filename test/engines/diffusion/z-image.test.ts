@@ -5,12 +5,12 @@ import * as ort from "onnxruntime-node";
 import sharp from "sharp";
 import { buildBpeVocab, encodeBpe } from "../../../models/gguf/bpe";
 import { ensureZImageModel, Z_IMAGE_FILES, Z_IMAGE_PRESETS } from "../../../models/diffusion/z-image";
-import { gaussianNoise } from "../../../src/engines/diffusion/noise";
-import { DiffusionPipeline } from "../../../src/engines/diffusion/pipeline";
-import { encodePng, toRgb } from "../../../src/engines/diffusion/png";
-import { fromHalf, toHalf } from "../../../src/engines/diffusion/tensors";
-import { ZImagePromptEncoder } from "../../../src/engines/diffusion/z-image-text-encoder";
-import type { ImageRequest } from "../../../src/engines/types";
+import { gaussianNoise } from "../../../src/3-engines/diffusion/noise";
+import { DiffusionPipeline } from "../../../src/3-engines/diffusion/pipeline";
+import { encodePng, toRgb } from "../../../src/3-engines/diffusion/png";
+import { fromHalf, toHalf } from "../../../src/3-engines/diffusion/tensors";
+import { ZImagePromptEncoder } from "../../../src/3-engines/diffusion/z-image-text-encoder";
+import type { ImageRequest } from "../../../src/3-engines/types";
 import { tempDir } from "../../helpers/app";
 
 // The Z-Image-Turbo bundle layout (onnx/*_q4f16.onnx with external data, MatMulNBits, float16 I/O,

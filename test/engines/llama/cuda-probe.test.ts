@@ -1,6 +1,6 @@
 import { afterEach, expect, test } from "bun:test";
-import { chooseCudaBuild, cudaBuilds, probeCudaDecode, selectCudaBuild, type CudaBuild } from "../../../src/engines/llama/cuda-probe";
-import { CUDA_BUILD_ENV } from "../../../src/engines/installed";
+import { chooseCudaBuild, cudaBuilds, probeCudaDecode, selectCudaBuild, type CudaBuild } from "../../../src/3-engines/llama/cuda-probe";
+import { CUDA_BUILD_ENV } from "../../../src/3-engines/installed";
 
 // The CUDA decode test runs in a child process, because a CUDA build whose kernels the driver
 // cannot run aborts the process that tries (seen on an H100 with driver 580.159).

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import type { ChatJob, EngineEvent } from "../../../src/chat/job";
-import type { ChatLease } from "../../../src/engines/types";
-import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
-import type { DecodeLoop } from "../../../src/engines/llama/decode-loop";
-import { llamaRuntime } from "../../../src/engines/llama/runtime";
-import { createLogger } from "../../../src/log";
+import type { ChatJob, EngineEvent } from "../../../src/3-engines/chat-job";
+import type { ChatLease } from "../../../src/3-engines/types";
+import { LlamaChatEngine } from "../../../src/3-engines/llama/chat-engine";
+import type { DecodeLoop } from "../../../src/3-engines/llama/decode-loop";
+import { llamaRuntime } from "../../../src/3-engines/llama/runtime";
+import { createLogger } from "../../../src/lib/log";
 import { THREADS } from "../../models/llama";
 import { userJob } from "../../helpers/chat-job";
 
@@ -346,7 +346,7 @@ test("under a grammar the output is well-formed UTF-8: no overlong or out-of-ran
 test("a cancel sent after its request ended (its end not seen yet) never ends the next request on that slot", async () => {
   await one.load();
   const state = (one as unknown as { state: { loop: DecodeLoop; model: LlamaModel } }).state;
-  const { LoopSlot } = await import("../../../src/engines/llama/decode-loop");
+  const { LoopSlot } = await import("../../../src/3-engines/llama/decode-loop");
   const slot = new LoopSlot(0);
   const prompt = state.model.tokenize("Tell me about kites.");
   const sampling = await noEnd(one);

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import type { ChatJob, EngineEvent, EngineResult } from "../../../src/chat/job";
-import { LlamaChatEngine } from "../../../src/engines/llama/chat-engine";
-import { outputMarkers } from "../../../src/engines/llama/markers";
-import { llamaRuntime } from "../../../src/engines/llama/runtime";
-import { createLogger } from "../../../src/log";
+import type { ChatJob, EngineEvent, EngineResult } from "../../../src/3-engines/chat-job";
+import { LlamaChatEngine } from "../../../src/3-engines/llama/chat-engine";
+import { outputMarkers } from "../../../src/3-engines/llama/markers";
+import { llamaRuntime } from "../../../src/3-engines/llama/runtime";
+import { createLogger } from "../../../src/lib/log";
 import { viaLlamaChat } from "../../helpers/llama-chat-reference";
 import { THREADS } from "../../models/llama";
 import { userJob } from "../../helpers/chat-job";
@@ -83,7 +83,7 @@ async function same(j: ChatJob) {
 }
 
 test("a request is decoded by the context's decode loop", async () => {
-  const { DecodeLoop } = await import("../../../src/engines/llama/decode-loop");
+  const { DecodeLoop } = await import("../../../src/3-engines/llama/decode-loop");
   const proto = DecodeLoop.prototype as unknown as { generate: (...a: unknown[]) => unknown };
   const original = proto.generate;
   let calls = 0;

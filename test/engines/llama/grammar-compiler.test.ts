@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { GrammarCompiler } from "../../../src/engines/llama/grammar-compiler";
-import type { GrammarJob } from "../../../src/engines/llama/grammar-worker";
+import { GrammarCompiler } from "../../../src/3-engines/llama/grammar-compiler";
+import type { GrammarJob } from "../../../src/3-engines/llama/grammar-worker";
 
 // JSON Schemas become grammars in a worker process of their own (issue 41): whatever a schema does
 // to llama.cpp's converter costs that process, bounded in time and memory, never the server's.

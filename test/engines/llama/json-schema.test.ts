@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ApiError } from "../../../src/api/http/errors";
-import { toConverterSchema, toFunctionParams, toGbnf, toToolGbnf } from "../../../src/engines/llama/json-schema";
+import { ApiError } from "../../../src/1-api/http/errors";
+import { toConverterSchema, toFunctionParams, toGbnf, toToolGbnf } from "../../../src/3-engines/llama/json-schema";
 import { gbnfRegex } from "../../helpers/gbnf-regex";
 
 const P = "response_format.json_schema.schema";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { OutputScanner, type ScannedEvent, type ScannerOptions } from "../../../src/engines/llama/output-scanner";
+import { OutputScanner, type ScannedEvent, type ScannerOptions } from "../../../src/3-engines/llama/output-scanner";
 
 const qwen = { stops: [] as string[], templateStops: ["<|im_end|>", "<|endoftext|>"], thought: { open: "<think>\n", close: "\n</think>" } };
 const calls = { prefix: '<tool_call>\n{"name": "', paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", betweenCalls: "\n", sectionSuffix: "<|im_end|>\n" };

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { patternProblem } from "../../../src/engines/llama/pattern-limits";
+import { patternProblem } from "../../../src/3-engines/llama/pattern-limits";
 
 test.each([
   { pattern: "^[a-z]{2,5}-[0-9]+$", problem: null },

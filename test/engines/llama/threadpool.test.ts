@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import type { Llama, LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import { builtAddon } from "../../../src/engines/llama/native/addon-path";
-import { attachThreadpool } from "../../../src/engines/llama/threadpool";
+import { builtAddon } from "../../../src/3-engines/llama/native/addon-path";
+import { attachThreadpool } from "../../../src/3-engines/llama/threadpool";
 import { THREADS, testLlama } from "../../models/llama";
 
 // The persistent CPU threadpool on the real engine: the tiny generated chat model, node-llama-cpp's

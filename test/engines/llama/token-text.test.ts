@@ -5,7 +5,7 @@ import { ensureChatModel } from "../../../models/cache";
 import { writeSparseGguf } from "../../../models/gguf/sparse";
 import { byteLevelBpeVocab, sentencePieceVocab } from "../../../models/gguf/real-vocab";
 import { bool, str, u32, f32, type GgufValue } from "../../../models/gguf/types";
-import { incompleteTail, OutputText, TokenPieces } from "../../../src/engines/llama/token-text";
+import { incompleteTail, OutputText, TokenPieces } from "../../../src/3-engines/llama/token-text";
 import { tempDir } from "../../helpers/app";
 import { testLlama } from "../../models/llama";
 

@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hasConverter, toGbnf } from "../../../src/engines/llama/json-schema";
-import { prebuiltLibDir } from "../../../src/engines/llama/native/addon-path";
-import { OutputScanner, type ScannedEvent } from "../../../src/engines/llama/output-scanner";
-import { callGrammar, callTrigger, literal, prefixRules, schemaAfterThought, type CallGrammarOptions } from "../../../src/engines/llama/tool-calls";
+import { hasConverter, toGbnf } from "../../../src/3-engines/llama/json-schema";
+import { prebuiltLibDir } from "../../../src/3-engines/llama/native/addon-path";
+import { OutputScanner, type ScannedEvent } from "../../../src/3-engines/llama/output-scanner";
+import { callGrammar, callTrigger, literal, prefixRules, schemaAfterThought, type CallGrammarOptions } from "../../../src/3-engines/llama/tool-calls";
 
 // The grammars are checked by llama.cpp itself: a small program linked against node-llama-cpp's
 // prebuilt libllama parses each grammar (llama_grammar_init_impl, as the sampler does) and feeds

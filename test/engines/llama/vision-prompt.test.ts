@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import { imageMarker, locateRuns, reusablePrefix, withMarkers } from "../../../src/engines/llama/vision/prompt";
-import { toLlamaHistory } from "../../../src/engines/llama/history";
+import { imageMarker, locateRuns, reusablePrefix, withMarkers } from "../../../src/3-engines/llama/vision/prompt";
+import { toLlamaHistory } from "../../../src/3-engines/llama/history";
 
 // Placing images in a rendered prompt (pure parts of the vision path).
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { checkChatEngine } from "../../../src/doctor/engines";
-import { gatherCuda, gatherGpus } from "../../../src/doctor/gpu";
-import { systemProbes } from "../../../src/doctor/probes";
-import { gatherVulkan, checkVulkan } from "../../../src/doctor/vulkan";
-import { buildInventory, type DiscoveredGpu } from "../../../src/rentals/inventory";
-import { gpusInUse, reservedNodes } from "../../../src/rentals/reserved";
+import { checkChatEngine } from "../../../src/ops/doctor/engines";
+import { gatherCuda, gatherGpus } from "../../../src/ops/doctor/gpu";
+import { systemProbes } from "../../../src/ops/doctor/probes";
+import { gatherVulkan, checkVulkan } from "../../../src/ops/doctor/vulkan";
+import { buildInventory, type DiscoveredGpu } from "../../../src/2-services/rentals/inventory";
+import { gpusInUse, reservedNodes } from "../../../src/2-services/rentals/reserved";
 import { chatTestApp } from "../../helpers/chat";
 import { parseExposition } from "../../helpers/prometheus";
 import { admitLlvmpipe, LLVMPIPE_ENV } from "../../helpers/vulkan";

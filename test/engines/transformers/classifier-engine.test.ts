@@ -1,13 +1,13 @@
-import type { TokenizedItem } from "../../../src/engines/types";
+import type { TokenizedItem } from "../../../src/3-engines/types";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { ensureOnnxModel } from "../../../models/onnx/cache";
-import { validateConfig } from "../../../src/config";
-import type { TransformersClassifierEngine } from "../../../src/engines/transformers/classifier-engine";
-import { transformersFactories } from "../../../src/engines/transformers/factory";
-import { memoryLogger } from "../../../src/log";
+import { validateConfig } from "../../../src/lib/config";
+import type { TransformersClassifierEngine } from "../../../src/3-engines/transformers/classifier-engine";
+import { transformersFactories } from "../../../src/3-engines/transformers/factory";
+import { memoryLogger } from "../../../src/lib/log";
 import { tempDir } from "../../helpers/app";
 
 let folder: string;

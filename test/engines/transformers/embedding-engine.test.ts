@@ -2,11 +2,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { cpSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureOnnxModel } from "../../../models/onnx/cache";
-import { validateConfig } from "../../../src/config";
-import type { ModelManifest } from "../../../src/engines/manifest";
-import { TransformersEmbeddingEngine } from "../../../src/engines/transformers/embedding-engine";
-import { transformersFactories } from "../../../src/engines/transformers/factory";
-import { memoryLogger } from "../../../src/log";
+import { validateConfig } from "../../../src/lib/config";
+import type { ModelManifest } from "../../../src/lib/manifest";
+import { TransformersEmbeddingEngine } from "../../../src/3-engines/transformers/embedding-engine";
+import { transformersFactories } from "../../../src/3-engines/transformers/factory";
+import { memoryLogger } from "../../../src/lib/log";
 import { tempDir } from "../../helpers/app";
 import { norm } from "../../helpers/onnx";
 

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { mapInSlices } from "../../../src/engines/transformers/encoder";
+import { mapInSlices } from "../../../src/3-engines/transformers/encoder";
 
 test("long tokenizing work gives the event loop turns and keeps the order", async () => {
   let ticks = 0;

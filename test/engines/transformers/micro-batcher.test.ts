@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { MicroBatcher, type BatchLimits } from "../../../src/engines/transformers/micro-batcher";
+import { MicroBatcher, type BatchLimits } from "../../../src/3-engines/transformers/micro-batcher";
 
 // A fake model: each sequence is a string whose length is its token count; the result is the
 // string upper-cased. Runs are recorded and can be held open to queue work behind them.

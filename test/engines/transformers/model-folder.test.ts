@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readClassifierFolder, readEmbedderFolder, readFolder } from "../../../src/engines/transformers/model-folder";
+import { readClassifierFolder, readEmbedderFolder, readFolder } from "../../../src/3-engines/transformers/model-folder";
 import { tempDir } from "../../helpers/app";
 
 // Model folders as real exports lay them out, written file by file (no weights needed: the reader

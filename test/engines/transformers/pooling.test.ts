@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { poolAndNormalise, softmax } from "../../../src/engines/transformers/pooling";
+import { poolAndNormalise, softmax } from "../../../src/3-engines/transformers/pooling";
 
 // Two sequences padded to 3 tokens, width 2: the second has one real token, then padding whose
 // states (99) must never count.

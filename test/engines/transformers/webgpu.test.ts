@@ -1,10 +1,10 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { ensureOnnxModel } from "../../../models/onnx/cache";
-import { validateConfig } from "../../../src/config";
-import { DeviceUnavailableError, probeWebGpu } from "../../../src/engines/onnx-device";
-import { TransformersEmbeddingEngine } from "../../../src/engines/transformers/embedding-engine";
-import { memoryLogger } from "../../../src/log";
+import { validateConfig } from "../../../src/lib/config";
+import { DeviceUnavailableError, probeWebGpu } from "../../../src/3-engines/onnx-device";
+import { TransformersEmbeddingEngine } from "../../../src/3-engines/transformers/embedding-engine";
+import { memoryLogger } from "../../../src/lib/log";
 import { startServer } from "../../../src/main";
 import { tempDir } from "../../helpers/app";
 

@@ -1,4 +1,4 @@
-import { ERROR_TABLE } from "../../../src/api/http/errors";
+import { ERROR_TABLE } from "../../../src/1-api/http/errors";
 
 // What every answer must be, whatever was sent: never a 5xx, and every error in the documented
 // envelope of its wire format with a row of the error table behind it — OpenAI's

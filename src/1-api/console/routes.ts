@@ -1,0 +1,85 @@
+import { Elysia } from "elysia";
+import type { ConsoleAuth } from "../../2-services/console/auth";
+import type { ConsoleViews } from "../../2-services/console/views";
+import { pathOf } from "../http/context";
+import { ApiError } from "../http/errors";
+import { DEVICE_COOKIE } from "../../2-services/console/devices";
+import { consoleAsset } from "./assets";
+import { assertAllowedHost, assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
+
+// The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
+// Sessions, not API keys; the logic lives in src/2-services/console, over the same services as the API.
+
+type Body = Record<string, unknown>;
+const bodyOf = (b: unknown): Body => {
+  if (typeof b !== "object" || b === null || Array.isArray(b)) throw new ApiError("invalid_request", "the body must be a JSON object");
+  return b as Body;
+};
+
+/** `clientOf`: who sent a request (api/http/context.ts), for the sign-in throttle. */
+export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: (req: Request) => { address: string; forwarded: boolean }) {
+  const signedIn = (req: Request) => requireSession(auth, req);
+  // Every console route, before its handler: a Host this machine answers to (DNS rebinding).
+  return new Elysia({ name: "console" })
+    .onBeforeHandle(({ request }) => assertAllowedHost(auth, request))
+    .get("/", () => Response.redirect("/console", 302))
+    .get("/console", () => consoleAsset("index.html")!)
+    // An unknown file is the API's 404 envelope (JSON), as every other error of this server.
+    .get("/console/:file", ({ params, request }) => {
+      const asset = consoleAsset(params.file);
+      if (!asset) throw new ApiError("not_found", `Invalid URL (${request.method} ${pathOf(request.url)}): the console has no such file`);
+      return asset;
+    })
+    .post("/console/api/login", async ({ request, body }) => {
+      assertSameOrigin(request);
+      const b = bodyOf(body);
+      const { token, session, device } = await auth.signIn(b.account, b.password, clientOf(request), cookieValue(request, DEVICE_COOKIE));
+      const headers = new Headers({ "cache-control": "no-store" });
+      headers.append("set-cookie", sessionCookie(request, token));
+      headers.append("set-cookie", deviceCookie(request, device));
+      return Response.json({ account: { id: session.accountId, name: session.account, role: session.role }, csrf: session.csrf }, { headers });
+    })
+    .post("/console/api/logout", ({ request }) => {
+      signedIn(request);
+      auth.signOut(cookieValue(request));
+      return Response.json({ ok: true }, { headers: { "set-cookie": sessionCookie(request, null) } });
+    })
+    .get("/console/api/session", ({ request }) => {
+      const s = signedIn(request);
+      return { account: { id: s.accountId, name: s.account, role: s.role }, csrf: s.csrf };
+    })
+    .get("/console/api/account", ({ request }) => views.account(signedIn(request).accountId))
+    .get("/console/api/keys", ({ request }) => views.keys(signedIn(request).account))
+    .post("/console/api/keys", ({ request, body }) => views.createKey(signedIn(request).account, bodyOf(body)))
+    .post("/console/api/keys/:id/revoke", ({ request, params }) => views.revokeKey(signedIn(request).account, params.id))
+    .post("/console/api/keys/:id/rotate", ({ request, params }) => views.rotateKey(signedIn(request).account, params.id))
+    .patch("/console/api/keys/:id", ({ request, params, body }) => views.updateKey(signedIn(request).account, params.id, bodyOf(body)))
+    .get("/console/api/usage", ({ request, query }) => views.usage(signedIn(request).accountId, query.days === undefined ? 30 : Number(query.days)))
+    .get("/console/api/batches", ({ request }) => views.batches(signedIn(request).accountId))
+    .post("/console/api/batches/:id/cancel", ({ request, params }) => views.cancelBatch(signedIn(request).accountId, params.id))
+    .get("/console/api/files/:id/content", ({ request, params }) => {
+      const { file, name } = views.fileContent(signedIn(request).accountId, params.id);
+      return new Response(file, { headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${name.replace(/["\\\r\n]/g, "_")}"` } });
+    })
+    .get("/console/api/gpus", ({ request }) => (signedIn(request), views.gpus()))
+    .get("/console/api/rentals", ({ request }) => views.rentals(signedIn(request).accountId))
+    .post("/console/api/rentals/:id/stop", ({ request, params }) => views.stopRental(signedIn(request).accountId, params.id))
+    .get("/console/api/models", ({ request }) => (signedIn(request), views.models()))
+    .get("/console/api/admin/accounts", ({ request }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.accounts();
+    })
+    .post("/console/api/admin/accounts/:name/credit", ({ request, params, body }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.credit(params.name, bodyOf(body));
+    })
+    // A model id with "/" comes percent-encoded (%2F) in one segment; the edge decodes it.
+    .post("/console/api/admin/models/:id/load", ({ request, params }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.loadModel(params.id);
+    })
+    .post("/console/api/admin/models/:id/unload", ({ request, params }) => {
+      requireAdmin(signedIn(request));
+      return views.admin.unloadModel(params.id);
+    });
+}

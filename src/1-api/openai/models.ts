@@ -1,0 +1,55 @@
+import { Elysia } from "elysia";
+import type { ModelEntry, Registry } from "../../3-engines/registry";
+import { contextOf } from "../http/context";
+
+// GET /v1/models (spec §2.1) in OpenAI's list envelope, each entry also carrying `kind`, and
+// GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/". An Anthropic client
+// (it sends `anthropic-version`) gets Anthropic's shapes instead: coding agents list models there.
+export function modelsRoutes(registry: Registry) {
+  // The lists are serialised once per served set: a reload that adds or removes a model gives
+  // list() a new array, and the next request serialises that.
+  const json = (body: unknown) => new Response(body as string, { headers: { "content-type": "application/json" } });
+  let cached: { of: readonly ModelEntry[]; openai: string; anthropic: string } | null = null;
+  const lists = () => {
+    const entries = registry.list();
+    if (cached?.of !== entries) {
+      const anthropicEntries = entries.map(toAnthropic);
+      cached = {
+        of: entries,
+        openai: JSON.stringify({ object: "list", data: entries }),
+        anthropic: JSON.stringify({
+          data: anthropicEntries,
+          has_more: false,
+          first_id: anthropicEntries[0]?.id ?? null,
+          last_id: anthropicEntries.at(-1)?.id ?? null,
+        }),
+      };
+    }
+    return cached;
+  };
+  return new Elysia({ name: "openai-models" })
+    .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? lists().anthropic : lists().openai))
+    .get("/v1/models/*", ({ params, request }) => {
+      const entry = registry.entry(params["*"]); // decoded by the edge (src/app.ts)
+      return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
+    });
+}
+
+/** Anthropic's ModelInfo for one of our entries. */
+function toAnthropic(m: ModelEntry) {
+  return {
+    type: "model" as const,
+    id: m.id,
+    display_name: m.name,
+    created_at: new Date(m.created * 1000).toISOString(),
+    max_input_tokens: m.max_context,
+    max_tokens: m.max_context,
+    lifecycle: "active" as const,
+    deprecated_at: null,
+    retires_at: null,
+    capabilities: null,
+    line: null,
+    kind: m.kind,
+    ...(m.supports_vision ? { supports_vision: true } : {}),
+  };
+}

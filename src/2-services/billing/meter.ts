@@ -1,0 +1,272 @@
+import type { Database } from "bun:sqlite";
+import type { Principal } from "../accounts/types";
+import { ApiError } from "../../lib/errors";
+import type { Clock } from "../../lib/clock";
+import type { Config } from "../../lib/config";
+import type { ModelManifest } from "../../lib/manifest";
+import { usageRepo, type UsageRow } from "../../4-store/usage";
+import type { Limits } from "./limits";
+import { costOfMinutes } from "./minutes";
+import { batchBasisPoints, costMicros, formatMicros, priceFor } from "./pricing";
+
+// The one road to the ledger. Every engine's billable work goes through it:
+//   const ticket = meter.reserve(principal, estimate)   // before work: limits + credit hold
+//   ticket.settle(actualUsage)                          // on completion: one usage row, charged once
+//   ticket.release()                                    // on failure: nothing charged
+// or, for work that ends in one answer, meter.metered(principal, estimate, work), which does the three.
+// GPU minutes of a rental are charged after the fact (meter.chargeMinutes), on the same ledger.
+// Holds live in memory (one server per data dir); a crash drops them, which is a release.
+// Admission needs a positive balance (or trial) after existing holds, and each hold covers its
+// request's worst case, so a balance can end below zero by at most one in-flight reservation.
+
+export interface MeterRequest {
+  requestId: string;
+  model: Pick<ModelManifest, "id" | "kind" | "price">;
+  endpoint: string;
+  inputTokens: number;
+  /** Worst-case output tokens (max_tokens, or what the context leaves). */
+  maxOutputTokens: number;
+  images?: number;
+  /** Batch lines: batch price, and no per-minute or in-flight limits (spec §8). */
+  batch?: boolean;
+}
+
+export interface ActualUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens?: number;
+  images?: number;
+}
+
+export interface Settlement {
+  costMicros: number;
+  trialTokens: number;
+  /** False when this request id had already been settled (nothing charged the second time). */
+  charged: boolean;
+}
+
+export interface Ticket {
+  readonly requestId: string;
+  /**
+   * Resolves once the usage row and the charge are committed (a durable write). `also` runs in
+   * the same transaction: what it writes is committed with the charge or not at all.
+   */
+  settle(usage: ActualUsage, also?: () => void): Promise<Settlement>;
+  release(): void;
+}
+
+export type Meter = ReturnType<typeof createMeter>;
+
+export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock) {
+  const commits = groupCommit(usageRepo(db));
+  const usage = usageRepo(db);
+  const holds = new Map<string, { micros: number; tokens: number }>();
+
+  function held(accountId: string) {
+    return holds.get(accountId) ?? { micros: 0, tokens: 0 };
+  }
+
+  function addHold(accountId: string, micros: number, tokens: number) {
+    const h = held(accountId);
+    const next = { micros: h.micros + micros, tokens: h.tokens + tokens };
+    if (next.micros === 0 && next.tokens === 0) holds.delete(accountId);
+    else holds.set(accountId, next);
+  }
+
+  /** Free keys spend the account's token trial on token-metered work; images have their own quota. */
+  function usesTrial(p: Principal, req: MeterRequest) {
+    return p.kind === "free" && req.model.kind !== "image";
+  }
+
+  function reserve(p: Principal, req: MeterRequest): Ticket {
+    const price = priceFor(req.model, config.prices);
+    const images = req.images ?? 0;
+    const bp = req.batch ? batchBasisPoints(config.prices) : null; // read per request: prices reload
+    const holdMicros =
+      p.kind === "premium" ? costMicros(price, { inputTokens: req.inputTokens, outputTokens: req.maxOutputTokens, images }, bp) : 0;
+    const holdTokens = usesTrial(p, req) ? req.inputTokens + req.maxOutputTokens : 0;
+
+    const account = usage.balance(p.accountId);
+    if (!account) throw new ApiError("invalid_api_key", "Invalid API key");
+    const h = held(p.accountId);
+    if (p.kind === "premium" && account.balance_micros - h.micros <= 0)
+      throw new ApiError(
+        "insufficient_balance",
+        `insufficient balance: ${formatMicros(account.balance_micros)} left` +
+          (h.micros ? ` with ${formatMicros(h.micros)} held by requests in flight` : "") +
+          "; add credit to the account to continue",
+      );
+    if (holdTokens && config.limits.free_trial_tokens - account.trial_tokens_used - h.tokens <= 0)
+      throw new ApiError(
+        "free_quota_exhausted",
+        `the free trial of ${config.limits.free_trial_tokens} tokens is used up; use a premium key to continue`,
+      );
+
+    const leaveInflight = req.batch ? () => {} : limits.enter(p);
+    let releaseImages: (refund?: boolean) => void = () => {};
+    if (images > 0 && !req.batch) {
+      try {
+        releaseImages = limits.images(p, images);
+      } catch (e) {
+        leaveInflight();
+        throw e;
+      }
+    }
+    addHold(p.accountId, holdMicros, holdTokens);
+
+    let state: "held" | "settled" | "released" = "held";
+    const drop = () => {
+      addHold(p.accountId, -holdMicros, -holdTokens);
+      leaveInflight();
+      releaseImages();
+    };
+
+    return {
+      requestId: req.requestId,
+      settle(actual: ActualUsage, also?: () => void): Promise<Settlement> {
+        if (state !== "held") throw new Error(`ticket ${req.requestId} is already ${state}`);
+        state = "settled";
+        const n = actual.images ?? 0;
+        const cost = p.kind === "premium" ? costMicros(price, { ...actual, images: n }, bp) : 0;
+        const trialTokens = usesTrial(p, req) ? actual.inputTokens + actual.outputTokens : 0;
+        // The hold is dropped only once the charge is committed: until then it still counts.
+        return commits
+          .add({
+            request_id: req.requestId,
+            account_id: p.accountId,
+            key_id: p.keyId,
+            model: req.model.id,
+            endpoint: req.endpoint,
+            input_tokens: actual.inputTokens,
+            output_tokens: actual.outputTokens,
+            cached_tokens: actual.cachedTokens ?? 0,
+            images: n,
+            batch: req.batch ? 1 : 0,
+            cost_micros: cost,
+            trial_tokens: trialTokens,
+            created_at: clock.now(),
+          }, also)
+          .then((charged) => ({ costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged }))
+          .finally(drop);
+      },
+      release() {
+        if (state !== "held") return;
+        state = "released";
+        drop();
+      },
+    };
+  }
+
+  /**
+   * reserve → run → settle, for work that ends in one answer: `work` returns its result, the usage
+   * to charge and what to commit with the charge; if it throws, the hold is released and nothing
+   * is charged.
+   */
+  async function metered<T>(p: Principal, req: MeterRequest, work: () => Promise<Metered<T>>): Promise<T> {
+    const ticket = reserve(p, req);
+    let done: Metered<T>;
+    try {
+      done = await work();
+    } catch (e) {
+      ticket.release();
+      throw e;
+    }
+    await ticket.settle(done.usage, done.also);
+    return done.result;
+  }
+
+  const minutesTx = db.transaction((row: UsageRow, also: () => void): boolean => {
+    const charged = usage.settle(row);
+    if (charged) also();
+    return charged;
+  });
+
+  /**
+   * A rental's GPU minutes from `from` (already billed) up to `upTo`, at its price: no hold (the
+   * minutes are already used), one usage row keyed by rental and minute so that a repeat charges
+   * nothing, and `also` (the rental's billed minutes) committed with it. "unpaid" (nothing charged)
+   * when the balance cannot pay them: the caller stops the rental.
+   */
+  function chargeMinutes(r: MinutesCharge, also: (costMicros: number) => void): "charged" | "repeat" | "unpaid" {
+    const cost = costOfMinutes(r.pricePerHourMicros, r.upTo) - costOfMinutes(r.pricePerHourMicros, r.from);
+    if (cost > balance(r.accountId)) return "unpaid";
+    const row: UsageRow = {
+      request_id: `${r.rentalId}:m${r.upTo}`,
+      account_id: r.accountId,
+      key_id: r.keyId,
+      model: `gpu:${r.nodeId}`,
+      endpoint: "/api/v1/rentals",
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      images: 0,
+      batch: 0,
+      cost_micros: cost,
+      trial_tokens: 0,
+      created_at: r.at,
+    };
+    return minutesTx.immediate(row, () => also(cost)) ? "charged" : "repeat";
+  }
+
+  /** The account's balance in micro-dollars (0 for an unknown account). */
+  function balance(accountId: string): number {
+    return usage.balance(accountId)?.balance_micros ?? 0;
+  }
+
+  return { reserve, held, metered, chargeMinutes, balance };
+}
+
+/** What metered work returns: its answer, what it used, and what commits with the charge. */
+export interface Metered<T> {
+  result: T;
+  usage: ActualUsage;
+  also?: () => void;
+}
+
+export interface MinutesCharge {
+  rentalId: string;
+  accountId: string;
+  keyId: string;
+  nodeId: string;
+  pricePerHourMicros: number;
+  /** Minutes billed before; minutes billed after this charge. */
+  from: number;
+  upTo: number;
+  /** When (the usage row's time). */
+  at: number;
+}
+
+/**
+ * Settlements made in the same turn of the event loop are committed in one transaction: one
+ * synced write instead of one per request when many requests finish together (a micro-batch, a
+ * busy server). Each caller's promise resolves only after the commit, so nothing is acknowledged
+ * before it is durable. A row that fails rejects only its own settlement; a failed commit
+ * rejects them all and charges none.
+ */
+function groupCommit(usage: ReturnType<typeof usageRepo>) {
+  let pending: { row: UsageRow; also?: () => void; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    let results: ReturnType<typeof usage.settleMany>;
+    try {
+      results = usage.settleMany.immediate(batch.map((b) => ({ row: b.row, also: b.also })));
+    } catch (e) {
+      for (const b of batch) b.fail(e);
+      return;
+    }
+    batch.forEach((b, i) => {
+      const r = results[i]!;
+      if ("error" in r) b.fail(r.error);
+      else b.done(r.charged);
+    });
+  };
+  return {
+    add(row: UsageRow, also?: () => void): Promise<boolean> {
+      return new Promise((done, fail) => {
+        if (pending.length === 0) setImmediate(flush);
+        pending.push({ row, also, done, fail });
+      });
+    },
+  };
+}

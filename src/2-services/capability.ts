@@ -1,0 +1,18 @@
+import type { Clock } from "../lib/clock";
+import type { Config } from "../lib/config";
+import type { Meter } from "./billing/meter";
+import type { Registry } from "../3-engines/registry";
+import type { Logger } from "../lib/log";
+
+/**
+ * What a capability's service (embeddings, classify, images) is built from: the models it runs on,
+ * the meter it charges through, and the clock and log. Declared here, below the composition root
+ * that builds it, so the services need not import the root.
+ */
+export interface CapabilityDeps {
+  config: Config;
+  registry: Registry;
+  meter: Meter;
+  clock: Clock;
+  logger: Logger;
+}

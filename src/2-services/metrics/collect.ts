@@ -1,0 +1,151 @@
+import type { Database } from "bun:sqlite";
+import type { Registry } from "../../3-engines/registry";
+import { VERSION } from "../../lib/version";
+import type { Metrics } from "./metrics";
+import { CONTENT_TYPE, MetricsRegistry } from "./registry";
+
+// What is read at scrape time: engine slots and queues, batch and rental state, and the totals
+// kept in the store (credits consumed, images generated, rental minutes). Every query here is
+// cheap on a large store: pending lines through their partial index, finished lines from the
+// per-batch counters, and the usage table only past the last row already summed (usage rows
+// are never updated or deleted, and their ids only grow).
+
+export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics };
+
+const BATCH_STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] as const;
+const KEY_KINDS = ["free", "premium"] as const;
+
+interface StoreTotals {
+  usageAfter: number;
+  costMicros: Map<string, number>;
+  images: Map<string, number>;
+}
+
+const totalsOf = new WeakMap<Metrics, StoreTotals>();
+
+/** The whole exposition: the process's own metrics, then what the scrape reads. */
+export async function scrape(deps: ScrapeDeps): Promise<string> {
+  const r = new MetricsRegistry();
+  collectModels(r, deps.registry);
+  await collectDevices(r, deps.registry);
+  collectStore(r, deps);
+  collectProcess(r);
+  return deps.metrics.registry.render() + r.render();
+}
+
+/** The exposition as an HTTP response (text format 0.0.4). */
+export async function scrapeResponse(deps: ScrapeDeps): Promise<Response> {
+  return new Response(await scrape(deps), { headers: { "content-type": CONTENT_TYPE } });
+}
+
+function collectModels(r: MetricsRegistry, registry: Registry) {
+  const loaded = r.gauge("appliance_model_loaded", "1 when the model is loaded, else 0.", ["model", "kind"]);
+  const slots = r.gauge("appliance_model_slots", "Worker slots of a loaded model.", ["model"]);
+  const busy = r.gauge("appliance_model_slots_busy", "Slots of a loaded model running a request now.", ["model"]);
+  const queue = r.gauge("appliance_model_queue_depth", "Live requests waiting for a slot of a loaded model.", ["model"]);
+  const batchQueue = r.gauge("appliance_model_batch_queue_depth", "Batch lines waiting for a slot of a loaded chat model.", ["model"]);
+  const engines = new Map(registry.engines().map((e) => [e.modelId, e]));
+  for (const m of registry.list()) {
+    const e = engines.get(m.id);
+    loaded.set({ model: m.id, kind: m.kind }, e?.loaded ? 1 : 0);
+    // Chat and image engines have worker slots; embedding and classifier models do not.
+    const s = e?.loaded ? e.stats?.() : undefined;
+    if (!s) continue;
+    slots.set({ model: m.id }, s.slots);
+    busy.set({ model: m.id }, s.busy);
+    queue.set({ model: m.id }, s.queued);
+    if (s.batchQueued !== undefined) batchQueue.set({ model: m.id }, s.batchQueued);
+  }
+}
+
+/**
+ * Where each loaded model computes (engines that say: the chat engine): the device and its GPUs as
+ * labels, layers offloaded, and the device's memory as its backend reports it (llama.cpp's
+ * getVramState: the whole device, so models sharing it report the same figures).
+ */
+async function collectDevices(r: MetricsRegistry, registry: Registry) {
+  const info = r.gauge("appliance_model_device_info", "Always 1 for a loaded model that reports its device; the device (cpu, cuda, vulkan) and its GPUs' names are in the labels.", [
+    "model",
+    "device",
+    "gpus",
+  ]);
+  const gpuLayers = r.gauge("appliance_model_gpu_layers", "Layers of a loaded model offloaded to its GPU (0 on the CPU).", ["model"]);
+  const layers = r.gauge("appliance_model_layers", "Layers of a loaded model.", ["model"]);
+  const used = r.gauge("appliance_model_device_memory_used_bytes", "Memory in use on the GPU a loaded model computes on, as its backend reports it (the whole device).", ["model", "device"]);
+  const total = r.gauge("appliance_model_device_memory_total_bytes", "Memory of the GPU a loaded model computes on, as its backend reports it.", ["model", "device"]);
+  const placements = await Promise.all(registry.engines().map(async (e) => ({ id: e.modelId, p: e.loaded ? await e.placement?.().catch(() => undefined) : undefined })));
+  for (const { id, p } of placements) {
+    if (!p) continue;
+    info.set({ model: id, device: p.device, gpus: p.gpus.join(", ") }, 1);
+    gpuLayers.set({ model: id }, p.gpuLayers);
+    layers.set({ model: id }, p.layers);
+    if (p.memory) {
+      used.set({ model: id, device: p.device }, p.memory.used);
+      total.set({ model: id, device: p.device }, p.memory.total);
+    }
+  }
+}
+
+function collectStore(r: MetricsRegistry, deps: ScrapeDeps) {
+  const { db } = deps;
+  const lines = r.gauge("appliance_batch_lines", "Batch lines by state.", ["state"]);
+  const pending = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM batch_lines WHERE state = 'pending'").get()!;
+  const done = db
+    .query<{ completed: number; failed: number }, []>("SELECT COALESCE(SUM(completed), 0) AS completed, COALESCE(SUM(failed), 0) AS failed FROM batches")
+    .get()!;
+  lines.set({ state: "pending" }, pending.n);
+  lines.set({ state: "completed" }, done.completed);
+  lines.set({ state: "failed" }, done.failed);
+
+  const batches = r.gauge("appliance_batches", "Batches by status.", ["status"]);
+  const byStatus = new Map(db.query<{ status: string; n: number }, []>("SELECT status, COUNT(*) AS n FROM batches GROUP BY status").all().map((x) => [x.status, x.n]));
+  for (const s of BATCH_STATUSES) batches.set({ status: s }, byStatus.get(s) ?? 0);
+
+  const rentals = db
+    .query<{ active: number; minutes: number; cost: number }, []>(
+      `SELECT COUNT(*) FILTER (WHERE status IN ('pending', 'running', 'stopping')) AS active,
+              COALESCE(SUM(billed_minutes), 0) AS minutes, COALESCE(SUM(cost_micros), 0) AS cost FROM rentals`,
+    )
+    .get()!;
+  r.gauge("appliance_rentals_active", "GPU rentals pending, running or stopping.").set({}, rentals.active);
+  r.counter("appliance_rental_gpu_minutes_total", "GPU minutes billed to rentals.").inc({}, rentals.minutes);
+  r.counter("appliance_rental_credits_consumed_usd_total", "Credit charged for GPU rentals, in USD.").inc({}, rentals.cost / 1e6);
+
+  const t = usageTotals(deps);
+  const credits = r.counter("appliance_credits_consumed_usd_total", "Credit charged for inference (the usage table's cost), in USD, by key kind.", ["kind"]);
+  for (const k of KEY_KINDS) credits.inc({ kind: k }, (t.costMicros.get(k) ?? 0) / 1e6);
+  const images = r.counter("appliance_images_generated_total", "Images generated and charged.", ["model"]);
+  for (const m of deps.registry.list()) if (m.kind === "image") images.inc({ model: m.id }, 0);
+  for (const [model, n] of t.images) images.inc({ model }, n);
+}
+
+/** Sums the usage rows added since the last scrape into the running totals. */
+function usageTotals(deps: ScrapeDeps): StoreTotals {
+  let t = totalsOf.get(deps.metrics);
+  if (!t) totalsOf.set(deps.metrics, (t = { usageAfter: 0, costMicros: new Map(), images: new Map() }));
+  const rows = deps.db
+    .query<{ kind: string; model: string; cost: number; images: number; last: number }, [number]>(
+      `SELECT k.kind AS kind, u.model AS model, SUM(u.cost_micros) AS cost, SUM(u.images) AS images, MAX(u.id) AS last
+       FROM usage u JOIN api_keys k ON k.id = u.key_id WHERE u.id > ? GROUP BY k.kind, u.model`,
+    )
+    .all(t.usageAfter);
+  const known = new Set(deps.registry.list().map((m) => m.id));
+  for (const row of rows) {
+    t.usageAfter = Math.max(t.usageAfter, row.last);
+    t.costMicros.set(row.kind, (t.costMicros.get(row.kind) ?? 0) + row.cost);
+    // A model no longer configured counts as "other": labels stay within the config's ids.
+    if (row.images > 0) {
+      const model = known.has(row.model) ? row.model : "other";
+      t.images.set(model, (t.images.get(model) ?? 0) + row.images);
+    }
+  }
+  return t;
+}
+
+function collectProcess(r: MetricsRegistry) {
+  r.gauge("appliance_process_resident_memory_bytes", "Resident set size of the server process.").set({}, process.memoryUsage.rss());
+  const cpu = process.cpuUsage();
+  r.counter("appliance_process_cpu_seconds_total", "CPU time the server process has used (user and system).").inc({}, (cpu.user + cpu.system) / 1e6);
+  r.gauge("appliance_process_start_time_seconds", "When the server process started, in Unix seconds.").set({}, performance.timeOrigin / 1000);
+  r.gauge("appliance_build_info", "Always 1; the version is in the label.", ["version"]).set({ version: VERSION }, 1);
+}
