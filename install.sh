@@ -144,7 +144,7 @@ mkdir -p "$CONFIG_HOME" "$DATA_HOME" || die "cannot create $CONFIG_HOME or $DATA
 CONFIG="$CONFIG_HOME/config.toml"
 if [ ! -e "$CONFIG" ]; then
   cat > "$CONFIG.tmp" <<CONF
-# appliance configuration (see README.md "Configuration"). Written by install.sh; edit freely.
+# appliance configuration (see the manual: web/docs/configuration.md, or Docs in the console). Written by install.sh; edit freely.
 [server]
 host = "127.0.0.1"        # 0.0.0.0 to serve the LAN
 port = 8484

@@ -8,6 +8,7 @@ import * as rentals from './rentals.js';
 import * as models from './models.js';
 import * as playground from './playground.js';
 import * as admin from './admin.js';
+import * as docs from './docs.js';
 
 const ROUTES = {
   keys: { title: 'API keys', page: keys },
@@ -16,6 +17,7 @@ const ROUTES = {
   rentals: { title: 'GPU rentals', page: rentals },
   models: { title: 'Models', page: models },
   playground: { title: 'Playground', page: playground },
+  docs: { title: 'Docs', page: docs },
   admin: { title: 'Admin', page: admin, admin: true },
 };
 const DEFAULT_ROUTE = 'keys';

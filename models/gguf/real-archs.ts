@@ -10,7 +10,7 @@
 //   Qwen3-1.7B snapshots printing its config.json).
 // - Keys, tensor names and shapes: llama.cpp as node-llama-cpp 3.22.1 ships it
 //   (node_modules/node-llama-cpp/llama/gitRelease.bundle): conversion/base.py TextModel
-//   .set_gguf_parameters, conversion/gemma.py Gemma3Model / Gemma3VisionModel, src/ops/pull/gemma3.cpp
+//   .set_gguf_parameters, conversion/gemma.py Gemma3Model / Gemma3VisionModel, src/models/gemma3.cpp
 //   and qwen3.cpp load_arch_tensors, src/llama-arch.cpp tensor names, tools/mtmd/clip-impl.h.
 // - Per-tensor types: src/llama-quant.cpp llama_tensor_get_type_impl for LLAMA_FTYPE_MOSTLY_Q4_K_M.
 // - Checked against the real files' byte counts in models/catalogue/*.json (test/models/sparse-gguf.test.ts).
@@ -180,7 +180,7 @@ export function gemma3_27bGguf(): SparseGgufFile {
     metadata: [
       ...textKeys(a, "Gemma 3 27b It"),
       // Gemma3Model.set_gguf_parameters: the sliding window (pattern: llama.cpp's default of 6 for
-      // gemma3, src/ops/pull/gemma3.cpp load_swa_pattern) and the global layers' linear RoPE scaling.
+      // gemma3, src/models/gemma3.cpp load_swa_pattern) and the global layers' linear RoPE scaling.
       ["gemma3.attention.sliding_window", u32(a.slidingWindow)],
       ["gemma3.rope.scaling.type", str("linear")],
       ["gemma3.rope.scaling.factor", f32(8)],

@@ -8,7 +8,7 @@ import { executableLibDir, installedPackageDir } from "./installed";
 // The device for ONNX Runtime sessions, chosen explicitly (platform notes: transformers.js's
 // "auto"/"gpu" resolve to CUDA on Linux and fail without the provider, with no CPU fallback).
 // CUDA needs the provider libraries beside libonnxruntime.so.1; onnxruntime-node's install script
-// (which would download them) is blocked, so a GPU host copies them in (README "GPU hosts").
+// (which would download them) is blocked, so a GPU host copies them in (web/docs/gpu.md).
 // WebGPU (Dawn over Vulkan) is bundled with onnxruntime-node 1.30 on linux-x64; it is used only
 // when a model asks for it: "auto" never picks it until it has been verified on a real GPU.
 

@@ -4,7 +4,7 @@ import type { Llama } from "node-llama-cpp";
 
 // ggml's Vulkan backend reads GGML_VK_VISIBLE_DEVICES with getenv() when it starts; Bun's
 // process.env does not reach the C environment, so the tests set it through libc. Test setup
-// only: the product never admits a CPU-type device (README "GPU hosts").
+// only: the product never admits a CPU-type device (web/docs/gpu.md).
 
 const libc = dlopen("libc.so.6", {
   setenv: { args: [FFIType.cstring, FFIType.cstring, FFIType.i32], returns: FFIType.i32 },

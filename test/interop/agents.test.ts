@@ -8,7 +8,7 @@ import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-pr
 
 // The coding agents people point at the appliance, their real binaries at the versions pinned in
 // agents.json (installed by test/setup-agents.sh), against `serve --demo` over HTTP with the
-// settings the README gives. A recording proxy in front of the server keeps every request they
+// settings web/docs/clients.md gives. A recording proxy in front of the server keeps every request they
 // send: each must be answered 2xx, and with APPLIANCE_RECORD_FIXTURES=1 the first of each is
 // written to test/fixtures/requests/ for the translation tests.
 

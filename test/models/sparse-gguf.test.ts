@@ -83,8 +83,8 @@ describe("Q4_K_M type mix (llama.cpp src/llama-quant.cpp)", () => {
   });
 });
 
-// Expected counts: gemma3 has 13 tensors a layer (src/ops/pull/gemma3.cpp) + token_embd + output_norm;
-// qwen3 has 11 (src/ops/pull/qwen3.cpp) + token_embd + output_norm + output; the Gemma 3 projector has
+// Expected counts: gemma3 has 13 tensors a layer (src/models/gemma3.cpp) + token_embd + output_norm;
+// qwen3 has 11 (src/models/qwen3.cpp) + token_embd + output_norm + output; the Gemma 3 projector has
 // 3 embedding tensors, 16 a SigLIP block, post_ln (2), soft_emb_norm and input_projection.
 const cases = [
   { key: "gemma-3-27b-it/model", arch: "gemma3", blocks: 62, tensors: 808, tokens: 262_144 },

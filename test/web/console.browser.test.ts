@@ -264,7 +264,7 @@ test("no page prints a null, undefined or NaN child as text: the Usage page with
   await page.locator("#usage-chart:not([aria-busy])").waitFor();
   expect(await strayTexts()).toEqual([]);
   await page.unroute("**/console/api/usage*");
-  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "admin"]) {
+  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
     await page.goto(`${server.url}/console#/${route}`);
     await page.waitForLoadState("networkidle");
     await page.locator("#view > *").first().waitFor();
@@ -299,7 +299,7 @@ test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works fro
   await page.keyboard.press("Enter");
   expect(await eventually(async () => (await page.locator("#page-title").textContent()) ?? "", (t) => t === "Usage")).toBe("Usage");
 
-  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "admin"]) {
+  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
     await page.goto(`${server.url}/console#/${route}`);
     await page.waitForLoadState("networkidle");
     await page.locator("#view > *").first().waitFor();

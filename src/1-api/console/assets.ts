@@ -12,6 +12,8 @@ import batchesJs from "../../../web/batches.js" with { type: "text" };
 // @ts-ignore
 import chartJs from "../../../web/chart.js" with { type: "text" };
 // @ts-ignore
+import docsJs from "../../../web/docs.js" with { type: "text" };
+// @ts-ignore
 import domJs from "../../../web/dom.js" with { type: "text" };
 import indexHtml from "../../../web/index.html" with { type: "text" };
 // @ts-ignore
@@ -36,6 +38,7 @@ const FILES: Record<string, string> = {
   "app.js": appJs,
   "batches.js": batchesJs,
   "chart.js": chartJs,
+  "docs.js": docsJs,
   "dom.js": domJs,
   "index.html": indexHtml as unknown as string,
   "keys.js": keysJs,

@@ -5,6 +5,7 @@ import { pathOf } from "../http/context";
 import { ApiError } from "../http/errors";
 import { DEVICE_COOKIE } from "../../2-services/console/devices";
 import { consoleAsset } from "./assets";
+import { docList, docPage } from "./docs";
 import { assertAllowedHost, assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
@@ -65,6 +66,8 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: 
     .get("/console/api/rentals", ({ request }) => views.rentals(signedIn(request).accountId))
     .post("/console/api/rentals/:id/stop", ({ request, params }) => views.stopRental(signedIn(request).accountId, params.id))
     .get("/console/api/models", ({ request }) => (signedIn(request), views.models()))
+    .get("/console/api/docs", ({ request }) => (signedIn(request), docList()))
+    .get("/console/api/docs/:page", ({ request, params }) => (signedIn(request), docPage(params.page)))
     .get("/console/api/admin/accounts", ({ request }) => {
       requireAdmin(signedIn(request));
       return views.admin.accounts();

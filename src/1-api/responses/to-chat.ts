@@ -54,7 +54,7 @@ const SUPPORTED = new Set([
   "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "max_output_tokens",
   "reasoning", "temperature", "top_p", "stream", "stream_options", "store", "metadata", "user", "include",
   // prompt_cache_key: passed on (a request prefers the slot that served its key). The others are
-  // accepted and not acted on: none changes the answer (README).
+  // accepted and not acted on: none changes the answer (web/docs/api-chat.md).
   "prompt_cache_key", "client_metadata", "safety_identifier", "service_tier",
   // Caps calls to built-in tools only (OpenAI), and none run here: nothing to cap.
   "max_tool_calls",

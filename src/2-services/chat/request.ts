@@ -97,7 +97,7 @@ export const ChatRequest = T.Object({
   user: T.Optional(T.String()),
   /** none/minimal switch the hidden reasoning pass off; low…xhigh leave it on (from-request.ts). */
   reasoning_effort: Nullable(T.String()),
-  // Accepted for the clients that send them by default; none changes the answer (README).
+  // Accepted for the clients that send them by default; none changes the answer (web/docs/api-chat.md).
   verbosity: Nullable(T.String()),
   prompt_cache_key: Nullable(T.String()),
   safety_identifier: Nullable(T.String()),

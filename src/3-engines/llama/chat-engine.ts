@@ -287,7 +287,7 @@ export class LlamaChatEngine implements ChatEngine {
     // before the template and the tokenizer run here, on the event loop (prompt-size.ts)
     await refuseOverlongText(s.model, job, s.context.contextSize);
     const forcedTool = job.toolChoice === "required" || typeof job.toolChoice === "object";
-    // A forced tool call is made at once, without a reasoning pass first (README "API").
+    // A forced tool call is made at once, without a reasoning pass first (web/docs/api-chat.md).
     const thinking = s.thinks && !forcedTool && (job.thinking ?? true);
     const functions: ChatModelFunctions | undefined =
       job.toolChoice !== "none" && job.tools.length ? toLlamaFunctions(job.tools) : undefined;

@@ -49,7 +49,7 @@ export interface GenerationRequest {
   signal: AbortSignal;
 }
 
-/** Free text a model may write beside tools and a schema before it is taken as answering, not calling (README: a choice). */
+/** Free text a model may write beside tools and a schema before it is taken as answering, not calling (web/docs/api-chat.md: a choice). */
 export const FREE_TEXT_BEFORE_SCHEMA = 24;
 
 type Ended = "eog" | "max" | "stopped" | "undecided";

@@ -18,7 +18,7 @@ const isText = (x: unknown): x is Text => typeof x === "string" || x instanceof 
 
 /**
  * The markers of a template. Segments other than a thought (e.g. gpt-oss's commentary) are not
- * told apart: their text is part of the answer (README "API").
+ * told apart: their text is part of the answer (web/docs/api-chat.md).
  */
 export function outputMarkers(model: LlamaModel, wrapper: ChatWrapper, stopTriggers: readonly LlamaText[]): OutputMarkers {
   const written = (t: Text) => model.detokenize(LlamaText(t).tokenize(model.tokenizer), true);

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 // What the engines need to know about a model folder in the Hugging Face layout, read from the
-// folder's own files (README "Embedding and classifier models"):
+// folder's own files (web/docs/api-capabilities.md, "Embedding and classifier folders"):
 //   max tokens  min of config.json max_position_embeddings (less the position offset of the
 //               RoBERTa family), tokenizer_config.json model_max_length (when not a "no limit"
 //               sentinel) and sentence_bert_config.json max_seq_length (sentence-transformers)

@@ -183,7 +183,7 @@ export function checkCudaRuntime(g: GpuFacts, c: CudaFacts): Check {
 /** The hint for missing onnxruntime CUDA provider files: where they go, and from where. */
 export function providerHint(dir: string | null): string {
   const where = dir ?? "node_modules/onnxruntime-node/bin/napi-v6/linux/x64";
-  return `${cudaLibsFixCommand()} installs ${CUDA_PROVIDER_FILES.join(" and ")} (onnxruntime 1.30.0's CUDA 13 provider, with cuDNN 9) into ${where} (README "GPU hosts")`;
+  return `${cudaLibsFixCommand()} installs ${CUDA_PROVIDER_FILES.join(" and ")} (onnxruntime 1.30.0's CUDA 13 provider, with cuDNN 9) into ${where} (the manual: web/docs/gpu.md, Docs in the console)`;
 }
 
 function withHint(line: string): string {

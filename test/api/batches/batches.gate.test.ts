@@ -7,7 +7,7 @@ import { chatTestApp, forced } from "../../helpers/chat";
 // Live requests beside running batch lines on one llama.cpp context (spec §8: live requests win).
 // node-llama-cpp decodes all sequences of a context in one loop holding the context's lock, and a
 // request taking a used slot must first erase that slot's cache under the same lock: without the
-// decode gate (src/3-engines/llama/decode-gate.ts) it waited until every batch line had finished.
+// decode gate of the time (now the native decode loop, src/3-engines/llama/decode-loop.ts) it waited until every batch line had finished.
 
 let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;

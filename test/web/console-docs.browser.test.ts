@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { validateConfig } from "../../src/lib/config";
+import { memoryLogger } from "../../src/lib/log";
+import { startServer, type RunningServer } from "../../src/main";
+import { adminPasswordOf, launchChromium, signIn } from "../helpers/browser";
+import { tempDir } from "../helpers/app";
+
+// The manual in a real browser (issue 43): the Docs page lists web/docs/'s pages, shows one, follows
+// a link to another page and a link to a heading (scrolled into view), and a tree the server never
+// writes (a script, an event attribute, a javascript: link) builds no such element. Screenshot:
+// test/output/console/docs.png.
+
+const SHOTS = join(import.meta.dir, "..", "output", "console");
+const dir = tempDir("appliance-console-docs-");
+let server: RunningServer;
+let browser: Browser;
+let page: Page;
+const errors: string[] = [];
+
+beforeAll(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  const config = validateConfig({ server: { data_dir: dir, port: 0 }, rentals: { discover: false }, models: [] });
+  const banner: string[] = [];
+  server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1300, height: 800 } });
+  page.on("pageerror", (e) => errors.push(e.message));
+  // Failed requests by URL (the sign-in page's session check is a 401 before signing in).
+  page.on("response", (r) => void (r.status() >= 400 && !r.url().endsWith("/favicon.ico") && errors.push(`${r.status()} ${r.url()}`)));
+  await page.goto(`${server.url}/console#/docs`);
+  await signIn(page, "admin", adminPasswordOf(banner));
+  errors.length = 0;
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const shown = () => page.locator("article#doc:not([aria-busy])");
+
+test("the contents, a link to another page, and a link to a heading of it", async () => {
+  await shown().waitFor();
+  expect(await shown().locator("h1").textContent()).toBe("The appliance's manual");
+  expect(await page.locator(".doc-nav a").count()).toBeGreaterThan(10);
+  expect(await page.locator('.doc-nav a[aria-current="page"]').textContent()).toBe("The appliance's manual");
+
+  await shown().locator('a[href="#/docs/configuration"]').first().click();
+  await page.waitForFunction(() => document.querySelector("article#doc:not([aria-busy]) h1")?.textContent === "Configuration");
+  expect(page.url()).toEndWith("#/docs/configuration");
+  // Fenced code stays code, tables stay tables.
+  expect(await shown().locator("pre code").count()).toBeGreaterThan(0);
+  expect(await shown().locator("table").count()).toBeGreaterThan(0);
+
+  // A link to a heading of another page: the page opens at that heading.
+  await page.goto(`${server.url}/console#/docs/api/errors`);
+  await page.waitForFunction(() => document.querySelector("article#doc:not([aria-busy]) h1")?.textContent?.startsWith("API: keys"));
+  const heading = page.locator("#doc-errors");
+  expect(await heading.textContent()).toBe("Errors");
+  const box = await heading.boundingBox();
+  expect(box!.y).toBeGreaterThanOrEqual(0);
+  expect(box!.y).toBeLessThan(800);
+  await page.screenshot({ path: join(SHOTS, "docs.png") });
+  expect(errors).toEqual([]);
+}, 60_000);
+
+test("a tree with a script, an event attribute or a javascript: link builds none of them", async () => {
+  const hostile = {
+    name: "index",
+    title: "x",
+    tree: [
+      ["h1", { id: "doc-x" }, "Hostile"],
+      ["script", {}, "window.__owned = 1"],
+      ["img", { src: "x", onerror: "window.__owned = 2" }],
+      ["p", { onclick: "window.__owned = 3" }, ["a", { href: "javascript:window.__owned=4" }, "link"]],
+    ],
+  };
+  await page.route("**/console/api/docs/index", (r) => r.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify(hostile) }));
+  await page.goto(`${server.url}/console#/docs`);
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector("article#doc:not([aria-busy]) h1")?.textContent === "Hostile");
+  const found = await page.evaluate(() => ({
+    scripts: document.querySelectorAll("article#doc script, article#doc img").length,
+    handlers: [...document.querySelectorAll("article#doc *")].filter((e) => [...e.attributes].some((a) => a.name.startsWith("on"))).length,
+    hrefs: [...document.querySelectorAll("article#doc a")].map((a) => a.getAttribute("href")),
+  }));
+  expect(found).toEqual({ scripts: 0, handlers: 0, hrefs: [null] });
+  await page.locator("article#doc a").click();
+  expect(await page.evaluate(() => (window as any).__owned)).toBeUndefined();
+  await page.unroute("**/console/api/docs/index");
+}, 60_000);
