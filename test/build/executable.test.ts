@@ -24,6 +24,7 @@ const empty = join(prefix, "empty");
 let child: ReturnType<typeof Bun.spawn>;
 let url = "";
 let key = "";
+let banner = "";
 
 /** `args` run with the checkout's node_modules hidden (unshare: a user and mount namespace). */
 const hidden = (args: string[]) => ["unshare", "-rm", "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", empty, NODE_MODULES, ...args];
@@ -40,7 +41,7 @@ beforeAll(async () => {
   child = Bun.spawn(hidden([exe, "serve", "--demo", "--port", "0", "-d", data]), { cwd: prefix, env, stdout: "ignore", stderr: "pipe" });
   const started = await untilListening(child.stderr as ReadableStream<Uint8Array>);
   if (!started.key) throw new Error(`the first start printed no admin key: ${started.banner}`);
-  ({ url, key } = { url: started.url, key: started.key });
+  ({ url, key, banner } = { url: started.url, key: started.key, banner: started.banner });
 }, 240_000);
 
 afterAll(async () => {
@@ -131,3 +132,18 @@ test("embeddings, classify, image generation, and image input through the shippe
     expect(v.usage!.prompt_tokens).toBeGreaterThan(16);
   }
 }, 90_000);
+
+// Issue 43: the manual (web/docs/) is embedded, so an installed executable's console has it.
+test("the console of the executable serves the manual: the Docs page and every page of web/docs", async () => {
+  expect((await fetch(`${url}/console/docs.js`)).status).toBe(200);
+  const password = /password ([0-9A-Za-z]{20})/.exec(banner)![1]!;
+  const login = await fetch(`${url}/console/api/login`, { method: "POST", headers: { "content-type": "application/json", origin: url }, body: JSON.stringify({ account: "admin", password }) });
+  expect(login.status).toBe(200);
+  const cookie = login.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
+  const list = (await (await fetch(`${url}/console/api/docs`, { headers: { cookie } })).json()) as { data: { name: string; title: string }[] };
+  expect(list.data.length).toBeGreaterThan(10);
+  for (const { name } of list.data) {
+    const page = (await (await fetch(`${url}/console/api/docs/${name}`, { headers: { cookie } })).json()) as { tree: unknown[] };
+    expect(page.tree.length).toBeGreaterThan(1);
+  }
+});

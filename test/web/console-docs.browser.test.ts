@@ -85,8 +85,8 @@ test("a tree with a script, an event attribute or a javascript: link builds none
   await page.waitForFunction(() => document.querySelector("article#doc:not([aria-busy]) h1")?.textContent === "Hostile");
   const found = await page.evaluate(() => ({
     scripts: document.querySelectorAll("article#doc script, article#doc img").length,
-    handlers: [...document.querySelectorAll("article#doc *")].filter((e) => [...e.attributes].some((a) => a.name.startsWith("on"))).length,
-    hrefs: [...document.querySelectorAll("article#doc a")].map((a) => a.getAttribute("href")),
+    handlers: Array.from(document.querySelectorAll("article#doc *")).filter((e) => Array.from(e.attributes).some((a) => a.name.startsWith("on"))).length,
+    hrefs: Array.from(document.querySelectorAll("article#doc a")).map((a) => a.getAttribute("href")),
   }));
   expect(found).toEqual({ scripts: 0, handlers: 0, hrefs: [null] });
   await page.locator("article#doc a").click();
