@@ -1,0 +1,100 @@
+import { SQL } from "bun";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+// A PostgreSQL cluster of the test run's own (test/setup-postgres.sh installs the server): initdb
+// into a temp dir, a free port on 127.0.0.1, fsync off, started on first use and stopped by its
+// PID when the process exits. Each caller gets a database of its own in it (`freshDatabase`).
+// As root, the cluster runs as the `postgres` user (PostgreSQL refuses to run as root).
+
+export interface Cluster {
+  port: number;
+  dir: string;
+  pid: number;
+  /** The URL of database `name` in this cluster. */
+  url(name: string): string;
+}
+
+let cluster: Promise<Cluster> | null = null;
+let databases = 0;
+
+function binDir(): string {
+  if (process.env.APPLIANCE_PG_BIN) return process.env.APPLIANCE_PG_BIN;
+  const versions = existsSync("/usr/lib/postgresql") ? readdirSync("/usr/lib/postgresql").sort((a, b) => Number(a) - Number(b)) : [];
+  const dir = versions.map((v) => `/usr/lib/postgresql/${v}/bin`).reverse().find((d) => existsSync(join(d, "initdb")));
+  if (!dir) throw new Error("PostgreSQL's server binaries are missing: run test/setup-postgres.sh (part of the README's test command)");
+  return dir;
+}
+
+const asRoot = process.getuid?.() === 0;
+/** A command as the cluster's owner: `postgres` when the tests run as root. */
+const owned = (args: string[]) => (asRoot ? ["runuser", "-u", "postgres", "--", ...args] : args);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function run(args: string[]): void {
+  const r = Bun.spawnSync(owned(args), { stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`${args.join(" ")} failed (${r.exitCode}): ${r.stderr.toString()}${r.stdout.toString()}`);
+}
+
+async function start(): Promise<Cluster> {
+  const bin = binDir();
+  const dir = mkdtempSync(join(tmpdir(), "appliance-pg-"));
+  if (asRoot) {
+    const { uid, gid } = { uid: Number(Bun.spawnSync(["id", "-u", "postgres"]).stdout.toString()), gid: Number(Bun.spawnSync(["id", "-g", "postgres"]).stdout.toString()) };
+    chownSync(dir, uid, gid);
+  }
+  const data = join(dir, "data");
+  run([join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]);
+  const port = await freePort();
+  const opts = `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c full_page_writes=off -c max_connections=200`;
+  run([join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", join(dir, "log"), "-w", "-t", "60", "start"]);
+  const pid = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+  process.once("exit", () => {
+    // Immediate shutdown by PID (SIGQUIT), then the files go.
+    try {
+      process.kill(pid, "SIGQUIT");
+    } catch {}
+    for (let i = 0; i < 50 && alive(pid); i++) Bun.sleepSync(20);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { port, dir, pid, url: (name) => `postgres://postgres@127.0.0.1:${port}/${name}` };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The run's cluster, started on first use. */
+export function postgresCluster(): Promise<Cluster> {
+  return (cluster ??= start());
+}
+
+/** A new, empty database in the run's cluster; its URL. */
+export async function freshDatabase(prefix = "t"): Promise<string> {
+  const c = await postgresCluster();
+  const name = `${prefix}_${process.pid}_${++databases}`;
+  const admin = new SQL({ url: c.url("postgres"), max: 1 });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.close();
+  }
+  return c.url(name);
+}
