@@ -199,6 +199,13 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     summary: "The served models, with their residency (state, device, memory, idle time, requests in flight)",
     ok: json("`{data:[model]}`"),
   },
+  "GET /console/api/docs": { operationId: "listConsoleDocs", summary: "The manual's pages (web/docs/), in the contents' order, with their titles", ok: json("`{object:\"list\", data:[{name, title}]}`") },
+  "GET /console/api/docs/:page": {
+    operationId: "getConsoleDoc",
+    summary: "One page of the manual, as a tree the console builds",
+    description: "`{name, title, tree}`: each node a string or `[tag, attributes, ...children]`, from a fixed set of tags and attributes (no HTML). 404 `not_found` for a name that is no page.",
+    ok: json("The page."),
+  },
   "POST /console/api/admin/models/:id/load": {
     operationId: "consoleLoadModel",
     summary: "Load a model (admin)",
