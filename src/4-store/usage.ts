@@ -55,6 +55,7 @@ export function usageRepo(db: Database) {
 
   return {
     settle,
+    settleWith,
     /**
      * Several settlements in one transaction (one synced write). Each runs in its own savepoint
      * (a transaction inside a transaction), so one failing row fails only itself.
