@@ -1,4 +1,5 @@
 import { Elysia } from "elysia";
+import type { LedgerEffect } from "../../4-store/ledger";
 import type { Principal } from "../../2-services/accounts/types";
 import type { ChatCallOptions, ChatRun, ChatService } from "../../2-services/chat/service";
 import { newId } from "../../lib/ids";
@@ -74,13 +75,13 @@ export async function respond(
   chat: ChatService,
   principal: Principal,
   body: ResponsesRequest,
-  opts: ChatCallOptions & { record: (r: ResponseObject) => void; compat?: CompatSettings },
+  opts: ChatCallOptions & { record: (r: ResponseObject) => LedgerEffect; compat?: CompatSettings },
 ): Promise<ResponseObject> {
   const { compat, ...callOpts } = opts;
   const { run, stream, t } = await startResponse(chat, principal, { ...body, stream: false }, { ...callOpts, settleLater: true }, translateOptions(compat));
   try {
     const response = await fold(run, stream, t);
-    await run.settle(() => opts.record(response));
+    await run.settle(opts.record(response));
     return response;
   } finally {
     run.release();

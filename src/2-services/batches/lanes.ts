@@ -1,5 +1,6 @@
 import type { Principal } from "../accounts/types";
 import type { ApiError } from "../../lib/errors";
+import type { LedgerEffect } from "../../4-store/ledger";
 import type { BatchEndpoint } from "./endpoints";
 
 // What the edge gives the batch worker for each endpoint a batch may target (issue 43: layers point
@@ -13,8 +14,8 @@ export interface LineCall {
   endpoint: string;
   batch: true;
   signal: AbortSignal;
-  /** Commits the line's answer with its charge, in one transaction. */
-  record: (body: unknown) => void;
+  /** The line's answer as what commits with its charge, in one transaction (a batch line effect). */
+  record: (body: unknown) => LedgerEffect;
 }
 
 export interface BatchLane {

@@ -3,6 +3,7 @@ import { asApiError, ERROR_TABLE } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Logger } from "../../lib/log";
 import type { BatchesRepo, BatchRow, LineRow } from "../../4-store/batches";
+import { LineEnded, type LedgerEffect } from "../../4-store/ledger";
 import { isBatchEndpoint } from "./endpoints";
 import type { BatchLanes } from "./lanes";
 
@@ -24,19 +25,15 @@ export function lineIds(batchId: string, line: number) {
   return { id: `batch_req_${tag}`, requestId: `req_${tag}` };
 }
 
-/**
- * Thrown by `record` when the line had already ended another way (failed as crashed, cancelled):
- * it runs inside the settle transaction, so throwing rolls the charge back with it.
- */
-class LineAlreadyEnded extends Error {}
 
 /** Runs a claimed line; "aborted" when `signal` stopped it (the line stays to be run again). */
 export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, principal: Principal, signal: AbortSignal): Promise<"done" | "aborted"> {
   const { id, requestId } = lineIds(batch.id, line.line);
-  const record = (body: unknown) => {
+  // The result commits with the charge; a line that had already ended another way (failed as
+  // crashed, cancelled) gates the charge off, and the settlement rejects with LineEnded.
+  const record = (body: unknown): LedgerEffect => {
     const result = { id, custom_id: line.custom_id, response: { status_code: 200, request_id: requestId, body }, error: null };
-    if (!deps.repo.finish(batch.id, line.line, "completed", JSON.stringify(result), deps.clock.now()))
-      throw new LineAlreadyEnded(`batch line ${batch.id}:${line.line} had already ended`);
+    return { kind: "batch_line", batchId: batch.id, line: line.line, result: JSON.stringify(result), at: deps.clock.now() };
   };
   const body = JSON.parse(line.body);
   try {
@@ -44,7 +41,7 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
     await deps.lanes.lanes[batch.endpoint].run(principal, body, { requestId, endpoint: batch.endpoint, batch: true, signal, record });
     return "done";
   } catch (e) {
-    if (e instanceof LineAlreadyEnded) {
+    if (e instanceof LineEnded) {
       // one result per line, and a line is charged with its result or not at all
       deps.logger.warn("batch line ended elsewhere while it ran; its answer is dropped, uncharged", { batch: batch.id, line: line.line });
       return "done";

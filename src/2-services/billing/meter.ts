@@ -4,6 +4,7 @@ import { ApiError } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
 import type { ModelManifest } from "../../lib/manifest";
+import { LineEnded, sqliteLedger, type Ledger, type LedgerEffect } from "../../4-store/ledger";
 import { usageRepo, type UsageRow } from "../../4-store/usage";
 import type { Limits } from "./limits";
 import { costOfMinutes } from "./minutes";
@@ -48,17 +49,19 @@ export interface Settlement {
 export interface Ticket {
   readonly requestId: string;
   /**
-   * Resolves once the usage row and the charge are committed (a durable write). `also` runs in
-   * the same transaction: what it writes is committed with the charge or not at all.
+   * Resolves once the usage row and the charge are committed (a durable write). `effect` commits
+   * in the same transaction, with the charge or not at all; a batch line that had already ended
+   * gates the charge off, and the settlement rejects with LineEnded.
    */
-  settle(usage: ActualUsage, also?: () => void): Promise<Settlement>;
+  settle(usage: ActualUsage, effect?: LedgerEffect): Promise<Settlement>;
   release(): void;
 }
 
 export type Meter = ReturnType<typeof createMeter>;
 
-export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock) {
-  const commits = groupCommit(usageRepo(db));
+/** `ledger`: where settlements commit (default: the SQLite ledger of `db`). */
+export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock, ledger: Ledger = sqliteLedger(db)) {
+  const commits = groupCommit(ledger);
   const usage = usageRepo(db);
   const holds = new Map<string, { micros: number; tokens: number }>();
 
@@ -123,7 +126,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
 
     return {
       requestId: req.requestId,
-      settle(actual: ActualUsage, also?: () => void): Promise<Settlement> {
+      settle(actual: ActualUsage, effect?: LedgerEffect): Promise<Settlement> {
         if (state !== "held") throw new Error(`ticket ${req.requestId} is already ${state}`);
         state = "settled";
         const n = actual.images ?? 0;
@@ -145,7 +148,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
             cost_micros: cost,
             trial_tokens: trialTokens,
             created_at: clock.now(),
-          }, also)
+          }, effect)
           .then((charged) => ({ costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged }))
           .finally(drop);
       },
@@ -171,7 +174,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
       ticket.release();
       throw e;
     }
-    await ticket.settle(done.usage, done.also);
+    await ticket.settle(done.usage, done.effect);
     return done.result;
   }
 
@@ -220,7 +223,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
 export interface Metered<T> {
   result: T;
   usage: ActualUsage;
-  also?: () => void;
+  effect?: LedgerEffect;
 }
 
 export interface MinutesCharge {
@@ -240,17 +243,17 @@ export interface MinutesCharge {
  * Settlements made in the same turn of the event loop are committed in one transaction: one
  * synced write instead of one per request when many requests finish together (a micro-batch, a
  * busy server). Each caller's promise resolves only after the commit, so nothing is acknowledged
- * before it is durable. A row that fails rejects only its own settlement; a failed commit
- * rejects them all and charges none.
+ * before it is durable. A settlement that fails rejects only its own promise (a failed commit
+ * rejects them all and charges none); one whose batch line had ended rejects with LineEnded.
  */
-function groupCommit(usage: ReturnType<typeof usageRepo>) {
-  let pending: { row: UsageRow; also?: () => void; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
-  const flush = () => {
+function groupCommit(ledger: Ledger) {
+  let pending: { row: UsageRow; effect?: LedgerEffect; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
+  const flush = async () => {
     const batch = pending;
     pending = [];
-    let results: ReturnType<typeof usage.settleMany>;
+    let results: Awaited<ReturnType<Ledger["settle"]>>;
     try {
-      results = usage.settleMany.immediate(batch.map((b) => ({ row: b.row, also: b.also })));
+      results = await ledger.settle(batch.map((b) => ({ row: b.row, effect: b.effect })));
     } catch (e) {
       for (const b of batch) b.fail(e);
       return;
@@ -258,14 +261,15 @@ function groupCommit(usage: ReturnType<typeof usageRepo>) {
     batch.forEach((b, i) => {
       const r = results[i]!;
       if ("error" in r) b.fail(r.error);
+      else if ("ended" in r) b.fail(new LineEnded(`batch line ${b.effect?.kind === "batch_line" ? `${b.effect.batchId}:${b.effect.line}` : ""} had already ended`));
       else b.done(r.charged);
     });
   };
   return {
-    add(row: UsageRow, also?: () => void): Promise<boolean> {
+    add(row: UsageRow, effect?: LedgerEffect): Promise<boolean> {
       return new Promise((done, fail) => {
-        if (pending.length === 0) setImmediate(flush);
-        pending.push({ row, also, done, fail });
+        if (pending.length === 0) setImmediate(() => void flush());
+        pending.push({ row, effect, done, fail });
       });
     },
   };

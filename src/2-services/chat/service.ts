@@ -1,4 +1,5 @@
 import type { Principal } from "../accounts/types";
+import type { LedgerEffect } from "../../4-store/ledger";
 import type { ChatRequest } from "./request";
 import { ApiError } from "../../lib/errors";
 import type { Limits } from "../billing/limits";
@@ -45,8 +46,8 @@ export interface ChatRun {
   stopSequence(): string | null;
   /** Typed chunks; the last one carries usage. Returning it early stops the generation. */
   chunks: AsyncGenerator<ChatCompletionChunk, void, void>;
-  /** With `settleLater`, after the chunks end: charges the usage, committing `also` with it. */
-  settle(also?: () => void): Promise<void>;
+  /** With `settleLater`, after the chunks end: charges the usage, committing `effect` with it. */
+  settle(effect?: LedgerEffect): Promise<void>;
   /** With `settleLater`, when the caller will not settle (it failed): nothing is charged. Idempotent. */
   release(): void;
 }
@@ -118,9 +119,9 @@ export function createChatService(deps: {
       cachedTokens: lease.cachedTokens,
       stopSequence: () => end.stopSequence,
       chunks: begin(lease, ticket, ids, opts, end, timer, use.release),
-      async settle(also) {
+      async settle(effect) {
         if (!opts.settleLater || !end.usage) throw new Error("settle: nothing left to settle on this run");
-        await ticket.settle(end.usage, also);
+        await ticket.settle(end.usage, effect);
       },
       release: () => ticket.release(),
     };
@@ -214,13 +215,13 @@ export function createChatService(deps: {
      * The non-streamed answer: the same chunks, folded. `record` (batch lines) is committed with
      * the charge, in one transaction.
      */
-    async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions & { record?: (c: ChatCompletion) => void }): Promise<ChatCompletion> {
+    async complete(principal: Principal, req: ChatRequest, opts: ChatCallOptions & { record?: (c: ChatCompletion) => LedgerEffect }): Promise<ChatCompletion> {
       const r = await start(principal, req, { ...opts, settleLater: opts.record !== undefined });
       try {
         const all: ChatCompletionChunk[] = [];
         for await (const c of r.chunks) all.push(c);
         const completion = aggregate(r.ids, all);
-        if (opts.record) await r.settle(() => opts.record!(completion));
+        if (opts.record) await r.settle(opts.record(completion));
         return completion;
       } finally {
         if (opts.record) r.release();

@@ -1,4 +1,5 @@
 import type { Principal } from "../accounts/types";
+import type { LedgerEffect } from "../../4-store/ledger";
 import type { EmbeddingsRequest } from "./request";
 import { ApiError } from "../../lib/errors";
 import type { ModelManifest } from "../../lib/manifest";
@@ -20,8 +21,8 @@ export interface EmbeddingsCallOptions {
   endpoint?: string;
   batch?: boolean;
   signal?: AbortSignal;
-  /** Committed with the charge, in one transaction (batch lines record their result this way). */
-  record?: (response: EmbeddingsResponse) => void;
+  /** What commits with the charge, in one transaction (batch lines record their result this way). */
+  record?: (response: EmbeddingsResponse) => LedgerEffect;
 }
 
 export interface EmbeddingsResponse {
@@ -80,7 +81,7 @@ export function createEmbeddingsService(deps: CapabilityDeps) {
         model: manifest.id,
         usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
       };
-      return { result: response, usage: { inputTokens: promptTokens, outputTokens: 0 }, also: opts.record && (() => opts.record!(response)) };
+      return { result: response, usage: { inputTokens: promptTokens, outputTokens: 0 }, effect: opts.record?.(response) };
     });
   }
 
