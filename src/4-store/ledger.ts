@@ -9,15 +9,15 @@ import { usageRepo, type UsageRow } from "./usage";
 export type LedgerEffect =
   /** A batch line's result. The line must still be pending: one that already ended (failed as crashed, cancelled, run elsewhere) gates its charge off. */
   | { kind: "batch_line"; batchId: string; line: number; result: string; at: number }
-  /** A rental's billed minutes, up to `upTo` in total. */
-  | { kind: "rental_minutes"; rentalId: string; upTo: number; costMicros: number };
+  /** A rental's billed minutes, from `from` (what the rental had billed: anything else gates the charge off) up to `upTo` in total. */
+  | { kind: "rental_minutes"; rentalId: string; from: number; upTo: number; costMicros: number };
 
 export interface Settlement {
   row: UsageRow;
   effect?: LedgerEffect;
 }
 
-/** charged: false when this request id was settled before (nothing charged again); ended: the effect's batch line had already ended (nothing charged). */
+/** charged: false when this request id was settled before (nothing charged again); ended: the effect's gate was closed — its batch line had already ended, or its rental had billed other minutes meanwhile (nothing charged). */
 export type SettleOutcome = { charged: boolean } | { ended: true } | { error: unknown };
 
 export interface Balance {
@@ -34,19 +34,19 @@ export interface Ledger {
   byRequest(requestId: string): Promise<UsageRow | null>;
 }
 
-/** Thrown inside a settlement whose batch line had ended: rolls that settlement back alone. */
+/** Thrown inside a settlement whose effect's gate is closed: rolls that settlement back alone. */
 export class LineEnded extends Error {}
 
 export function sqliteLedger(db: Database): Ledger {
   const usage = usageRepo(db);
   const finishLine = db.query("UPDATE batch_lines SET state = 'completed', result = $result, finished_at = $at WHERE batch_id = $batch AND line = $line AND state = 'pending'");
   const countUp = db.query("UPDATE batches SET completed = completed + 1 WHERE id = $id");
-  const billed = db.query("UPDATE rentals SET billed_minutes = $m, cost_micros = cost_micros + $c WHERE id = $id AND billed_minutes < $m");
+  const billed = db.query("UPDATE rentals SET billed_minutes = $m, cost_micros = cost_micros + $c WHERE id = $id AND billed_minutes = $from");
   const apply = (e: LedgerEffect) => {
     if (e.kind === "batch_line") {
       if (finishLine.run({ batch: e.batchId, line: e.line, result: e.result, at: e.at }).changes === 0) throw new LineEnded(`batch line ${e.batchId}:${e.line} had already ended`);
       countUp.run({ id: e.batchId });
-    } else billed.run({ id: e.rentalId, m: e.upTo, c: e.costMicros });
+    } else if (billed.run({ id: e.rentalId, m: e.upTo, c: e.costMicros, from: e.from }).changes === 0) throw new LineEnded(`rental ${e.rentalId} had billed other minutes meanwhile`);
   };
   const many = db.transaction((items: Settlement[]): SettleOutcome[] =>
     items.map(({ row, effect }) => {

@@ -78,9 +78,6 @@ export function rentalsRepo(db: Database) {
     setIntent: (id: string, intent: string) => db.query("UPDATE rentals SET launch_intent = ? WHERE id = ?").run(intent, id),
     /** Pending and running rentals whose key was revoked, with when. */
     onRevokedKeys: () => onRevokedKeys.all(),
-    /** Records minutes billed up to `minutes` in total (inside the usage settlement). */
-    billed: (id: string, minutes: number, costMicros: number) =>
-      db.query("UPDATE rentals SET billed_minutes = $m, cost_micros = cost_micros + $c WHERE id = $id AND billed_minutes < $m").run({ id, m: minutes, c: costMicros }),
     request: (keyId: string, idem: string) => request.get({ key: keyId, idem }),
     remember: (keyId: string, idem: string, hash: string, rentalId: string, now: number) => remember.run({ key: keyId, idem, hash, rental: rentalId, now }),
     forget: (keyId: string, idem: string) => forget.run({ key: keyId, idem }),

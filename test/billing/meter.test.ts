@@ -206,3 +206,22 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
     expect(l.balance).toBe(0);
   });
 });
+
+// Issue 44: GPU minutes go through the ledger, asynchronously: two charges of one rental in flight
+// together, both computed from the minutes it had billed (a tick's and a stop's), charge once —
+// the second finds the rental's billed minutes moved on and is refused ("stale"), not billed again.
+describe("GPU minutes", () => {
+  test("two charges from the same billed minutes in flight together: one charged, the other stale; repeats charge nothing", async () => {
+    const p = accounts.authenticate(t.key({ account: "renter", kind: "premium", creditUsd: 1, scopes: ["inference", "rental"] }))!;
+    db.query("INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, token, launcher, created_at, running_at, billed_minutes, cost_micros) VALUES ('rent_m', ?, ?, 'n', 'jupyter', 'running', 600000, 't', 'process', 0, 0, 1, 10000)").run(p.keyId, p.accountId);
+    const charge = (upTo: number) => meter.chargeMinutes({ rentalId: "rent_m", accountId: p.accountId, keyId: p.keyId, nodeId: "n", pricePerHourMicros: 600_000, from: 1, upTo, at: 1 });
+    const outcomes = await Promise.all([charge(3), charge(4)]); // the shorter first: the longer, from the same start, would bill minutes 2–3 twice
+    expect(outcomes.sort()).toEqual(["charged", "stale"]);
+    const r = db.query<{ m: number; c: number }, []>("SELECT billed_minutes AS m, cost_micros AS c FROM rentals WHERE id = 'rent_m'").get()!;
+    expect(await charge(r.m)).toBe("repeat"); // the charge that went through, sent again: its id is taken
+    const spent = ledger("renter").cost;
+    expect(r.c - 10_000).toBe(spent); // what the rental records billed is what the ledger charged
+    expect(spent).toBe((r.m - 1) * 10_000);
+    expect(ledger("renter").balance).toBe(1_000_000 - spent);
+  });
+});

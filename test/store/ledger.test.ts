@@ -145,15 +145,18 @@ for (const [name, make] of [["SQLite", sqliteBackend], ["PostgreSQL", postgresBa
       }
     }, 30_000);
 
-    test("a rental's billed minutes commit with their charge, once", async () => {
+    test("a rental's billed minutes commit with their charge, once, and only from the minutes it had billed", async () => {
       const b = await make();
       try {
         const [ledger] = b.ledgers(1);
         await account(b, "acme", 1_000_000);
         await b.run("INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, token, launcher, created_at) VALUES ('rent_1', 'key_acme', 'acme', 'n1', 'jupyter', 'running', 600000, 't', 'process', 1)");
-        const minutes = (upTo: number, cost: number): Settlement => ({ row: row(`rent_1:m${upTo}`, "acme", cost), effect: { kind: "rental_minutes", rentalId: "rent_1", upTo, costMicros: cost } });
-        expect(await ledger!.settle([minutes(1, 10_000)])).toEqual([{ charged: true }]);
-        expect(await ledger!.settle([minutes(3, 20_000), minutes(1, 10_000)])).toEqual([{ charged: true }, { charged: false }]);
+        const minutes = (from: number, upTo: number, cost: number): Settlement => ({ row: row(`rent_1:m${upTo}`, "acme", cost), effect: { kind: "rental_minutes", rentalId: "rent_1", from, upTo, costMicros: cost } });
+        expect(await ledger!.settle([minutes(0, 1, 10_000)])).toEqual([{ charged: true }]);
+        expect(await ledger!.settle([minutes(1, 3, 20_000), minutes(0, 1, 10_000)])).toEqual([{ charged: true }, { charged: false }]);
+        // Minutes computed from a stale count (another path billed meanwhile): gated off, nothing charged.
+        expect(await ledger!.settle([minutes(1, 4, 30_000)])).toEqual([{ ended: true }]);
+        expect(await ledger!.byRequest("rent_1:m4")).toBeNull();
         const [r] = await b.rows<{ m: number; c: number }>("SELECT billed_minutes AS m, cost_micros AS c FROM rentals WHERE id = 'rent_1'");
         expect([Number(r!.m), Number(r!.c)]).toEqual([3, 30_000]);
         expect(await balanceOf(b, "acme")).toBe(970_000);

@@ -178,21 +178,16 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
     return done.result;
   }
 
-  const minutesTx = db.transaction((row: UsageRow, also: () => void): boolean => {
-    const charged = usage.settle(row);
-    if (charged) also();
-    return charged;
-  });
-
   /**
    * A rental's GPU minutes from `from` (already billed) up to `upTo`, at its price: no hold (the
    * minutes are already used), one usage row keyed by rental and minute so that a repeat charges
-   * nothing, and `also` (the rental's billed minutes) committed with it. "unpaid" (nothing charged)
-   * when the balance cannot pay them: the caller stops the rental.
+   * nothing, and the rental's billed minutes committed with it — only if it still had billed
+   * `from` ("stale" otherwise: another path billed meanwhile, nothing charged). "unpaid" (nothing
+   * charged) when the balance cannot pay them: the caller stops the rental.
    */
-  function chargeMinutes(r: MinutesCharge, also: (costMicros: number) => void): "charged" | "repeat" | "unpaid" {
+  async function chargeMinutes(r: MinutesCharge): Promise<"charged" | "repeat" | "unpaid" | "stale"> {
     const cost = costOfMinutes(r.pricePerHourMicros, r.upTo) - costOfMinutes(r.pricePerHourMicros, r.from);
-    if (cost > balance(r.accountId)) return "unpaid";
+    if (cost > ((await ledger.balance(r.accountId))?.balance_micros ?? 0)) return "unpaid";
     const row: UsageRow = {
       request_id: `${r.rentalId}:m${r.upTo}`,
       account_id: r.accountId,
@@ -208,7 +203,9 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
       trial_tokens: 0,
       created_at: r.at,
     };
-    return minutesTx.immediate(row, () => also(cost)) ? "charged" : "repeat";
+    const [out] = await ledger.settle([{ row, effect: { kind: "rental_minutes", rentalId: r.rentalId, from: r.from, upTo: r.upTo, costMicros: cost } }]);
+    if ("error" in out!) throw out.error;
+    return "ended" in out! ? "stale" : out!.charged ? "charged" : "repeat";
   }
 
   /** The account's balance in micro-dollars (0 for an unknown account). */

@@ -213,23 +213,41 @@ export function createRentalsService(o: RentalsOptions) {
   }
 
   /** A pending rental's server answers: running from now, first minute charged. */
-  function started(r: RentalRow) {
+  async function started(r: RentalRow) {
     const now = o.clock.now();
     const expires = r.hours === null ? null : now + Math.round(r.hours * 3_600_000);
     if (!repo.transition(r.id, ["pending"], "running", { running_at: now, expires_at: expires })) return;
     o.logger.info("rental running", { rental: r.id, node: r.node_id });
-    bill(repo.byId(r.id)!, now);
+    await bill(r.id, now);
   }
 
+  /** Each rental's billing in flight: its charges run one after another (each reads what the last billed). */
+  const billing = new Map<string, Promise<boolean>>();
+
   /**
-   * Charges every minute started by `t`. Returns false when the balance cannot pay the next one
-   * (nothing is charged then; the caller stops the rental).
+   * Charges every minute of rental `id` started by `t` (or up to `upTo` minutes). Resolves false
+   * when the balance cannot pay the next one (nothing is charged then; the caller stops the
+   * rental). One rental's charges are serialised, and each reads the minutes billed so far from the
+   * store; the ledger charges only from those minutes, so a charge computed from a stale count is
+   * refused rather than billed twice.
    */
-  function bill(r: RentalRow, t: number, upTo = minutesStarted(r.running_at!, t)): boolean {
-    if (upTo <= r.billed_minutes) return true;
-    const charge = { rentalId: r.id, accountId: r.account_id, keyId: r.key_id, nodeId: r.node_id, pricePerHourMicros: r.price_per_hour_micros, from: r.billed_minutes, upTo, at: t };
-    // The rental's billed minutes commit with the usage row.
-    return o.meter.chargeMinutes(charge, (cost) => repo.billed(r.id, upTo, cost)) !== "unpaid";
+  function bill(id: string, t: number, upTo?: (r: RentalRow) => number): Promise<boolean> {
+    const run = async (): Promise<boolean> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const r = repo.byId(id);
+        if (!r || r.running_at === null) return true;
+        const to = upTo ? upTo(r) : minutesStarted(r.running_at, t);
+        if (to <= r.billed_minutes) return true;
+        const charge = { rentalId: r.id, accountId: r.account_id, keyId: r.key_id, nodeId: r.node_id, pricePerHourMicros: r.price_per_hour_micros, from: r.billed_minutes, upTo: to, at: t };
+        const out = await o.meter.chargeMinutes(charge);
+        if (out !== "stale") return out !== "unpaid";
+      }
+      return true;
+    };
+    const next = (billing.get(id) ?? Promise.resolve(true)).then(run, run);
+    billing.set(id, next);
+    void next.finally(() => billing.get(id) === next && billing.delete(id)).catch(() => {});
+    return next;
   }
 
   /**
@@ -260,7 +278,7 @@ export function createRentalsService(o: RentalsOptions) {
       if (r.status !== "stopping") {
         if (reason === "error") o.logger.warn("rental failed", { rental: id, reason: opts.failure });
         const billTo = opts.billTo === null ? null : Math.min(now, opts.billTo ?? now, reason === "auto_stop" && r.expires_at !== null ? r.expires_at : now);
-        if (r.status === "running" && billTo !== null) bill(r, billTo, minutesRun(r.running_at!, billTo));
+        if (r.status === "running" && billTo !== null) await bill(id, billTo, (x) => minutesRun(x.running_at!, billTo));
         repo.transition(id, ["pending", "running"], "stopping", { stopping_at: now, stop_reason: reason, ...(opts.failure === undefined ? {} : { failure: opts.failure }) });
         r = repo.byId(id)!;
       }
@@ -332,7 +350,7 @@ export function createRentalsService(o: RentalsOptions) {
     if (r.status === "pending") {
       if (!handle) return; // launch() is starting it, or reconcile decides
       const state = await launcherOf(r.launcher).probe(handle).catch(() => "starting" as const);
-      if (state === "ready") started(r);
+      if (state === "ready") await started(r);
       else if (state === "dead") void fail(r.id, "the notebook server exited before it answered");
       else if (now - r.created_at > o.readyTimeoutMs) void fail(r.id, `the notebook server did not answer within ${Math.round(o.readyTimeoutMs / 1000)} s`);
       return;
@@ -341,7 +359,7 @@ export function createRentalsService(o: RentalsOptions) {
       void stop(r.id, "auto_stop");
       return;
     }
-    if (!bill(r, now)) {
+    if (!(await bill(r.id, now))) {
       void stop(r.id, "insufficient_credit");
       return;
     }

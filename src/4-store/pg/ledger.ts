@@ -40,7 +40,10 @@ export function postgresLedger(money: SQL): Ledger {
       const done = await sp`UPDATE batch_lines SET state = 'completed', result = ${e.result}, finished_at = ${e.at} WHERE batch_id = ${e.batchId} AND line = ${e.line} AND state = 'pending' RETURNING line`;
       if (done.length === 0) throw new LineEnded(`batch line ${e.batchId}:${e.line} had already ended`);
       await sp`UPDATE batches SET completed = completed + 1 WHERE id = ${e.batchId}`;
-    } else await sp`UPDATE rentals SET billed_minutes = ${e.upTo}, cost_micros = cost_micros + ${e.costMicros} WHERE id = ${e.rentalId} AND billed_minutes < ${e.upTo}`;
+    } else {
+      const done = await sp`UPDATE rentals SET billed_minutes = ${e.upTo}, cost_micros = cost_micros + ${e.costMicros} WHERE id = ${e.rentalId} AND billed_minutes = ${e.from} RETURNING id`;
+      if (done.length === 0) throw new LineEnded(`rental ${e.rentalId} had billed other minutes meanwhile`);
+    }
   }
 
   async function settle(items: Settlement[]): Promise<SettleOutcome[]> {
