@@ -10,6 +10,7 @@ import m006 from "./migrations/006-rental-launch-intent.sql" with { type: "text"
 import m007 from "./migrations/007-batch-line-starts.sql" with { type: "text" };
 import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" };
 import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
+import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -23,6 +24,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "007-batch-line-starts", sql: m007 },
   { name: "008-files-account-usage", sql: m008 },
   { name: "009-message-threads", sql: m009 },
+  { name: "010-credit-holds", sql: m010 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

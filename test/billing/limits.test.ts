@@ -68,9 +68,11 @@ describe("image quotas", () => {
   afterAll(() => t.close());
   const principal = (kind: "free" | "premium") => t.deps.accounts.authenticate(t.key({ kind, creditUsd: 5 }))!;
   const settleImages = async (p: ReturnType<typeof principal>, n: number) =>
-    t.deps.meter
-      .reserve(p, { requestId: crypto.randomUUID(), model: { id: "img", kind: "image" }, endpoint: "/v1/images/generations", inputTokens: 0, maxOutputTokens: 0, images: n })
-      .settle({ inputTokens: 0, outputTokens: 0, images: n });
+    (await t.deps.meter.reserve(p, { requestId: crypto.randomUUID(), model: { id: "img", kind: "image" }, endpoint: "/v1/images/generations", inputTokens: 0, maxOutputTokens: 0, images: n })).settle({
+      inputTokens: 0,
+      outputTokens: 0,
+      images: n,
+    });
   const code = async (f: () => Promise<unknown>) => {
     try {
       await f();
@@ -112,18 +114,18 @@ describe("in-flight caps", () => {
   const t = testApp();
   afterAll(() => t.close());
 
-  test("a premium key with an in-flight cap is refused past it until a request finishes", () => {
+  test("a premium key with an in-flight cap is refused past it until a request finishes", async () => {
     const p = t.deps.accounts.authenticate(t.key({ kind: "premium", inflight: 2, creditUsd: 1 }))!;
     const req = (id: string) => ({ requestId: id, model: { id: "m", kind: "chat" as const }, endpoint: "/v1/chat/completions", inputTokens: 1, maxOutputTokens: 1 });
-    const a = t.deps.meter.reserve(p, req("a"));
-    t.deps.meter.reserve(p, req("b"));
-    expect(() => t.deps.meter.reserve(p, req("c"))).toThrow(/in flight/);
+    const a = await t.deps.meter.reserve(p, req("a"));
+    await t.deps.meter.reserve(p, req("b"));
+    await expect(t.deps.meter.reserve(p, req("c"))).rejects.toThrow(/in flight/);
     // Batch lines do not count toward in-flight limits (spec §8).
-    t.deps.meter.reserve(p, { ...req("batch"), batch: true }).release();
+    (await t.deps.meter.reserve(p, { ...req("batch"), batch: true })).release();
     a.release();
     a.release(); // a second release gives nothing back twice
-    t.deps.meter.reserve(p, req("d"));
-    expect(() => t.deps.meter.reserve(p, req("e"))).toThrow(/in flight/);
+    await t.deps.meter.reserve(p, req("d"));
+    await expect(t.deps.meter.reserve(p, req("e"))).rejects.toThrow(/in flight/);
   });
 });
 

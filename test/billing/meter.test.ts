@@ -32,11 +32,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe("reserve, settle, release", () => {
   test("a settled premium request is charged its actual cost once", async () => {
     const p = accounts.authenticate(t.key({ account: "p1", kind: "premium", creditUsd: 1 }))!;
-    const ticket = meter.reserve(p, request("r1", 1000, 4000));
-    expect(meter.held(p.accountId).micros).toBe(costMicros(priceFor(chat, prices), { inputTokens: 1000, outputTokens: 4000, images: 0 }));
+    const ticket = await meter.reserve(p, request("r1", 1000, 4000));
+    expect((await meter.held(p.accountId)).micros).toBe(costMicros(priceFor(chat, prices), { inputTokens: 1000, outputTokens: 4000, images: 0 }));
     const s = await ticket.settle({ inputTokens: 1000, outputTokens: 10, cachedTokens: 200 });
     expect(s).toEqual({ costMicros: 137, trialTokens: 0, charged: true });
-    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(await meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
     expect(ledger("p1")).toMatchObject({ balance: 1_000_000 - 137, cost: 137, rows: 1 });
     expect(db.query("SELECT cached_tokens, endpoint, model FROM usage WHERE request_id = 'r1'").get()).toEqual({
       cached_tokens: 200,
@@ -48,29 +48,29 @@ describe("reserve, settle, release", () => {
 
   test("the same request id is charged once even if settled by two tickets", async () => {
     const p = accounts.authenticate(t.key({ account: "p2", kind: "premium", creditUsd: 1 }))!;
-    expect((await meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).charged).toBe(true);
-    expect(await meter.reserve(p, request("dup")).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
+    expect((await (await meter.reserve(p, request("dup"))).settle({ inputTokens: 100, outputTokens: 100 })).charged).toBe(true);
+    expect(await (await meter.reserve(p, request("dup"))).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
     expect(ledger("p2").rows).toBe(1);
   });
 
-  test("a released request is charged nothing and frees its hold", () => {
+  test("a released request is charged nothing and frees its hold", async () => {
     const p = accounts.authenticate(t.key({ account: "p3", kind: "premium", creditUsd: 1 }))!;
-    const ticket = meter.reserve(p, request("gone"));
+    const ticket = await meter.reserve(p, request("gone"));
     ticket.release();
     ticket.release();
-    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(await meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
     expect(ledger("p3")).toMatchObject({ balance: 1_000_000, rows: 0 });
   });
 
   test("batch requests pay the batch share of the live price", async () => {
     const p = accounts.authenticate(t.key({ account: "p4", kind: "premium", creditUsd: 1 }))!;
-    const s = await meter.reserve(p, request("b1", 0, 0, { batch: true })).settle({ inputTokens: 1_000_000, outputTokens: 0 });
+    const s = await (await meter.reserve(p, request("b1", 0, 0, { batch: true }))).settle({ inputTokens: 1_000_000, outputTokens: 0 });
     expect(s.costMicros).toBe(60_000);
   });
 
   test("a free key spends the account's trial tokens, not its balance", async () => {
     const p = accounts.authenticate(t.key({ account: "f1", kind: "free" }))!;
-    const s = await meter.reserve(p, request("f1r")).settle({ inputTokens: 120, outputTokens: 30 });
+    const s = await (await meter.reserve(p, request("f1r"))).settle({ inputTokens: 120, outputTokens: 30 });
     expect(s).toEqual({ costMicros: 0, trialTokens: 150, charged: true });
     expect(accounts.getAccount("f1").trial_tokens_remaining).toBe(250_000 - 150);
   });
@@ -79,58 +79,58 @@ describe("reserve, settle, release", () => {
 describe("group commit", () => {
   test("settlements of one moment commit together, and each resolves only once committed", async () => {
     const p = accounts.authenticate(t.key({ account: "grouped", kind: "premium", creditUsd: 1 }))!;
-    const tickets = Array.from({ length: 20 }, (_, i) => meter.reserve(p, request(`g-${i}`, 10, 10)));
+    const tickets = await Promise.all(Array.from({ length: 20 }, (_, i) => meter.reserve(p, request(`g-${i}`, 10, 10))));
     const settled = tickets.map((tk) => tk.settle({ inputTokens: 10, outputTokens: 10 }));
     // Not acknowledged yet: nothing is in the store and the holds still count.
     expect(ledger("grouped").rows).toBe(0);
-    expect(meter.held(p.accountId).micros).toBeGreaterThan(0);
+    expect((await meter.held(p.accountId)).micros).toBeGreaterThan(0);
     const results = await Promise.all(settled);
     expect(results.every((r) => r.charged)).toBe(true);
     expect(ledger("grouped")).toMatchObject({ rows: 20, cost: results.reduce((n, r) => n + r.costMicros, 0) });
-    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(await meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
   });
 
   test("a row that cannot be written fails only its own settlement", async () => {
     const p = accounts.authenticate(t.key({ account: "one-bad", kind: "premium", creditUsd: 1 }))!;
     const ghost = { ...p, keyId: "key_does_not_exist" }; // violates the foreign key on usage.key_id
-    const good = meter.reserve(p, request("ok-1")).settle({ inputTokens: 5, outputTokens: 5 });
-    const bad = meter.reserve(ghost, request("bad-1")).settle({ inputTokens: 5, outputTokens: 5 });
+    const good = (await meter.reserve(p, request("ok-1"))).settle({ inputTokens: 5, outputTokens: 5 });
+    const bad = (await meter.reserve(ghost, request("bad-1"))).settle({ inputTokens: 5, outputTokens: 5 });
     expect((await good).charged).toBe(true);
     await expect(bad).rejects.toThrow(/FOREIGN KEY/);
     expect(ledger("one-bad").rows).toBe(1);
-    expect(meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(await meter.held(p.accountId)).toEqual({ micros: 0, tokens: 0 });
   });
 });
 
 describe("refusals", () => {
-  const code = (f: () => unknown) => {
+  const code = async (f: () => Promise<unknown>) => {
     try {
-      f();
+      await f();
     } catch (e) {
       return e instanceof ApiError ? { code: e.code, status: e.status, message: e.message } : e;
     }
     return null;
   };
 
-  test("an empty premium balance is 402 insufficient_balance", () => {
+  test("an empty premium balance is 402 insufficient_balance", async () => {
     const p = accounts.authenticate(t.key({ account: "broke", kind: "premium" }))!;
-    expect(code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "insufficient_balance", status: 402 });
+    expect(await code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "insufficient_balance", status: 402 });
   });
 
-  test("a used-up free trial is 402 free_quota_exhausted", () => {
+  test("a used-up free trial is 402 free_quota_exhausted", async () => {
     const p = accounts.authenticate(t.key({ account: "f2", kind: "free" }))!;
     db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'f2'");
-    expect(code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "free_quota_exhausted", status: 402 });
+    expect(await code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "free_quota_exhausted", status: 402 });
   });
 
-  test("holds of requests in flight count against what is left", () => {
+  test("holds of requests in flight count against what is left", async () => {
     const p = accounts.authenticate(t.key({ account: "tight", kind: "premium", creditUsd: 0.001 }))!;
-    const big = meter.reserve(p, request("big", 0, 1000)); // holds $0.0017 > $0.001
-    const refused = code(() => meter.reserve(p, request("next")));
+    const big = await meter.reserve(p, request("big", 0, 1000)); // holds $0.0017 > $0.001
+    const refused = await code(() => meter.reserve(p, request("next")));
     expect(refused).toMatchObject({ code: "insufficient_balance" });
     expect((refused as { message: string }).message).toContain("held by requests in flight");
     big.release();
-    meter.reserve(p, request("next")).release();
+    (await (await meter.reserve(p, request("next")))).release();
   });
 });
 
@@ -150,7 +150,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
         maxHold = Math.max(maxHold, costMicros(priceFor(chat, prices), { inputTokens: req.inputTokens, outputTokens: maxOut, images: 0 }));
         let ticket;
         try {
-          ticket = meter.reserve(i % 2 ? k1 : k2, req);
+          ticket = await meter.reserve(i % 2 ? k1 : k2, req);
         } catch (e) {
           expect((e as ApiError).code).toBe("insufficient_balance");
           outcomes.refused++;
@@ -174,7 +174,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
     expect(start - l.balance).toBe(l.cost); // sum of usage rows = decrease of balance
     expect(l.balance).toBe(l.credits - l.cost);
     expect(l.balance).toBeGreaterThan(-maxHold); // never below zero by more than one reservation
-    expect(meter.held(k1.accountId)).toEqual({ micros: 0, tokens: 0 });
+    expect(await meter.held(k1.accountId)).toEqual({ micros: 0, tokens: 0 });
   });
 
   test("250 interleaved free-key requests spend the trial exactly", async () => {
@@ -187,7 +187,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
         await sleep(i % 5);
         let ticket;
         try {
-          ticket = meter.reserve(p, request(`trial-${i}`, 1000, 2000));
+          ticket = await meter.reserve(p, request(`trial-${i}`, 1000, 2000));
         } catch (e) {
           expect((e as ApiError).code).toBe("free_quota_exhausted");
           refused++;

@@ -54,5 +54,5 @@ test("a refused request (bad schema) charges nothing", async () => {
   });
   expect(res.status).toBe(400);
   expect(t.deps.accounts.getAccount("refused").balance_micros).toBe(1_000_000);
-  expect(t.deps.meter.held(t.deps.accounts.getAccount("refused").id)).toEqual({ micros: 0, tokens: 0 });
+  expect(await t.deps.meter.held(t.deps.accounts.getAccount("refused").id)).toEqual({ micros: 0, tokens: 0 });
 });

@@ -35,5 +35,5 @@ test("a failed classification releases the reservation: nothing charged, nothing
     engine.classify = classify;
   }
   expect(t.usageRow("req_failed_nli")).toBeNull();
-  expect(t.deps.meter.held(principal.accountId)).toEqual({ micros: 0, tokens: 0 });
+  expect(await t.deps.meter.held(principal.accountId)).toEqual({ micros: 0, tokens: 0 });
 });

@@ -33,5 +33,5 @@ test("a failed embedding releases the reservation: nothing charged, nothing held
     engine.embed = embed;
   }
   expect(t.usageRow("req_failed_embed")).toBeNull();
-  expect(t.deps.meter.held(principal.accountId)).toEqual({ micros: 0, tokens: 0 });
+  expect(await t.deps.meter.held(principal.accountId)).toEqual({ micros: 0, tokens: 0 });
 });

@@ -8,12 +8,17 @@ import { tempDir } from "../helpers/app";
 import { freshDatabase } from "../helpers/postgres";
 
 // Issue 44: the store's migrations come in pairs (SQLite, PostgreSQL). After all of them, both
-// databases have the same tables, the same columns of the same kinds, and the same named indexes;
+// databases have the same tables, the same columns of the same kinds, and the same named indexes
+// (but for what the SQLite store keeps in memory: PG_ONLY_TABLES);
 // PostgreSQL's are applied once under a lock by any number of processes starting together, and a
 // database written by a newer build is refused.
 
 const dir = tempDir("appliance-pg-schema-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Tables only PostgreSQL has: what the SQLite store keeps in its one process's memory (src/4-store/holds.ts). */
+const PG_ONLY_TABLES = ["credit_holds"];
+const PG_ONLY_INDEXES = ["credit_holds_account", "credit_holds_expiry", "credit_holds_owner"];
 
 const KIND: Record<string, string> = { integer: "int", bigint: "int", text: "text", blob: "blob", bytea: "blob", real: "real", "double precision": "real" };
 
@@ -45,8 +50,10 @@ test("the pairs: the same migration names, and after them the same tables, colum
     expect(await migratePostgres(pg.money)).toBe(PG_MIGRATIONS.length);
     const [a, b] = [sqliteSchema(), await postgresSchema(pg.money)];
     expect(Object.keys(a.columns).length).toBeGreaterThan(10);
+    expect(Object.keys(b.columns).filter((t) => !(t in a.columns))).toEqual(PG_ONLY_TABLES);
+    for (const t of PG_ONLY_TABLES) delete b.columns[t];
     expect(b.columns).toEqual(a.columns);
-    expect(b.indexes).toEqual([...a.indexes].sort());
+    expect(b.indexes.filter((i: string) => !PG_ONLY_INDEXES.includes(i))).toEqual([...a.indexes].sort());
   } finally {
     await pg.close();
   }

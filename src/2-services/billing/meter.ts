@@ -4,6 +4,7 @@ import { ApiError } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
 import type { ModelManifest } from "../../lib/manifest";
+import { memoryHolds, type HoldStore } from "../../4-store/holds";
 import { LineEnded, sqliteLedger, type Ledger, type LedgerEffect } from "../../4-store/ledger";
 import { usageRepo, type UsageRow } from "../../4-store/usage";
 import type { Limits } from "./limits";
@@ -59,29 +60,26 @@ export interface Ticket {
 
 export type Meter = ReturnType<typeof createMeter>;
 
-/** `ledger`: where settlements commit (default: the SQLite ledger of `db`). */
-export function createMeter(db: Database, config: Pick<Config, "limits" | "prices">, limits: Limits, clock: Clock, ledger: Ledger = sqliteLedger(db)) {
+/**
+ * `store`: where settlements commit and credit is held (default: the SQLite ledger of `db`, and
+ * holds in this process's memory).
+ */
+export function createMeter(
+  db: Database,
+  config: Pick<Config, "limits" | "prices">,
+  limits: Limits,
+  clock: Clock,
+  store: { ledger: Ledger; holds: HoldStore } = sqliteMeterStore(db),
+) {
+  const { ledger, holds } = store;
   const commits = groupCommit(ledger);
-  const usage = usageRepo(db);
-  const holds = new Map<string, { micros: number; tokens: number }>();
-
-  function held(accountId: string) {
-    return holds.get(accountId) ?? { micros: 0, tokens: 0 };
-  }
-
-  function addHold(accountId: string, micros: number, tokens: number) {
-    const h = held(accountId);
-    const next = { micros: h.micros + micros, tokens: h.tokens + tokens };
-    if (next.micros === 0 && next.tokens === 0) holds.delete(accountId);
-    else holds.set(accountId, next);
-  }
 
   /** Free keys spend the account's token trial on token-metered work; images have their own quota. */
   function usesTrial(p: Principal, req: MeterRequest) {
     return p.kind === "free" && req.model.kind !== "image";
   }
 
-  function reserve(p: Principal, req: MeterRequest): Ticket {
+  async function reserve(p: Principal, req: MeterRequest): Promise<Ticket> {
     const price = priceFor(req.model, config.prices);
     const images = req.images ?? 0;
     const bp = req.batch ? batchBasisPoints(config.prices) : null; // read per request: prices reload
@@ -89,37 +87,38 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
       p.kind === "premium" ? costMicros(price, { inputTokens: req.inputTokens, outputTokens: req.maxOutputTokens, images }, bp) : 0;
     const holdTokens = usesTrial(p, req) ? req.inputTokens + req.maxOutputTokens : 0;
 
-    const account = usage.balance(p.accountId);
-    if (!account) throw new ApiError("invalid_api_key", "Invalid API key");
-    const h = held(p.accountId);
-    if (p.kind === "premium" && account.balance_micros - h.micros <= 0)
+    const refusal = await holds.admit(
+      { requestId: req.requestId, accountId: p.accountId, micros: holdMicros, tokens: holdTokens },
+      { money: p.kind === "premium", trialLimit: holdTokens ? config.limits.free_trial_tokens : null },
+    );
+    if (refusal?.reason === "unknown_account") throw new ApiError("invalid_api_key", "Invalid API key");
+    if (refusal?.reason === "balance")
       throw new ApiError(
         "insufficient_balance",
-        `insufficient balance: ${formatMicros(account.balance_micros)} left` +
-          (h.micros ? ` with ${formatMicros(h.micros)} held by requests in flight` : "") +
+        `insufficient balance: ${formatMicros(refusal.balance)} left` +
+          (refusal.held ? ` with ${formatMicros(refusal.held)} held by requests in flight` : "") +
           "; add credit to the account to continue",
       );
-    if (holdTokens && config.limits.free_trial_tokens - account.trial_tokens_used - h.tokens <= 0)
+    if (refusal?.reason === "trial")
       throw new ApiError(
         "free_quota_exhausted",
         `the free trial of ${config.limits.free_trial_tokens} tokens is used up; use a premium key to continue`,
       );
 
-    const leaveInflight = req.batch ? () => {} : limits.enter(p);
+    let leaveInflight: () => void = () => {};
     let releaseImages: (refund?: boolean) => void = () => {};
-    if (images > 0 && !req.batch) {
-      try {
-        releaseImages = limits.images(p, images);
-      } catch (e) {
-        leaveInflight();
-        throw e;
-      }
+    try {
+      if (!req.batch) leaveInflight = limits.enter(p);
+      if (images > 0 && !req.batch) releaseImages = limits.images(p, images);
+    } catch (e) {
+      leaveInflight();
+      await holds.release(req.requestId);
+      throw e;
     }
-    addHold(p.accountId, holdMicros, holdTokens);
 
     let state: "held" | "settled" | "released" = "held";
     const drop = () => {
-      addHold(p.accountId, -holdMicros, -holdTokens);
+      void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
       leaveInflight();
       releaseImages();
     };
@@ -166,7 +165,7 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
    * is charged.
    */
   async function metered<T>(p: Principal, req: MeterRequest, work: () => Promise<Metered<T>>): Promise<T> {
-    const ticket = reserve(p, req);
+    const ticket = await reserve(p, req);
     let done: Metered<T>;
     try {
       done = await work();
@@ -209,9 +208,12 @@ export function createMeter(db: Database, config: Pick<Config, "limits" | "price
   }
 
   /** The account's balance in micro-dollars (0 for an unknown account). */
-  function balance(accountId: string): number {
-    return usage.balance(accountId)?.balance_micros ?? 0;
+  async function balance(accountId: string): Promise<number> {
+    return (await ledger.balance(accountId))?.balance_micros ?? 0;
   }
+
+  /** What requests in flight hold of the account's credit and trial. */
+  const held = (accountId: string) => holds.held(accountId);
 
   return { reserve, held, metered, chargeMinutes, balance };
 }
@@ -270,4 +272,10 @@ function groupCommit(ledger: Ledger) {
       });
     },
   };
+}
+
+/** The meter's store on SQLite: the ledger in the database, holds in this process's memory. */
+export function sqliteMeterStore(db: Database): { ledger: Ledger; holds: HoldStore } {
+  const usage = usageRepo(db);
+  return { ledger: sqliteLedger(db), holds: memoryHolds((id) => usage.balance(id) ?? null) };
 }

@@ -89,7 +89,7 @@ export function createChatService(deps: {
     const timer = metrics.chatRun(manifest.id, { batch: opts.batch });
     await takeImages(job, manifest.id, manifest.vision, imageInput);
     const prepared = await engine.prepare(job);
-    const ticket = meter.reserve(principal, {
+    const ticket = await meter.reserve(principal, {
       requestId: opts.requestId,
       model: manifest,
       endpoint: opts.endpoint,

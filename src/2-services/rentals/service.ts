@@ -162,7 +162,8 @@ export function createRentalsService(o: RentalsOptions) {
 
   // Checks, insert and the idempotency record in one synchronous transaction: 50 concurrent POSTs
   // with one Idempotency-Key are serialised here and find the first one's rental.
-  const createTx = o.db.transaction((p: Principal, req: ReturnType<typeof validate>, idem: string | null) => {
+  // `balance`: the account's, read just before (the ledger is asynchronous; a transaction is not).
+  const createTx = o.db.transaction((p: Principal, req: ReturnType<typeof validate>, idem: string | null, balance: number) => {
     const now = o.clock.now();
     const hash = new Bun.CryptoHasher("sha256").update(JSON.stringify(req)).digest("hex");
     if (idem) {
@@ -184,7 +185,6 @@ export function createRentalsService(o: RentalsOptions) {
       throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
     }
     const price = toMicros(node.price_per_hour!); // rentable() above: priced
-    const balance = o.meter.balance(p.accountId);
     if (balance < costOfMinutes(price, 1))
       throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
     const id = newId("rent_");
@@ -394,7 +394,8 @@ export function createRentalsService(o: RentalsOptions) {
         );
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
         throw new ApiError("invalid_request", "Idempotency-Key must be 1–255 characters", { param: "Idempotency-Key" });
-      const { row, created } = createTx.immediate(p, validate(body), idempotencyKey);
+      const req = validate(body);
+      const { row, created } = createTx.immediate(p, req, idempotencyKey, await o.meter.balance(p.accountId));
       if (created) void launch(row);
       return toObject(row);
     },

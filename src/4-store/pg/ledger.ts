@@ -17,6 +17,8 @@ export function postgresLedger(money: SQL): Ledger {
   async function one(tx: TransactionSQL, { row, effect }: Settlement): Promise<SettleOutcome> {
     try {
       return await tx.savepoint(async (sp) => {
+        // The request's credit hold goes with its settlement (../holds.ts), charged or not.
+        await sp`DELETE FROM credit_holds WHERE request_id = ${row.request_id}`;
         const inserted = await sp`
           INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
           VALUES (${row.request_id}, ${row.account_id}, ${row.key_id}, ${row.model}, ${row.endpoint}, ${row.input_tokens}, ${row.output_tokens}, ${row.cached_tokens},

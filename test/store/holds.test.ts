@@ -1,0 +1,138 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { openDatabase } from "../../src/4-store/db";
+import { memoryHolds, type HoldStore } from "../../src/4-store/holds";
+import { connectPostgres, migratePostgres, type PgPools } from "../../src/4-store/pg/db";
+import { postgresHolds } from "../../src/4-store/pg/holds";
+import { postgresLedger } from "../../src/4-store/pg/ledger";
+import { usageRepo } from "../../src/4-store/usage";
+import { tempDir } from "../helpers/app";
+import { freshDatabase } from "../helpers/postgres";
+
+// Issue 44: credit holds (src/4-store/holds.ts) in memory (the SQLite store) and in PostgreSQL,
+// one suite: admission needs balance (or trial) left after the holds, so an account ends below zero
+// by at most one request's hold; on PostgreSQL, three processes admitting at once admit exactly
+// what one would, a settlement takes its hold away in its own transaction, and the holds of a
+// process that stopped beating are dropped by the others.
+
+interface Backend {
+  /** The hold stores of `n` processes on one store (memory: one process, so one store). */
+  stores(n: number): HoldStore[];
+  account(id: string, balance: number, trialUsed?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+async function memoryBackend(): Promise<Backend> {
+  const dir = tempDir("appliance-holds-");
+  dirs.push(dir);
+  const db = openDatabase(join(dir, "store.sqlite"));
+  const usage = usageRepo(db);
+  const store = memoryHolds((id) => usage.balance(id) ?? null);
+  return {
+    stores: (n) => Array.from({ length: n }, () => store),
+    account: async (id, balance, trialUsed = 0) => void db.query("INSERT INTO accounts (id, name, balance_micros, trial_tokens_used, created_at) VALUES (?, ?, ?, ?, 1)").run(id, id, balance, trialUsed),
+    close: async () => db.close(),
+  };
+}
+
+async function postgresBackend(): Promise<Backend & { pools: PgPools[] }> {
+  const url = await freshDatabase("holds");
+  const main = connectPostgres(url);
+  await migratePostgres(main.money);
+  const pools: PgPools[] = [main];
+  return {
+    pools,
+    stores: (n) => Array.from({ length: n }, (_, i) => postgresHolds((i === 0 ? main : (pools[pools.length] = connectPostgres(url))).fast, `proc-${i}`)),
+    account: async (id, balance, trialUsed = 0) => void (await main.money`INSERT INTO accounts (id, name, balance_micros, trial_tokens_used, created_at) VALUES (${id}, ${id}, ${balance}, ${trialUsed}, 1)`),
+    close: async () => void (await Promise.all(pools.map((p) => p.close()))),
+  };
+}
+
+const money = { money: true, trialLimit: null };
+
+for (const [name, make] of [["memory (SQLite store)", memoryBackend], ["PostgreSQL", postgresBackend]] as const) {
+  describe(`credit holds in ${name}`, () => {
+    test("admitted while balance is left after the holds; refusals say why; release is idempotent", async () => {
+      const b = await make();
+      try {
+        const [h] = b.stores(1);
+        await b.account("acme", 1_000);
+        expect(await h!.admit({ requestId: "a", accountId: "acme", micros: 600, tokens: 0 }, money)).toBeNull();
+        expect(await h!.admit({ requestId: "b", accountId: "acme", micros: 600, tokens: 0 }, money)).toBeNull(); // 400 left: admitted, may end at −200
+        expect(await h!.admit({ requestId: "c", accountId: "acme", micros: 1, tokens: 0 }, money)).toEqual({ reason: "balance", balance: 1_000, held: 1_200 });
+        expect(await h!.held("acme")).toEqual({ micros: 1_200, tokens: 0 });
+        await h!.release("a");
+        await h!.release("a");
+        expect(await h!.held("acme")).toEqual({ micros: 600, tokens: 0 });
+        expect(await h!.admit({ requestId: "c", accountId: "acme", micros: 1, tokens: 0 }, money)).toBeNull();
+        expect(await h!.admit({ requestId: "x", accountId: "nobody", micros: 1, tokens: 0 }, money)).toEqual({ reason: "unknown_account" });
+        await b.account("free", 0, 900);
+        const trial = { money: false, trialLimit: 1_000 };
+        expect(await h!.admit({ requestId: "t1", accountId: "free", micros: 0, tokens: 500 }, trial)).toBeNull();
+        expect(await h!.admit({ requestId: "t2", accountId: "free", micros: 0, tokens: 1 }, trial)).toEqual({ reason: "trial" });
+      } finally {
+        await b.close();
+      }
+    }, 30_000);
+
+    test("300 admissions of 100 µ$ against 10,000 µ$ from three processes at once: exactly 100 admitted", async () => {
+      const b = await make();
+      try {
+        const stores = b.stores(3);
+        await b.account("busy", 10_000);
+        const out = await Promise.all(Array.from({ length: 300 }, (_, i) => stores[i % 3]!.admit({ requestId: `r${i}`, accountId: "busy", micros: 100, tokens: 0 }, money)));
+        expect(out.filter((r) => r === null)).toHaveLength(100);
+        expect(await stores[1]!.held("busy")).toEqual({ micros: 10_000, tokens: 0 });
+      } finally {
+        await b.close();
+      }
+    }, 30_000);
+  });
+}
+
+describe("credit holds in PostgreSQL, across processes", () => {
+  test("a settlement takes its hold away in its own transaction; a repeat settles nothing and holds nothing", async () => {
+    const b = await postgresBackend();
+    try {
+      const [h] = b.stores(1);
+      await b.account("acme", 1_000);
+      await b.pools[0]!.money`INSERT INTO api_keys (id, account_id, kind, secret_hash, last4, created_at) VALUES ('key_acme', 'acme', 'premium', ${new Uint8Array([1, 2])}, 'abcd', 1)`;
+      expect(await h!.admit({ requestId: "r1", accountId: "acme", micros: 500, tokens: 0 }, money)).toBeNull();
+      const ledger = postgresLedger(b.pools[0]!.money);
+      const row = { request_id: "r1", account_id: "acme", key_id: "key_acme", model: "m", endpoint: "/v1/chat/completions", input_tokens: 1, output_tokens: 1, cached_tokens: 0, images: 0, batch: 0, cost_micros: 300, trial_tokens: 0, created_at: 1 };
+      expect(await ledger.settle([{ row }])).toEqual([{ charged: true }]);
+      expect(await h!.held("acme")).toEqual({ micros: 0, tokens: 0 });
+      expect(await ledger.balance("acme")).toEqual({ balance_micros: 700, trial_tokens_used: 0 });
+      // The same request settled again (a retry): nothing charged, and no hold left behind.
+      expect(await ledger.settle([{ row }])).toEqual([{ charged: false }]);
+      expect(await h!.held("acme")).toEqual({ micros: 0, tokens: 0 });
+      expect(await ledger.balance("acme")).toEqual({ balance_micros: 700, trial_tokens_used: 0 });
+    } finally {
+      await b.close();
+    }
+  }, 30_000);
+
+  test("the holds of a process that stopped beating are dropped by another's heartbeat; a live process's are renewed", async () => {
+    const b = await postgresBackend();
+    try {
+      await b.account("acme", 10_000);
+      const dead = postgresHolds(b.pools[0]!.fast, "dead-process", 200);
+      const live = postgresHolds(b.pools[0]!.fast, "live-process", 200);
+      expect(await dead.admit({ requestId: "d1", accountId: "acme", micros: 4_000, tokens: 0 }, money)).toBeNull();
+      expect(await live.admit({ requestId: "l1", accountId: "acme", micros: 3_000, tokens: 0 }, money)).toBeNull();
+      for (let i = 0; i < 4; i++) {
+        await Bun.sleep(100);
+        await live.heartbeat(); // the live process beats; the dead one does not
+      }
+      expect(await live.held("acme")).toEqual({ micros: 3_000, tokens: 0 });
+      const [left] = await b.pools[0]!.money`SELECT request_id FROM credit_holds`;
+      expect(left.request_id).toBe("l1");
+    } finally {
+      await b.close();
+    }
+  }, 30_000);
+});
