@@ -45,7 +45,7 @@ export function createApp(deps: AppDeps): App {
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
   /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */
-  function admit(request: Request, route: string): void {
+  async function admit(request: Request, route: string): Promise<void> {
     const rc = contextOf(request);
     if (rc.admitted) return;
     rc.admitted = true;
@@ -56,7 +56,7 @@ export function createApp(deps: AppDeps): App {
       rc.principal = authenticateRequest(accounts, request.headers, route);
       if (access.scope) {
         requireScope(rc.principal, access.scope);
-        rc.headers = limits.request(rc.principal);
+        rc.headers = await limits.request(rc.principal);
       }
     }
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -65,7 +65,7 @@ export function createApp(deps: AppDeps): App {
 
   const routes = new Elysia()
     .onParse({ as: "global" }, async ({ request, route }, contentType) => {
-      admit(request, route);
+      await admit(request, route);
       // The rental proxy forwards a body as it came (src/1-api/rentals/proxy.ts): nothing reads it here.
       if (route === "/rentals/:id" || route === "/rentals/:id/*") return null;
       // JSON bodies are parsed here, with their nesting and size bounded first (src/lib/bounded-json.ts);
@@ -74,8 +74,8 @@ export function createApp(deps: AppDeps): App {
         return parseClientJson(await request.text(), "request body");
       }
     })
-    .onTransform({ as: "global" }, ({ request, route, params }) => {
-      admit(request, route);
+    .onTransform({ as: "global" }, async ({ request, route, params }) => {
+      await admit(request, route);
       decodeParams(params as Record<string, string | null>);
     })
     .onError({ as: "global" }, ({ code, error, request, body, route }) => {

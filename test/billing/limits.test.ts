@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../src/1-api/http/errors";
-import { SlidingWindow } from "../../src/2-services/billing/window";
+import { SlidingWindow } from "../../src/4-store/window";
 import { ManualClock } from "../../src/lib/clock";
 import { testApp } from "../helpers/app";
 

@@ -3,7 +3,7 @@ import type { Principal } from "../accounts/types";
 import { ApiError, retryHeaders } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
-import { SlidingWindow } from "./window";
+import { memoryCounters, type CounterStore } from "../../4-store/counters";
 
 // Per-key limits (spec §8): requests per minute, images per minute and per UTC day, in-flight caps.
 // Batch work never passes through here (spec §8 "Batch and limits").
@@ -13,20 +13,26 @@ const DAY = 86_400_000;
 
 export type Limits = ReturnType<typeof createLimits>;
 
-export function createLimits(db: Database, cfg: Config["limits"], clock: Clock) {
-  const requests = new SlidingWindow(MINUTE);
-  const imageMinute = new SlidingWindow(MINUTE);
-  const inflight = new Map<string, number>();
-  const imagesHeld = new Map<string, number>();
-  const imagesToday = db.query<{ n: number }, [string, number]>(
-    "SELECT COALESCE(SUM(images), 0) AS n FROM usage WHERE key_id = ? AND created_at >= ? AND batch = 0",
-  );
+/** `counters`: where the windows and leases live (default: this process's memory, for the SQLite store). */
+export function createLimits(db: Database, cfg: Config["limits"], clock: Clock, counters: CounterStore = memoryCounters(db, clock)) {
+  /** A lease id of this process (ids only need to be unique). */
+  let leases = 0;
+  const leaseId = (what: string) => `${what}:${process.pid}:${++leases}:${clock.now()}`;
+  /** Ends a lease once, whatever calls it how often. */
+  const once = (id: string) => {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      void counters.unlease(id).catch(() => {});
+    };
+  };
 
   return {
     /** Counts one request against the key's rpm; returns the x-ratelimit-* headers or throws 429. */
-    request(p: Principal): Record<string, string> {
+    async request(p: Principal): Promise<Record<string, string>> {
       if (p.rpm <= 0) return {};
-      const r = requests.take(p.keyId, p.rpm, clock.now());
+      const r = await counters.take(`rpm:${p.keyId}`, p.rpm, MINUTE);
       if (!r.ok) {
         throw new ApiError(
           "rate_limit_exceeded",
@@ -37,25 +43,18 @@ export function createLimits(db: Database, cfg: Config["limits"], clock: Clock) 
       return rateHeaders(r.limit, r.remaining, r.resetMs ?? MINUTE);
     },
 
-    /** Takes an in-flight slot for the key; returns its release (idempotent). */
-    enter(p: Principal): () => void {
+    /** Takes an in-flight slot for the key; resolves to its release (idempotent). */
+    async enter(p: Principal): Promise<() => void> {
       if (p.inflight <= 0) return () => {};
-      const n = inflight.get(p.keyId) ?? 0;
-      if (n >= p.inflight)
+      const id = leaseId("inflight");
+      const r = await counters.lease(`inflight:${p.keyId}`, id, 1, p.inflight);
+      if (!r.ok)
         throw new ApiError(
           "concurrency_limit_exceeded",
-          `this key already has ${n} requests in flight (limit ${p.inflight}); retry when one finishes`,
+          `this key already has ${r.used} requests in flight (limit ${p.inflight}); retry when one finishes`,
           { headers: retryHeaders(1000) },
         );
-      inflight.set(p.keyId, n + 1);
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        const left = (inflight.get(p.keyId) ?? 1) - 1;
-        if (left <= 0) inflight.delete(p.keyId);
-        else inflight.set(p.keyId, left);
-      };
+      return once(id);
     },
 
     /**
@@ -63,7 +62,7 @@ export function createLimits(db: Database, cfg: Config["limits"], clock: Clock) 
      * in-flight day hold; with `refund` (the request was refused before any work) it also gives
      * the per-minute allowance back.
      */
-    images(p: Principal, n: number): (refund?: boolean) => void {
+    async images(p: Principal, n: number): Promise<(refund?: boolean) => void> {
       const perDay = p.kind === "free" ? cfg.free_images_per_day : cfg.premium_images_per_day;
       const perMinute = p.kind === "free" ? cfg.free_images_per_minute : cfg.premium_images_per_minute;
       for (const [cap, what] of [[perDay, "per day"], [perMinute, "per minute"]] as const)
@@ -71,34 +70,34 @@ export function createLimits(db: Database, cfg: Config["limits"], clock: Clock) 
       if (perDay === 0) throw new ApiError("daily_limit_exceeded", "image generation is not enabled for this key");
       const now = clock.now();
       const dayStart = now - (now % DAY);
-      const held = imagesHeld.get(p.keyId) ?? 0;
-      const used = imagesToday.get(p.keyId, dayStart)!.n + held;
-      if (used + n > perDay) {
+      // The day's cap counts images made today and images being made now (held by leases).
+      const id = leaseId("images");
+      const made = await counters.imagesSince(p.keyId, dayStart);
+      const held = await counters.lease(`images:${p.keyId}`, id, n, Math.max(0, perDay - made));
+      if (!held.ok || perDay - made <= 0) {
+        if (held.ok) void counters.unlease(id);
         const wait = dayStart + DAY - now;
         throw new ApiError("daily_limit_exceeded", `daily image limit reached: ${perDay} images per day for this key (resets 00:00 UTC)`, {
           headers: retryHeaders(wait),
         });
       }
       if (perMinute > 0) {
-        const r = imageMinute.take(p.keyId, perMinute, now, n);
-        if (!r.ok)
+        const r = await counters.take(`images-minute:${p.keyId}`, perMinute, MINUTE, n);
+        if (!r.ok) {
+          await counters.unlease(id);
           throw new ApiError("rate_limit_exceeded", `image rate limit reached: ${perMinute} images per minute for this key`, {
             headers: retryHeaders(r.retryAfterMs),
           });
+        }
       }
-      imagesHeld.set(p.keyId, held + n);
-      let released = false;
+      const release = once(id);
       return (refund = false) => {
-        if (released) return;
-        released = true;
-        if (refund && perMinute > 0) imageMinute.giveBack(p.keyId, n);
-        const left = (imagesHeld.get(p.keyId) ?? n) - n;
-        if (left <= 0) imagesHeld.delete(p.keyId);
-        else imagesHeld.set(p.keyId, left);
+        if (refund && perMinute > 0) void counters.giveBack(`images-minute:${p.keyId}`, MINUTE, n).catch(() => {});
+        release();
       };
     },
 
-    inflightCount: (keyId: string) => inflight.get(keyId) ?? 0,
+    inflightCount: (keyId: string) => counters.leased(`inflight:${keyId}`),
   };
 }
 

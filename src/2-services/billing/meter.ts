@@ -108,8 +108,8 @@ export function createMeter(
     let leaveInflight: () => void = () => {};
     let releaseImages: (refund?: boolean) => void = () => {};
     try {
-      if (!req.batch) leaveInflight = limits.enter(p);
-      if (images > 0 && !req.batch) releaseImages = limits.images(p, images);
+      if (!req.batch) leaveInflight = await limits.enter(p);
+      if (images > 0 && !req.batch) releaseImages = await limits.images(p, images);
     } catch (e) {
       leaveInflight();
       await holds.release(req.requestId);

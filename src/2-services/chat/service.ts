@@ -198,7 +198,7 @@ export function createChatService(deps: {
      */
     async countTokens(principal: Principal, req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
-      const leave = limits.enter(principal);
+      const leave = await limits.enter(principal);
       const use = await registry.use(job.model, "chat").catch((e) => {
         leave();
         throw e;
