@@ -11,6 +11,7 @@ import m007 from "./migrations/007-batch-line-starts.sql" with { type: "text" };
 import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" };
 import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
+import m011 from "./migrations/011-counters.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -25,6 +26,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "008-files-account-usage", sql: m008 },
   { name: "009-message-threads", sql: m009 },
   { name: "010-credit-holds", sql: m010 },
+  { name: "011-counters", sql: m011 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -10,6 +10,7 @@ import m007 from "./migrations/007-batch-line-starts.sql" with { type: "text" };
 import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" };
 import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
+import m011 from "./migrations/011-counters.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -30,6 +31,7 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "008-files-account-usage", sql: m008 },
   { name: "009-message-threads", sql: m009 },
   { name: "010-credit-holds", sql: m010 },
+  { name: "011-counters", sql: m011 },
 ];
 
 /** pg_advisory_xact_lock key of the migrations: "appl" in ASCII. */
