@@ -86,7 +86,10 @@ const CLIENTS: Client[] = [
     wires: ["chat", "responses", "messages"],
     setup(_home, wire, url) {
       const auth = { chat: "openai", responses: "openai-responses", messages: "anthropic" }[wire];
-      const cmd = [bins.qwen, "-p", "say hi", "--auth-type", auth, "-m", "demo-chat", "--max-session-turns", "1", "--approval-mode", "plan"];
+      // Three turns: the random demo model sometimes answers with a tool call, and qwen-code sends
+      // its result back for a second turn (with one turn allowed it then exits 53, "max session
+      // turns", though every request was answered: seen once in the full runs of 2026-11-28).
+      const cmd = [bins.qwen, "-p", "say hi", "--auth-type", auth, "-m", "demo-chat", "--max-session-turns", "3", "--approval-mode", "plan"];
       // qwen-code asks for the model's whole output limit (32,000) unless told otherwise.
       const env: Record<string, string> = { QWEN_CODE_MAX_OUTPUT_TOKENS: "128" };
       if (wire === "messages") Object.assign(env, { ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: url, ANTHROPIC_MODEL: "demo-chat" });
