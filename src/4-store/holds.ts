@@ -28,6 +28,8 @@ export interface HoldStore {
   /** Drops a hold (idempotent). */
   release(requestId: string): Promise<void>;
   held(accountId: string): Promise<{ micros: number; tokens: number }>;
+  /** True when the ledger's settlement takes the hold away itself (PostgreSQL): no release after it. */
+  readonly settledWithCharge?: boolean;
 }
 
 /** Decides one admission from the account's balance and what is already held. Pure. */

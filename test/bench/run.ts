@@ -9,6 +9,7 @@ import { benchFuzz } from "./fuzz";
 import { benchModelList } from "./model-list";
 import { benchModelLoad } from "./model-load";
 import { benchSoak } from "./soak";
+import { benchStore } from "./store";
 import { benchTls } from "./tls";
 import { benchVsLlamaServer } from "./vs-llama-server";
 
@@ -23,6 +24,7 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   executable: () => benchExecutable(),
   soak: () => benchSoak(),
   tls: () => benchTls(),
+  store: () => benchStore(),
   "vs-llama-server": () => benchVsLlamaServer(),
   fuzz: (args) => benchFuzz(args),
 };

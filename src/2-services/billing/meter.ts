@@ -117,8 +117,9 @@ export function createMeter(
     }
 
     let state: "held" | "settled" | "released" = "held";
-    const drop = () => {
-      void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
+    /** `charged`: the settlement committed, which took a database hold with it. */
+    const drop = (charged = false) => {
+      if (!(charged && holds.settledWithCharge)) void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
       leaveInflight();
       releaseImages();
     };
@@ -148,8 +149,16 @@ export function createMeter(
             trial_tokens: trialTokens,
             created_at: clock.now(),
           }, effect)
-          .then((charged) => ({ costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged }))
-          .finally(drop);
+          .then(
+            (charged) => {
+              drop(true);
+              return { costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged };
+            },
+            (e) => {
+              drop();
+              throw e;
+            },
+          );
       },
       release() {
         if (state !== "held") return;

@@ -4,7 +4,8 @@ import type { UsageRow } from "../usage";
 
 // The ledger on PostgreSQL (the interface and its rules: ../ledger.ts). A group of settlements is
 // one transaction on the synchronously committing pool, each settlement in a savepoint (one that
-// fails rolls back alone). Request ids are unique in `usage`: a settlement another process is
+// fails rolls back alone) and its charge one statement; a lone settlement with no effect is just
+// that statement. Request ids are unique in `usage`: a settlement another process is
 // committing at the same moment waits for it and then finds the id taken, so a request is charged
 // once across processes. Rows are locked in one order (by account) so that two processes' groups
 // cannot deadlock on each other's accounts; a deadlock or serialization failure the database
@@ -14,19 +15,30 @@ const RETRYABLE = new Set(["40P01", "40001"]);
 const INT_FIELDS = ["input_tokens", "output_tokens", "cached_tokens", "images", "batch", "cost_micros", "trial_tokens", "created_at"] as const;
 
 export function postgresLedger(money: SQL): Ledger {
+  /**
+   * The charge in one statement: the request's credit hold goes (../holds.ts), the usage row goes
+   * in unless its request id is there already, and the account pays what that row says. Resolves
+   * whether it charged.
+   */
+  async function charge(q: SQL, row: UsageRow): Promise<boolean> {
+    const [r] = await q`
+      WITH gone AS (DELETE FROM credit_holds WHERE request_id = ${row.request_id} RETURNING 1),
+      ins AS (
+        INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
+        VALUES (${row.request_id}, ${row.account_id}, ${row.key_id}, ${row.model}, ${row.endpoint}, ${row.input_tokens}, ${row.output_tokens}, ${row.cached_tokens},
+          ${row.images}, ${row.batch}, ${row.cost_micros}, ${row.trial_tokens}, ${row.created_at})
+        ON CONFLICT (request_id) DO NOTHING RETURNING account_id, cost_micros, trial_tokens),
+      paid AS (
+        UPDATE accounts a SET balance_micros = a.balance_micros - ins.cost_micros, trial_tokens_used = a.trial_tokens_used + ins.trial_tokens
+        FROM ins WHERE a.id = ins.account_id AND (ins.cost_micros <> 0 OR ins.trial_tokens <> 0) RETURNING 1)
+      SELECT (SELECT COUNT(*) FROM ins) AS charged, (SELECT COUNT(*) FROM paid) AS paid, (SELECT COUNT(*) FROM gone) AS gone`;
+    return Number(r.charged) > 0;
+  }
+
   async function one(tx: TransactionSQL, { row, effect }: Settlement): Promise<SettleOutcome> {
     try {
       return await tx.savepoint(async (sp) => {
-        // The request's credit hold goes with its settlement (../holds.ts), charged or not.
-        await sp`DELETE FROM credit_holds WHERE request_id = ${row.request_id}`;
-        const inserted = await sp`
-          INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
-          VALUES (${row.request_id}, ${row.account_id}, ${row.key_id}, ${row.model}, ${row.endpoint}, ${row.input_tokens}, ${row.output_tokens}, ${row.cached_tokens},
-            ${row.images}, ${row.batch}, ${row.cost_micros}, ${row.trial_tokens}, ${row.created_at})
-          ON CONFLICT (request_id) DO NOTHING RETURNING id`;
-        if (inserted.length === 0) return { charged: false };
-        if (row.cost_micros || row.trial_tokens)
-          await sp`UPDATE accounts SET balance_micros = balance_micros - ${row.cost_micros}, trial_tokens_used = trial_tokens_used + ${row.trial_tokens} WHERE id = ${row.account_id}`;
+        if (!(await charge(sp, row))) return { charged: false };
         if (effect) await apply(sp, effect);
         return { charged: true };
       });
@@ -48,9 +60,38 @@ export function postgresLedger(money: SQL): Ledger {
     }
   }
 
+  /** The settlements' indexes in the order their rows are locked: by account (no two groups deadlock on each other's accounts). */
+  function byAccount(items: Settlement[]): number[] {
+    return items.map((_, i) => i).sort((a, b) => (items[a]!.row.account_id < items[b]!.row.account_id ? -1 : items[a]!.row.account_id > items[b]!.row.account_id ? 1 : a - b));
+  }
+
   async function settle(items: Settlement[]): Promise<SettleOutcome[]> {
     if (items.length === 0) return [];
-    const order = items.map((_, i) => i).sort((a, b) => (items[a]!.row.account_id < items[b]!.row.account_id ? -1 : items[a]!.row.account_id > items[b]!.row.account_id ? 1 : a - b));
+    // One settlement with nothing to commit beside it: one statement, its own transaction.
+    if (items.length === 1 && !items[0]!.effect) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return [{ charged: await charge(money, items[0]!.row) }];
+        } catch (error) {
+          if (attempt < 5 && RETRYABLE.has((error as { errno?: string }).errno ?? "")) continue;
+          return [{ error }];
+        }
+      }
+    }
+    // A group with no effects, first as one transaction without savepoints (a charge that fails
+    // aborts it; then the group is settled again, each in a savepoint, to fail that one alone).
+    if (items.every((x) => !x.effect)) {
+      try {
+        return await money.begin(async (tx) => {
+          const out: SettleOutcome[] = new Array(items.length);
+          for (const i of byAccount(items)) out[i] = { charged: await charge(tx, items[i]!.row) };
+          return out;
+        });
+      } catch {
+        // fall through: one savepoint per settlement
+      }
+    }
+    const order = byAccount(items);
     for (let attempt = 1; ; attempt++) {
       try {
         return await money.begin(async (tx) => {
