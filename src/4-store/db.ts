@@ -12,6 +12,7 @@ import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" 
 import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
 import m011 from "./migrations/011-counters.sql" with { type: "text" };
+import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -27,6 +28,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "009-message-threads", sql: m009 },
   { name: "010-credit-holds", sql: m010 },
   { name: "011-counters", sql: m011 },
+  { name: "012-signin-buckets", sql: m012 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

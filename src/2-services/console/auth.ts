@@ -89,10 +89,10 @@ export function createConsoleAuth(o: {
       } catch {}
       const hash = account ? repo.passwordHash(account.id) : null;
       const now = o.clock.now();
-      // One decision, charged as a failure, before anything is awaited (throttle.ts). The account
+      // One decision, charged as a failure, before the password is verified (throttle.ts). The account
       // is keyed by its id (a name and an id share one bucket) and its password version, so a new
       // password starts a new bucket even when another process (the CLI) sets it.
-      const reservation = throttle.reserve({
+      const reservation = await throttle.reserve({
         account: account ? `${account.id}:${hash ? sha256hex(hash).slice(0, 16) : "none"}` : `?${name.toLowerCase()}`,
         address: from.address,
         forwarded: from.forwarded ?? false,
@@ -101,7 +101,7 @@ export function createConsoleAuth(o: {
       const decoy = await decoyHash();
       const ok = await verify(password, hash ?? decoy).catch(() => false);
       if (!account || !hash || !ok) throw new ApiError("invalid_credentials", "wrong account or password");
-      throttle.succeeded(reservation);
+      await throttle.succeeded(reservation);
       const token = randomBase62(43);
       const csrf = randomBase62(32);
       const at = o.clock.now();

@@ -1,9 +1,10 @@
 import { isIPv4, isIPv6 } from "node:net";
 import { ApiError } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
+import { memoryBuckets, type Bucket, type BucketStore } from "../../4-store/signin-buckets";
 
 // Console sign-in throttling. Every attempt takes ONE decision before its password is verified:
-// its buckets are checked and charged a failure in the same synchronous step, so attempts running
+// its buckets are checked and charged a failure in one step (atomic across processes), so attempts running
 // at once see each other's charges while their (slow, async) argon2 verifies run; a success
 // refunds its charge. An attempt goes one of three ways:
 //   - a browser holding a device token for the account (it signed in to it before): its own
@@ -22,8 +23,9 @@ import type { Clock } from "../../lib/clock";
 // The client address is the one the edge resolved (api/http/context.ts: the peer, or the client a
 // trusted proxy names). A proxy on the host that sends no forwarding header cannot be told from the
 // host: configure it to send X-Forwarded-For.
-// The state lives in this process, as the API's rate windows do: a restart clears it, and a new
-// password (CLI `appliance accounts password`) starts a new account bucket (see auth.ts).
+// The buckets live where the store keeps them (src/4-store/signin-buckets.ts): in this process's
+// memory with SQLite (a restart clears them), in the database with PostgreSQL (every process shares
+// one budget). A new password (CLI `appliance accounts password`) starts a new account bucket (see auth.ts).
 
 /** Failures in a row an account takes from other machines before each next attempt waits. */
 export const SIGNIN_FREE_FAILURES = 5;
@@ -57,42 +59,16 @@ export interface Reservation {
   keys: string[];
 }
 
-interface Bucket {
-  failures: number;
-  /** First failure of the address window. */
-  since: number;
-  /** Latest failure. */
-  last: number;
-  /** No attempt of this bucket before this time (account back-off). */
-  nextAt: number;
-}
-
 export type SigninThrottle = ReturnType<typeof createSigninThrottle>;
 
-export function createSigninThrottle(clock: Clock) {
-  const buckets = new Map<string, Bucket>();
-  let swept = 0;
+/** Whether a bucket has nothing left to count: an address window over, or an account's run forgotten. */
+export function staleBucket(key: string, b: Bucket, now: number): boolean {
+  if (windowed(key)) return now - b.since >= SIGNIN_ADDRESS_WINDOW_MS;
+  return now - b.last >= SIGNIN_FORGET_MS && b.nextAt <= now;
+}
 
-  function live(key: string, now: number): Bucket | undefined {
-    const b = buckets.get(key);
-    if (b && stale(key, b, now)) {
-      buckets.delete(key);
-      return undefined;
-    }
-    return b;
-  }
-
-  function stale(key: string, b: Bucket, now: number): boolean {
-    if (windowed(key)) return now - b.since >= SIGNIN_ADDRESS_WINDOW_MS;
-    return now - b.last >= SIGNIN_FORGET_MS && b.nextAt <= now;
-  }
-
-  function sweep(now: number) {
-    if (now - swept < 60_000) return;
-    swept = now;
-    for (const [key, b] of buckets) if (stale(key, b, now)) buckets.delete(key);
-  }
-
+/** `buckets`: where the buckets live (default: this process's memory, for the SQLite store). */
+export function createSigninThrottle(clock: Clock, buckets: BucketStore = memoryBuckets((key, b) => staleBucket(key, b, clock.now()), () => clock.now())) {
   function refuse(waitMs: number): never {
     const seconds = Math.max(1, Math.ceil(waitMs / 1000));
     const when = seconds < 120 ? `${seconds} second(s)` : `${Math.ceil(seconds / 60)} minute(s)`;
@@ -101,65 +77,75 @@ export function createSigninThrottle(clock: Clock) {
     });
   }
 
-  function charge(key: string, now: number): Bucket {
-    const b = live(key, now) ?? { failures: 0, since: now, last: now, nextAt: now };
-    b.failures++;
-    b.last = now;
-    buckets.set(key, b);
-    return b;
-  }
-
   return {
     /**
-     * Decides one attempt and charges it as a failure, synchronously (no await may come between
-     * the check and the charge): throws 429 with Retry-After when a bucket refuses.
+     * Decides one attempt and charges it as a failure in one step (no other decision on its buckets
+     * comes between the check and the charge, in any process): rejects with 429 and Retry-After
+     * when a bucket refuses.
      */
-    reserve(a: SigninAttempt): Reservation {
+    async reserve(a: SigninAttempt): Promise<Reservation> {
       const now = clock.now();
-      sweep(now);
-      if (a.device !== null) {
-        const key = `device:${a.device}`;
-        if ((live(key, now)?.failures ?? 0) < SIGNIN_DEVICE_FAILURES) {
-          charge(key, now);
-          return { path: "device", keys: [key] };
-        }
-      }
       const client = clientAddress(a.address);
       const account = `account:${a.account}`;
-      const backoff = () => {
-        const cb = live(account, now);
-        if (cb && cb.nextAt > now) refuse(cb.nextAt - now);
-      };
-      const chargeAccount = () => {
-        const b = charge(account, now);
-        b.nextAt = now + backoffAfter(b.failures);
-      };
-      if (client.loopback && a.forwarded) {
-        backoff();
-        chargeAccount();
-        return { path: "proxied", keys: [account] };
-      }
       const address = client.loopback ? `host:${a.account}` : `address:${client.key}`;
-      const ab = live(address, now);
-      if (ab && ab.failures >= SIGNIN_FAILURES_PER_ADDRESS) refuse(ab.since + SIGNIN_ADDRESS_WINDOW_MS - now);
-      if (client.loopback) {
-        charge(address, now);
-        return { path: "host", keys: [address] };
-      }
-      backoff();
-      charge(address, now);
-      chargeAccount();
-      return { path: "remote", keys: [address, account] };
+      const device = a.device !== null ? `device:${a.device}` : null;
+      return buckets.atomically([account, address, ...(device ? [device] : [])], (view) => {
+        const live = (key: string): Bucket | undefined => {
+          const b = view.get(key);
+          if (b && staleBucket(key, b, now)) {
+            view.delete(key);
+            return undefined;
+          }
+          return b;
+        };
+        const charge = (key: string): Bucket => {
+          const b = live(key) ?? { failures: 0, since: now, last: now, nextAt: now };
+          b.failures++;
+          b.last = now;
+          view.set(key, b);
+          return b;
+        };
+        if (device && (live(device)?.failures ?? 0) < SIGNIN_DEVICE_FAILURES) {
+          charge(device);
+          return { path: "device" as const, keys: [device] };
+        }
+        const backoff = () => {
+          const cb = live(account);
+          if (cb && cb.nextAt > now) refuse(cb.nextAt - now);
+        };
+        const chargeAccount = () => {
+          const b = charge(account);
+          b.nextAt = now + backoffAfter(b.failures);
+          view.set(account, b);
+        };
+        if (client.loopback && a.forwarded) {
+          backoff();
+          chargeAccount();
+          return { path: "proxied" as const, keys: [account] };
+        }
+        const ab = live(address);
+        if (ab && ab.failures >= SIGNIN_FAILURES_PER_ADDRESS) refuse(ab.since + SIGNIN_ADDRESS_WINDOW_MS - now);
+        if (client.loopback) {
+          charge(address);
+          return { path: "host" as const, keys: [address] };
+        }
+        backoff();
+        charge(address);
+        chargeAccount();
+        return { path: "remote" as const, keys: [address, account] };
+      });
     },
 
     /** The password was right: the attempt's charges are refunded and the account's run ends. */
-    succeeded(r: Reservation): void {
-      for (const key of r.keys) {
-        const b = buckets.get(key);
-        if (!b) continue;
-        if (windowed(key) && b.failures > 1) b.failures--;
-        else buckets.delete(key);
-      }
+    async succeeded(r: Reservation): Promise<void> {
+      await buckets.atomically(r.keys, (view) => {
+        for (const key of r.keys) {
+          const b = view.get(key);
+          if (!b) continue;
+          if (windowed(key) && b.failures > 1) view.set(key, { ...b, failures: b.failures - 1 });
+          else view.delete(key);
+        }
+      });
     },
   };
 }

@@ -11,6 +11,7 @@ import m008 from "./migrations/008-files-account-usage.sql" with { type: "text" 
 import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
 import m011 from "./migrations/011-counters.sql" with { type: "text" };
+import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -32,6 +33,7 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "009-message-threads", sql: m009 },
   { name: "010-credit-holds", sql: m010 },
   { name: "011-counters", sql: m011 },
+  { name: "012-signin-buckets", sql: m012 },
 ];
 
 /** pg_advisory_xact_lock key of the migrations: "appl" in ASCII. */
