@@ -12,6 +12,20 @@ import type { UsageRow } from "../usage";
 // reports anyway reruns the whole group (nothing of it was committed).
 
 const RETRYABLE = new Set(["40P01", "40001"]);
+/** A deadlock or serialization failure: nothing of the transaction was committed, and it may run again. */
+const retryable = (e: unknown) => RETRYABLE.has((e as { errno?: string }).errno ?? "");
+
+/** Runs a transaction again after a retryable failure (up to 5 times); any other failure is `failed`'s answer. */
+async function retrying<T>(run: () => Promise<T>, failed: (error: unknown) => T): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if (attempt < 5 && retryable(error)) continue;
+      return failed(error);
+    }
+  }
+}
 const INT_FIELDS = ["input_tokens", "output_tokens", "cached_tokens", "images", "batch", "cost_micros", "trial_tokens", "created_at"] as const;
 
 export function postgresLedger(money: SQL): Ledger {
@@ -31,7 +45,7 @@ export function postgresLedger(money: SQL): Ledger {
       paid AS (
         UPDATE accounts a SET balance_micros = a.balance_micros - ins.cost_micros, trial_tokens_used = a.trial_tokens_used + ins.trial_tokens
         FROM ins WHERE a.id = ins.account_id AND (ins.cost_micros <> 0 OR ins.trial_tokens <> 0) RETURNING 1)
-      SELECT (SELECT COUNT(*) FROM ins) AS charged, (SELECT COUNT(*) FROM paid) AS paid, (SELECT COUNT(*) FROM gone) AS gone`;
+      SELECT (SELECT COUNT(*) FROM ins) AS charged`;
     return Number(r.charged) > 0;
   }
 
@@ -44,7 +58,7 @@ export function postgresLedger(money: SQL): Ledger {
       });
     } catch (error) {
       if (error instanceof LineEnded) return { ended: true };
-      if (RETRYABLE.has((error as { errno?: string }).errno ?? "")) throw error; // the whole group reruns
+      if (retryable(error)) throw error; // the whole group reruns
       return { error };
     }
   }
@@ -68,16 +82,7 @@ export function postgresLedger(money: SQL): Ledger {
   async function settle(items: Settlement[]): Promise<SettleOutcome[]> {
     if (items.length === 0) return [];
     // One settlement with nothing to commit beside it: one statement, its own transaction.
-    if (items.length === 1 && !items[0]!.effect) {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return [{ charged: await charge(money, items[0]!.row) }];
-        } catch (error) {
-          if (attempt < 5 && RETRYABLE.has((error as { errno?: string }).errno ?? "")) continue;
-          return [{ error }];
-        }
-      }
-    }
+    if (items.length === 1 && !items[0]!.effect) return retrying<SettleOutcome[]>(async () => [{ charged: await charge(money, items[0]!.row) }], (error) => [{ error }]);
     // A group with no effects, first as one transaction without savepoints (a charge that fails
     // aborts it; then the group is settled again, each in a savepoint, to fail that one alone).
     if (items.every((x) => !x.effect)) {
@@ -92,18 +97,15 @@ export function postgresLedger(money: SQL): Ledger {
       }
     }
     const order = byAccount(items);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await money.begin(async (tx) => {
+    return retrying(
+      () =>
+        money.begin(async (tx) => {
           const out: SettleOutcome[] = new Array(items.length);
           for (const i of order) out[i] = await one(tx, items[i]!);
           return out;
-        });
-      } catch (error) {
-        if (attempt < 5 && RETRYABLE.has((error as { errno?: string }).errno ?? "")) continue;
-        return items.map(() => ({ error }));
-      }
-    }
+        }),
+      (error) => items.map(() => ({ error })),
+    );
   }
 
   return {
