@@ -1,4 +1,5 @@
 import type { SQL } from "bun";
+import { DB_NOW_MS as NOW } from "./db";
 import type { CounterStore, WindowResult } from "../counters";
 
 // The limits' counters on PostgreSQL (the interface: ../counters.ts), on the asynchronously
@@ -10,7 +11,6 @@ import type { CounterStore, WindowResult } from "../counters";
 // process, and trims window events older than the longest window (an hour).
 
 export const LEASE_MS = 15_000;
-const NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const KEEP_EVENTS_MS = 3_600_000;
 
 export interface PgCounterStore extends CounterStore {

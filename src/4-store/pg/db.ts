@@ -36,6 +36,9 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "012-signin-buckets", sql: m012 },
 ];
 
+/** The database's clock in epoch ms, as SQL: leases and windows are timed by it, whichever process reads them. */
+export const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
 /** pg_advisory_xact_lock key of the migrations: "appl" in ASCII. */
 const MIGRATION_LOCK = 0x6170706c;
 

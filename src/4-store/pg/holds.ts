@@ -1,4 +1,5 @@
 import type { SQL } from "bun";
+import { DB_NOW_MS as NOW } from "./db";
 import type { HoldStore } from "../holds";
 
 // Credit holds on PostgreSQL (the interface: ../holds.ts). An admission is one call of a database
@@ -12,7 +13,6 @@ import type { HoldStore } from "../holds";
 // transaction (pg/ledger.ts).
 
 export const HOLD_LEASE_MS = 15_000;
-const NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 export interface PgHoldStore extends HoldStore {
   /** Renews this process's holds and drops every lapsed hold; returns how many were dropped. */
