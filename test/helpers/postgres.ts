@@ -1,13 +1,16 @@
 import { SQL } from "bun";
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 // A PostgreSQL cluster of the test run's own (test/setup-postgres.sh installs the server): initdb
 // into a temp dir, a free port on 127.0.0.1, fsync off, started on first use and stopped by its
-// PID when the process exits. Each caller gets a database of its own in it (`freshDatabase`).
-// As root, the cluster runs as the `postgres` user (PostgreSQL refuses to run as root).
+// PID when the run ends (test/setup.ts's afterAll: Bun's test runner emits no "exit" event), its
+// files removed. A run that was killed leaves its cluster behind: the next run stops it (the dir
+// names the run's process, and that process is gone) and removes it. Each caller gets a database
+// of its own in it (`freshDatabase`). As root, the cluster runs as the `postgres` user (PostgreSQL
+// refuses to run as root).
 
 export interface Cluster {
   port: number;
@@ -48,9 +51,39 @@ function run(args: string[]): void {
   if (r.exitCode !== 0) throw new Error(`${args.join(" ")} failed (${r.exitCode}): ${r.stderr.toString()}${r.stdout.toString()}`);
 }
 
+const PREFIX = "appliance-pg-";
+
+/** Stops a cluster by its postmaster's PID (immediate shutdown), and removes its files. */
+function stopCluster(dir: string): void {
+  const pidFile = join(dir, "data", "postmaster.pid");
+  const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : 0;
+  if (pid > 0 && alive(pid)) {
+    try {
+      process.kill(pid, "SIGQUIT");
+    } catch {}
+    for (let i = 0; i < 100 && alive(pid); i++) Bun.sleepSync(20);
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Clusters of earlier runs whose process is gone (killed before it could stop them). */
+function sweepLeftovers(): void {
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(PREFIX)) continue;
+    const dir = join(tmpdir(), name);
+    const owner = existsSync(join(dir, "owner")) ? Number(readFileSync(join(dir, "owner"), "utf8")) : 0;
+    if (owner > 0 && alive(owner)) continue;
+    try {
+      stopCluster(dir);
+    } catch {}
+  }
+}
+
 async function start(): Promise<Cluster> {
   const bin = binDir();
-  const dir = mkdtempSync(join(tmpdir(), "appliance-pg-"));
+  sweepLeftovers();
+  const dir = mkdtempSync(join(tmpdir(), PREFIX));
+  writeFileSync(join(dir, "owner"), String(process.pid));
   if (asRoot) {
     const { uid, gid } = { uid: Number(Bun.spawnSync(["id", "-u", "postgres"]).stdout.toString()), gid: Number(Bun.spawnSync(["id", "-g", "postgres"]).stdout.toString()) };
     chownSync(dir, uid, gid);
@@ -61,14 +94,7 @@ async function start(): Promise<Cluster> {
   const opts = `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c full_page_writes=off -c max_connections=200`;
   run([join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", join(dir, "log"), "-w", "-t", "60", "start"]);
   const pid = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
-  process.once("exit", () => {
-    // Immediate shutdown by PID (SIGQUIT), then the files go.
-    try {
-      process.kill(pid, "SIGQUIT");
-    } catch {}
-    for (let i = 0; i < 50 && alive(pid); i++) Bun.sleepSync(20);
-    rmSync(dir, { recursive: true, force: true });
-  });
+  process.once("exit", () => stopCluster(dir)); // scripts (bench); the test runner calls stopPostgresCluster
   return { port, dir, pid, url: (name) => `postgres://postgres@127.0.0.1:${port}/${name}` };
 }
 
@@ -79,6 +105,14 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Stops the run's cluster, if one was started (test/setup.ts, after the last test). */
+export async function stopPostgresCluster(): Promise<void> {
+  if (!cluster) return;
+  const c = await cluster.catch(() => null);
+  cluster = null;
+  if (c) stopCluster(c.dir);
 }
 
 /** The run's cluster, started on first use. */
