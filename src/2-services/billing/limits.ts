@@ -73,9 +73,7 @@ export function createLimits(db: Database, cfg: Config["limits"], clock: Clock, 
       // The day's cap counts images made today and images being made now (held by leases).
       const id = leaseId("images");
       const made = await counters.imagesSince(p.keyId, dayStart);
-      const held = await counters.lease(`images:${p.keyId}`, id, n, Math.max(0, perDay - made));
-      if (!held.ok || perDay - made <= 0) {
-        if (held.ok) void counters.unlease(id);
+      if (made + n > perDay || !(await counters.lease(`images:${p.keyId}`, id, n, perDay - made)).ok) {
         const wait = dayStart + DAY - now;
         throw new ApiError("daily_limit_exceeded", `daily image limit reached: ${perDay} images per day for this key (resets 00:00 UTC)`, {
           headers: retryHeaders(wait),
@@ -97,7 +95,6 @@ export function createLimits(db: Database, cfg: Config["limits"], clock: Clock, 
       };
     },
 
-    inflightCount: (keyId: string) => counters.leased(`inflight:${keyId}`),
   };
 }
 

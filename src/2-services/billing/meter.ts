@@ -117,9 +117,9 @@ export function createMeter(
     }
 
     let state: "held" | "settled" | "released" = "held";
-    /** `charged`: the settlement committed, which took a database hold with it. */
-    const drop = (charged = false) => {
-      if (!(charged && holds.settledWithCharge)) void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
+    /** `settled`: the settlement committed, which took a database hold with it. */
+    const drop = (settled = false) => {
+      if (!(settled && holds.settledWithCharge)) void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
       leaveInflight();
       releaseImages();
     };
