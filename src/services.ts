@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import type { Database } from "bun:sqlite";
+import { asStore, type Store } from "./4-store/store";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -41,6 +42,9 @@ export interface AppDeps {
   config: Config;
   /** The port the main listener bound (main.ts sets it; 0 before): rentals' public URLs name it. */
   listening: { port: number };
+  /** The store: SQLite in the data dir, or PostgreSQL ([store] url). */
+  store: Store;
+  /** SQLite's handle while domains still read it directly (issue 44 moves each behind its store interface). */
   db: Database;
   clock: Clock;
   logger: Logger;
@@ -69,7 +73,7 @@ export interface AppDeps {
 
 export function createServices(
   config: Config,
-  db: Database,
+  storeOrDb: Store | Database,
   opts: {
     clock?: Clock;
     logger?: Logger;
@@ -80,6 +84,9 @@ export function createServices(
     planner?: MemoryPlanner;
   } = {},
 ): AppDeps {
+  const store = asStore(storeOrDb);
+  if (store.kind !== "sqlite") throw new Error("the PostgreSQL store is not complete yet (issue 44): leave [store] url empty");
+  const db = store.db;
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const limits = createLimits(db, config.limits, clock);
@@ -172,6 +179,7 @@ export function createServices(
   return {
     config,
     listening,
+    store,
     db,
     clock,
     logger,

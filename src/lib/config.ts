@@ -220,6 +220,19 @@ const Threads = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+// Where the appliance keeps its state (issue 44): SQLite in the data dir, or one PostgreSQL that
+// several appliance processes share.
+const Store = T.Object(
+  {
+    url: T.String({
+      default: "",
+      pattern: "^(|postgres(ql)?://.+)$",
+      description: "postgres://USER[:PASSWORD]@HOST:PORT/DB to keep the state in PostgreSQL; empty: SQLite in server.data_dir (env APPLIANCE_STORE_URL)",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -243,6 +256,7 @@ export const Config = T.Object(
     files: Files,
     compat: Compat,
     threads: Threads,
+    store: Store,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },
@@ -307,6 +321,11 @@ export function loadConfig(
   applyOverride(server, "host", flags.host);
   applyOverride(server, "port", numeric(flags.port));
   if (flags.demo) raw.demo = true;
+  if (env.APPLIANCE_STORE_URL) {
+    const store = (raw.store ??= {});
+    if (typeof store !== "object" || Array.isArray(store)) throw new ConfigError("store: must be a table");
+    applyOverride(store, "url", env.APPLIANCE_STORE_URL);
+  }
 
   const config = validateConfig(raw, file ?? "config");
   config.server.data_dir = resolveDataDir(config.server.data_dir, env);

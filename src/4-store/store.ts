@@ -1,0 +1,64 @@
+import type { Database } from "bun:sqlite";
+import type { Config } from "../lib/config";
+import { openStore } from "./db";
+import { connectPostgres, migratePostgres, type PgPools } from "./pg/db";
+
+// The store the appliance runs on (issue 44): SQLite in the data dir (the embedded default, one
+// process) or PostgreSQL (`[store] url`, several processes on one database). Each domain has an
+// interface of its own in this folder (threads.ts, ledger.ts, holds.ts, counters.ts, …) with a
+// SQLite implementation beside it and a PostgreSQL one under pg/; `…StoreOf(store)` picks one.
+
+export interface SqliteStore {
+  kind: "sqlite";
+  db: Database;
+  /** Where it is, for logs and doctor (no secrets). */
+  describe: string;
+  close(): Promise<void>;
+}
+
+export interface PostgresStore {
+  kind: "postgres";
+  pg: PgPools;
+  describe: string;
+  close(): Promise<void>;
+}
+
+export type Store = SqliteStore | PostgresStore;
+
+export function sqliteStore(db: Database, describe = db.filename): SqliteStore {
+  return { kind: "sqlite", db, describe, close: async () => db.close() };
+}
+
+/** A URL with its password replaced: what logs, errors and doctor print. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparsable URL)";
+  }
+}
+
+/** Connects and applies the migrations the database lacks (under the migration lock). */
+export async function openPostgresStore(url: string, o: { max?: number; migrate?: boolean } = {}): Promise<PostgresStore> {
+  const pg = connectPostgres(url, { max: o.max });
+  try {
+    if (o.migrate !== false) await migratePostgres(pg.money);
+  } catch (e) {
+    await pg.close().catch(() => {});
+    throw e;
+  }
+  return { kind: "postgres", pg, describe: redactUrl(url), close: () => pg.close() };
+}
+
+/** The configured store: `[store] url` (or APPLIANCE_STORE_URL) names PostgreSQL; absent, SQLite in the data dir. */
+export async function openConfiguredStore(config: Pick<Config, "store" | "server">): Promise<Store> {
+  if (config.store.url) return openPostgresStore(config.store.url);
+  return sqliteStore(openStore(config.server.data_dir));
+}
+
+/** Accepts what callers built before the store had two backends: a bare SQLite handle. */
+export function asStore(s: Store | Database): Store {
+  return "kind" in s && (s.kind === "sqlite" || s.kind === "postgres") ? (s as Store) : sqliteStore(s as Database);
+}
