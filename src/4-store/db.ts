@@ -13,6 +13,8 @@ import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
 import m011 from "./migrations/011-counters.sql" with { type: "text" };
 import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
+import m013 from "./migrations/013-file-chunks.sql" with { type: "text" };
+import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -29,6 +31,8 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "010-credit-holds", sql: m010 },
   { name: "011-counters", sql: m011 },
   { name: "012-signin-buckets", sql: m012 },
+  { name: "013-file-chunks", sql: m013 },
+  { name: "014-batch-line-leases", sql: m014 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -12,6 +12,8 @@ import m009 from "./migrations/009-message-threads.sql" with { type: "text" };
 import m010 from "./migrations/010-credit-holds.sql" with { type: "text" };
 import m011 from "./migrations/011-counters.sql" with { type: "text" };
 import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
+import m013 from "./migrations/013-file-chunks.sql" with { type: "text" };
+import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -34,6 +36,8 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "010-credit-holds", sql: m010 },
   { name: "011-counters", sql: m011 },
   { name: "012-signin-buckets", sql: m012 },
+  { name: "013-file-chunks", sql: m013 },
+  { name: "014-batch-line-leases", sql: m014 },
 ];
 
 /** The database's clock in epoch ms, as SQL: leases and windows are timed by it, whichever process reads them. */
