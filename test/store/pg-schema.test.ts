@@ -13,7 +13,7 @@ import { freshDatabase } from "../helpers/postgres";
 // PostgreSQL's are applied once under a lock by any number of processes starting together, and a
 // database written by a newer build is refused.
 
-const dir = tempDir("appliance-pg-schema-");
+const dir = tempDir("appliance-schema-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Tables only PostgreSQL has: what the SQLite store keeps in its one process's memory (src/4-store/holds.ts). */
