@@ -63,12 +63,13 @@ export async function startServer(
     const deps = createServices(config, db, { logger, discoveredGpus });
     const first = await bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
-    deps.files.sweep();
+    const sweepFiles = () => deps.files.sweep().catch((e) => logger.warn("file sweep failed", { error: (e as Error).message }));
+    await sweepFiles();
     // Expired message threads go at start and hourly too, not only when some key keeps a thread.
     const sweepThreads = () => deps.threads.sweep(deps.clock.now()).catch((e) => logger.warn("message thread sweep failed", { error: (e as Error).message }));
     void sweepThreads();
     const sweeper = setInterval(() => {
-      deps.files.sweep();
+      void sweepFiles();
       void sweepThreads();
     }, 3_600_000);
     sweeper.unref();

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
+import { join } from "node:path";
 import type { Database } from "bun:sqlite";
-import { asStore, type Store } from "./4-store/store";
+import { asStore, batchesStoreOf, filesStoreOf, type Store } from "./4-store/store";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -123,8 +124,9 @@ export function createServices(
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
-  const files = createFilesService({ db, dataDir: config.server.data_dir, clock, logger, storage: () => config.files });
-  const batchWorker = createBatchWorker({ db, files, registry, accounts, clock, logger });
+  const files = createFilesService({ store: filesStoreOf(store, join(config.server.data_dir, "files")), clock, logger, storage: () => config.files });
+  const batchStore = batchesStoreOf(store);
+  const batchWorker = createBatchWorker({ store: batchStore, files, registry, accounts, clock, logger });
   const r = config.rentals;
   const listening = { port: 0 };
   const publicHost = r.public_host || (config.server.host === "0.0.0.0" || config.server.host === "::" ? hostname() : config.server.host);
@@ -146,7 +148,7 @@ export function createServices(
     const viaRuntime = new Set(registry.status().filter((s) => s.kind === "chat" && s.device === "cpu" && (s.memory_mb?.gpu ?? 0) > 0).map((s) => s.id));
     return engines.map((e) => (e.loaded && e.device === "cpu" && viaRuntime.has(e.modelId) ? { loaded: true, device: rt.device, gpus: rt.gpus } : e));
   };
-  const batches = createBatchesService({ db, files, clock, notify: batchWorker.notify });
+  const batches = createBatchesService({ store: batchStore, files, clock, notify: batchWorker.notify });
   const rentals = createRentalsService({
     db,
     meter,

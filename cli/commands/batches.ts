@@ -1,15 +1,17 @@
 import { Command } from "commander";
+import { join } from "node:path";
 import { createBatchesService, type BatchObject } from "../../src/2-services/batches/service";
 import { systemClock } from "../../src/lib/clock";
 import { loadConfig } from "../../src/lib/config";
 import { createFilesService } from "../../src/2-services/files/service";
 import { createLogger } from "../../src/lib/log";
-import { openStore } from "../../src/4-store/db";
+import { batchesStoreOf, filesStoreOf, openConfiguredStore } from "../../src/4-store/store";
 import { globals, intOption } from "../context";
 import { emit, fail, table } from "../output";
 
-// `appliance batches list|show|cancel` on the local data dir, through the batch service the API
-// uses. A running server's worker sees a cancel at its next poll (half a second).
+// `appliance batches list|show|cancel` on the configured store (the data dir's SQLite, or
+// PostgreSQL), through the batch service the API uses. A running server's worker sees a cancel at
+// its next poll (half a second).
 
 const TERMINAL = new Set(["completed", "failed", "expired", "cancelled"]);
 
@@ -18,12 +20,12 @@ function withBatches<T>(c: Command, fn: (batches: ReturnType<typeof createBatche
     try {
       const g = globals(c);
       const { config } = loadConfig({ file: g.config, flags: { dataDir: g.dataDir } });
-      const db = openStore(config.server.data_dir);
+      const store = await openConfiguredStore(config);
       try {
-        const files = createFilesService({ db, dataDir: config.server.data_dir, clock: systemClock, logger: createLogger({ level: "error" }) });
-        await fn(createBatchesService({ db, files, clock: systemClock }));
+        const files = createFilesService({ store: filesStoreOf(store, join(config.server.data_dir, "files")), clock: systemClock, logger: createLogger({ level: "error" }) });
+        await fn(createBatchesService({ store: batchesStoreOf(store), files, clock: systemClock }));
       } finally {
-        db.close();
+        await store.close();
       }
     } catch (e) {
       fail(e);
@@ -62,8 +64,8 @@ export function batchesCommand(): Command {
     .option("--limit <n>", "how many", intOption("--limit"), 20)
     .option("--json", "print JSON")
     .action((opts: { limit: number; json?: boolean }, c: Command) =>
-      withBatches(c, (batches) =>
-        emit(opts.json, batches.admin.recent(opts.limit), (list) =>
+      withBatches(c, async (batches) =>
+        emit(opts.json, await batches.admin.recent(opts.limit), (list) =>
           table(
             list.map((b) => ({
               id: b.id,
@@ -87,7 +89,7 @@ export function batchesCommand(): Command {
     .option("--json", "print JSON")
     .action((id: string, opts: { watch?: boolean; interval: number; json?: boolean }, c: Command) =>
       withBatches(c, async (batches) => {
-        let b = batches.admin.get(id);
+        let b = await batches.admin.get(id);
         if (!opts.watch) return emit(opts.json, b, human);
         const tty = process.stdout.isTTY;
         let last = "";
@@ -97,7 +99,7 @@ export function batchesCommand(): Command {
           last = line;
           if (TERMINAL.has(b.status)) break;
           await Bun.sleep(opts.interval);
-          b = batches.admin.get(id);
+          b = await batches.admin.get(id);
         }
         if (tty && !opts.json) process.stdout.write("\n");
         if (!opts.json) process.stdout.write(human(b) + "\n");
@@ -108,7 +110,7 @@ export function batchesCommand(): Command {
     .command("cancel <id>")
     .description("cancel a batch: lines not yet started are stopped; what finished is delivered")
     .option("--json", "print JSON")
-    .action((id: string, opts: { json?: boolean }, c: Command) => withBatches(c, (batches) => emit(opts.json, batches.admin.cancel(id), human)));
+    .action((id: string, opts: { json?: boolean }, c: Command) => withBatches(c, async (batches) => emit(opts.json, await batches.admin.cancel(id), human)));
 
   return cmd;
 }

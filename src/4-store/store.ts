@@ -1,7 +1,11 @@
 import type { Database } from "bun:sqlite";
 import type { Config } from "../lib/config";
 import { openStore } from "./db";
+import { sqliteBatchStore, type BatchStore } from "./batches";
+import { sqliteFileStore, type FileStore } from "./files";
+import { postgresBatchStore } from "./pg/batches";
 import { connectPostgres, migratePostgres, type PgPools } from "./pg/db";
+import { postgresFileStore } from "./pg/files";
 
 // The store the appliance runs on (issue 44): SQLite in the data dir (the embedded default, one
 // process) or PostgreSQL (`[store] url`, several processes on one database). Each domain has an
@@ -61,4 +65,14 @@ export async function openConfiguredStore(config: Pick<Config, "store" | "server
 /** Accepts what callers built before the store had two backends: a bare SQLite handle. */
 export function asStore(s: Store | Database): Store {
   return "kind" in s && (s.kind === "sqlite" || s.kind === "postgres") ? (s as Store) : sqliteStore(s as Database);
+}
+
+/** Files (rows and bytes) on this store; on SQLite the bytes live under `filesDir` (<data_dir>/files). */
+export function filesStoreOf(store: Store, filesDir: string): FileStore {
+  return store.kind === "sqlite" ? sqliteFileStore(store.db, filesDir) : postgresFileStore(store.pg.money, store.pg.fast);
+}
+
+/** Batches and their lines' leases on this store. */
+export function batchesStoreOf(store: Store): BatchStore {
+  return store.kind === "sqlite" ? sqliteBatchStore(store.db) : postgresBatchStore(store.pg.money, store.pg.fast);
 }

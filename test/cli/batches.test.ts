@@ -1,12 +1,15 @@
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { createAccountService } from "../../src/2-services/accounts/service";
 import { createBatchesService } from "../../src/2-services/batches/service";
 import { systemClock } from "../../src/lib/clock";
 import { validateConfig } from "../../src/lib/config";
 import { createFilesService } from "../../src/2-services/files/service";
 import { memoryLogger } from "../../src/lib/log";
+import { sqliteBatchStore } from "../../src/4-store/batches";
 import { openStore } from "../../src/4-store/db";
+import { sqliteFileStore } from "../../src/4-store/files";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 
@@ -20,10 +23,10 @@ async function makeBatch(): Promise<string> {
     const accounts = createAccountService(db, validateConfig({}).limits, systemClock);
     if (accounts.accountCount() === 0) accounts.createAccount("ops");
     const principal = accounts.authenticate(accounts.createKey({ account: "ops", kind: "premium" }).key)!;
-    const files = createFilesService({ db, dataDir: dir, clock: systemClock, logger: memoryLogger() });
-    const file = await files.createResult(principal, "in.jsonl", async (p) => Bun.write(p, "{}\n"));
+    const files = createFilesService({ store: sqliteFileStore(db, join(dir, "files")), clock: systemClock, logger: memoryLogger() });
+    const file = await files.createResult(principal, "in.jsonl", (sink) => sink.write(Buffer.from("{}\n")));
     db.run("UPDATE files SET purpose = 'batch' WHERE id = ?", [file.id]);
-    return createBatchesService({ db, files, clock: systemClock }).create(principal, { input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" }).id;
+    return (await createBatchesService({ store: sqliteBatchStore(db), files, clock: systemClock }).create(principal, { input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" })).id;
   } finally {
     db.close();
   }

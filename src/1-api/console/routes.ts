@@ -58,8 +58,8 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: 
     .get("/console/api/usage", ({ request, query }) => views.usage(signedIn(request).accountId, query.days === undefined ? 30 : Number(query.days)))
     .get("/console/api/batches", ({ request }) => views.batches(signedIn(request).accountId))
     .post("/console/api/batches/:id/cancel", ({ request, params }) => views.cancelBatch(signedIn(request).accountId, params.id))
-    .get("/console/api/files/:id/content", ({ request, params }) => {
-      const { file, name } = views.fileContent(signedIn(request).accountId, params.id);
+    .get("/console/api/files/:id/content", async ({ request, params }) => {
+      const { file, name } = await views.fileContent(signedIn(request).accountId, params.id);
       return new Response(file, { headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${name.replace(/["\\\r\n]/g, "_")}"` } });
     })
     .get("/console/api/gpus", ({ request }) => (signedIn(request), views.gpus()))

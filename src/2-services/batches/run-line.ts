@@ -2,7 +2,7 @@ import type { Principal } from "../accounts/types";
 import { asApiError, ERROR_TABLE } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Logger } from "../../lib/log";
-import type { BatchesRepo, BatchRow, LineRow } from "../../4-store/batches";
+import type { BatchRow, BatchStore, LineRow } from "../../4-store/batches";
 import { LineEnded, type LedgerEffect } from "../../4-store/ledger";
 import { isBatchEndpoint } from "./endpoints";
 import type { BatchLanes } from "./lanes";
@@ -12,7 +12,8 @@ import type { BatchLanes } from "./lanes";
 // transaction that charges it; a failed line is recorded with nothing charged (spec §7 rule 2).
 
 export interface LineDeps {
-  repo: BatchesRepo;
+  /** Where a failure is recorded (only if the line is still pending). */
+  repo: Pick<BatchStore, "fail">;
   /** Each endpoint's runner and the error body's format, given by the edge (lanes.ts). */
   lanes: BatchLanes;
   clock: Clock;
@@ -26,7 +27,7 @@ export function lineIds(batchId: string, line: number) {
 }
 
 
-/** Runs a claimed line; "aborted" when `signal` stopped it (the line stays to be run again). */
+/** Runs a claimed line; "aborted" when `signal` stopped it (the line stays to be run again: its claimer hands it back). */
 export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, principal: Principal, signal: AbortSignal): Promise<"done" | "aborted"> {
   const { id, requestId } = lineIds(batch.id, line.line);
   // The result commits with the charge; a line that had already ended another way (failed as
@@ -55,7 +56,7 @@ export async function runLine(deps: LineDeps, batch: BatchRow, line: LineRow, pr
       response: { status_code: error.status, request_id: requestId, body: deps.lanes.errorBody(error) },
       error: { code: ERROR_TABLE[error.code].openaiCode ?? error.code, message: error.message },
     };
-    if (!deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now()))
+    if (!(await deps.repo.fail(batch.id, line.line, JSON.stringify(result), deps.clock.now())))
       deps.logger.warn("batch line ended elsewhere while it ran; its failure is not recorded", { batch: batch.id, line: line.line });
     return "done";
   }

@@ -1,10 +1,9 @@
-import type { Database } from "bun:sqlite";
 import type { Principal } from "../accounts/types";
 import { ApiError } from "../../lib/errors";
 import { unixSeconds as seconds, type Clock } from "../../lib/clock";
 import type { FilesService, Owner } from "../files/service";
 import { newId } from "../../lib/ids";
-import { batchesRepo, type BatchRow } from "../../4-store/batches";
+import type { BatchRow, BatchStore } from "../../4-store/batches";
 import { isBatchEndpoint, BATCH_ENDPOINTS } from "./endpoints";
 
 // Batches (spec §2.10, §3, §4): created against an uploaded input file, validated and run in the
@@ -44,26 +43,26 @@ export interface CreateBatch {
 
 export type BatchesService = ReturnType<typeof createBatchesService>;
 
-export function createBatchesService(deps: { db: Database; files: FilesService; clock: Clock; notify?: () => void }) {
-  const batches = batchesRepo(deps.db);
+export function createBatchesService(deps: { store: BatchStore; files: FilesService; clock: Clock; notify?: () => void }) {
+  const batches = deps.store;
 
-  function owned(owner: Owner, id: string): BatchRow {
-    const row = batches.byId(id);
+  async function owned(owner: Owner, id: string): Promise<BatchRow> {
+    const row = await batches.byId(id);
     if (!row || row.key_id !== owner.keyId) throw new ApiError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
     return row;
   }
 
   return {
-    create(principal: Principal, req: CreateBatch): BatchObject {
+    async create(principal: Principal, req: CreateBatch): Promise<BatchObject> {
       if (!isBatchEndpoint(req.endpoint))
         throw new ApiError("invalid_request", `endpoint must be one of ${Object.keys(BATCH_ENDPOINTS).join(", ")}`, { param: "endpoint" });
       if (req.completion_window !== "24h") throw new ApiError("invalid_request", 'completion_window must be "24h"', { param: "completion_window" });
       checkMetadata(req.metadata);
-      const file = deps.files.row(principal, req.input_file_id);
+      const file = await deps.files.row(principal, req.input_file_id);
       if (file.purpose !== "batch") throw new ApiError("invalid_request", `file ${file.id} has purpose "${file.purpose}"; a batch needs a file uploaded with purpose "batch"`, { param: "input_file_id" });
       const id = newId("batch_");
       const now = deps.clock.now();
-      batches.insert({
+      await batches.insert({
         id,
         key_id: principal.keyId,
         account_id: principal.accountId,
@@ -75,48 +74,60 @@ export function createBatchesService(deps: { db: Database; files: FilesService; 
         expires_at: now + WINDOW_MS,
       });
       deps.notify?.();
-      return toObject(batches.byId(id)!);
+      return toObject((await batches.byId(id))!);
     },
 
-    get: (owner: Owner, id: string) => toObject(owned(owner, id)),
+    get: async (owner: Owner, id: string) => toObject(await owned(owner, id)),
 
-    list(owner: Owner, q: { after?: string; limit?: number }) {
+    async list(owner: Owner, q: { after?: string; limit?: number }) {
       const limit = q.limit ?? 20;
       if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ApiError("invalid_request", "limit must be 1–100", { param: "limit" });
-      const rows = batches.page(owner.keyId, q.after, limit + 1);
+      const rows = await batches.page(owner.keyId, q.after, limit + 1);
       const data = rows.slice(0, limit).map(toObject);
       return { object: "list" as const, data, has_more: rows.length > limit, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
     },
 
     /** Lines not yet started are stopped; running ones finish; results so far are delivered. */
-    cancel(owner: Owner, id: string): BatchObject {
-      const row = owned(owner, id);
-      return toObject(cancelRow(row));
+    async cancel(owner: Owner, id: string): Promise<BatchObject> {
+      const row = await owned(owner, id);
+      return toObject(await cancelRow(row));
     },
+
+    /** The console: the account's batches (all its keys'), newest first. */
+    ofAccount: async (accountId: string, limit: number) => (await batches.byAccount(accountId, limit)).map(toObject),
+    /** Whose a batch is (the console's ownership check); null when there is none. */
+    async ownerOf(id: string): Promise<{ key_id: string; account_id: string } | null> {
+      const row = await batches.byId(id);
+      return row ? { key_id: row.key_id, account_id: row.account_id } : null;
+    },
+
+    /** Lines pending and finished, batches by status: what /metrics shows. */
+    counts: () => batches.counts(),
 
     /** For the CLI (the admin): any batch by id, and the most recent ones. */
     admin: {
-      get: (id: string) => {
-        const row = batches.byId(id);
+      get: async (id: string) => {
+        const row = await batches.byId(id);
         if (!row) throw new ApiError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
         return toObject(row);
       },
-      recent: (limit: number) => batches.recent(limit).map(toObject),
-      cancel: (id: string) => {
-        const row = batches.byId(id);
+      recent: async (limit: number) => (await batches.recent(limit)).map(toObject),
+      cancel: async (id: string) => {
+        const row = await batches.byId(id);
         if (!row) throw new ApiError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
-        return toObject(cancelRow(row));
+        return toObject(await cancelRow(row));
       },
     },
   };
 
-  function cancelRow(row: BatchRow): BatchRow {
+  async function cancelRow(row: BatchRow): Promise<BatchRow> {
     if (row.status === "validating" || row.status === "in_progress") {
-      batches.setStatus(row.id, "cancelling", deps.clock.now());
-      deps.notify?.();
-    } else if (row.status !== "cancelling")
-      throw new ApiError("conflict", `batch ${row.id} is ${row.status} and can no longer be cancelled`, { param: "batch_id" });
-    return batches.byId(row.id)!;
+      // Only from a status a cancel applies to: another process may have ended the batch meanwhile.
+      if (await batches.setStatus(row.id, "cancelling", deps.clock.now(), {}, ["validating", "in_progress"])) deps.notify?.();
+      row = (await batches.byId(row.id))!;
+    }
+    if (row.status !== "cancelling") throw new ApiError("conflict", `batch ${row.id} is ${row.status} and can no longer be cancelled`, { param: "batch_id" });
+    return row;
   }
 }
 

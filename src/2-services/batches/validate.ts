@@ -6,7 +6,8 @@ import type { BatchLane } from "./lanes";
 
 // Validation of a batch input file before anything runs (spec §3 Batch, §7 rule 1): every line
 // is checked — JSON, custom_id (present, unique), method, url, the body against the endpoint's
-// own schema, the model — and every problem is listed with its line number. Read as a stream.
+// own schema, the model — and every problem is listed with its line number. Read as a stream from
+// the store (a piece at a time: a 50 MB file is never whole in memory).
 
 export const MAX_BATCH_LINES = 50_000;
 
@@ -24,7 +25,7 @@ export interface ValidLine {
   body: string;
 }
 
-export async function validateBatchFile(path: string, endpoint: BatchEndpoint, lane: BatchLane, registry: Registry): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
+export async function validateBatchFile(input: ReadableStream<Uint8Array>, endpoint: BatchEndpoint, lane: BatchLane, registry: Registry): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
   const rules = BATCH_ENDPOINTS[endpoint];
   const lines: ValidLine[] = [];
   const errors: LineProblem[] = [];
@@ -32,7 +33,7 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, l
   let requests = 0;
   const problem = (line: number | null, code: string, message: string, param: string | null = null) => errors.push({ code, message, param, line });
 
-  for await (const { n, text } of readLines(path)) {
+  for await (const { n, text } of readLines(input)) {
     if (text.trim() === "") continue;
     requests++;
     if (requests > MAX_BATCH_LINES) {
@@ -81,11 +82,11 @@ export async function validateBatchFile(path: string, endpoint: BatchEndpoint, l
 }
 
 /** The file's lines with their 1-based numbers (a final line without a newline counts). */
-async function* readLines(path: string): AsyncGenerator<{ n: number; text: string }> {
+async function* readLines(input: ReadableStream<Uint8Array>): AsyncGenerator<{ n: number; text: string }> {
   const decoder = new TextDecoder();
   let rest = "";
   let n = 0;
-  for await (const chunk of Bun.file(path).stream()) {
+  for await (const chunk of input) {
     rest += decoder.decode(chunk, { stream: true });
     let from = 0;
     let i;

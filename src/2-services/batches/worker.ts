@@ -1,35 +1,37 @@
-import type { Database } from "bun:sqlite";
+import { hostname } from "node:os";
 import type { AccountService } from "../accounts/service";
 import type { Principal } from "../accounts/types";
-import type { ChatService } from "../chat/service";
 import type { Clock } from "../../lib/clock";
-import type { EmbeddingsService } from "../embeddings/service";
+import { randomBase62 } from "../../lib/ids";
 import { slotCount } from "../../lib/manifest";
 import type { Registry } from "../../3-engines/registry";
+import type { FileSink } from "../../4-store/files";
 import type { FilesService } from "../files/service";
 import type { Logger } from "../../lib/log";
-import { batchesRepo, type BatchRow, type LineRow } from "../../4-store/batches";
+import type { BatchRow, BatchStatus, BatchStore, LineRow } from "../../4-store/batches";
 import { isBatchEndpoint } from "./endpoints";
 import { crashedResult, runLine, unrunResult } from "./run-line";
 import { validateBatchFile } from "./validate";
 import type { BatchLanes } from "./lanes";
 
 // The batch worker: validates new batches, runs their lines on spare capacity, expires and
-// finalizes them. Its state is the store: every step is recorded, so a restart (or a kill)
-// resumes where the last commit left off — a line is pending until its result and charge commit
-// together. Which lines are running is kept here only; the store keeps how many times each line
-// was started (one write per dispatch pass, committed before the lines run; a graceful stop hands
-// it back).
+// finalizes them. Its state is the store (src/4-store/batches.ts): every step is recorded, so a
+// restart (or a kill) resumes where the last commit left off — a line is pending until its result
+// and charge commit together. Any number of processes may run a worker on one store: a line is run
+// by the process it is leased to (claimLines counts its start with the lease, committed before it
+// runs), the heartbeat renews this process's leases while their lines run, a graceful stop hands
+// them back, and the lines of a process that died are claimed again once their leases lapse.
 //
-// Crashes (issue 41 C2): a pending line with starts > 0 was running when a process died (or its
-// result could not be recorded). It is a suspect: it runs alone, with no other batch line beside
-// it, so that if the process dies again it is the one to blame (live traffic aside). A line found
-// with MAX_STARTS starts is failed with `batch_line_crashed` instead of being run again: a line
-// that kills the process costs two restarts, not a crash loop.
+// Crashes (issue 41 C2): a line claimed with starts > 1 was started before and never finished nor
+// handed back — a process died while running it (or its result could not be recorded). It is a
+// suspect: it runs alone, with no other batch line of this process beside it, so that if the
+// process dies again it is the one to blame (live traffic aside). A line found started MAX_STARTS
+// times is failed with `batch_line_crashed` instead of being run again: a line that kills the
+// process costs two restarts, not a crash loop.
 //
-// Spare capacity (spec §8): a chat model runs at most slots − 1 batch lines at once (one slot is
-// left to live traffic), and its lines wait for slots behind every live request; embedding lines
-// join the model's micro-batches.
+// Spare capacity (spec §8): a chat model runs at most slots − 1 batch lines at once in a process
+// (one slot is left to live traffic), and its lines wait for slots behind every live request;
+// embedding lines join the model's micro-batches.
 
 const POLL_MS = 500;
 const EMBEDDING_LINES_IN_FLIGHT = 64;
@@ -37,235 +39,231 @@ const PAGE = 1000;
 const DISPATCH_PAGE = 64;
 /** Runs a line may have been cut short by a dying process before it is failed rather than run again. */
 export const MAX_STARTS = 2;
+/** How long a claim holds a line without a heartbeat (renewed every third of it): a killed process's lines are claimed again this long after its last beat. */
+export const LEASE_MS = 15_000;
 
 export interface BatchWorkerDeps {
-  db: Database;
+  store: BatchStore;
   files: FilesService;
   registry: Registry;
   accounts: AccountService;
   clock: Clock;
   logger: Logger;
+  /** This process's name on its leases; default host:pid:random. */
+  owner?: string;
+  leaseMs?: number;
 }
 
 export type BatchWorker = ReturnType<typeof createBatchWorker>;
-type BatchState = { lines: Set<number>; cursor: number };
+
+/** What ending a batch in `to` may end it from: another process may have ended or moved it meanwhile. */
+const ENDS_FROM: Record<"completed" | "cancelled" | "expired", BatchStatus[]> = { completed: ["finalizing"], cancelled: ["cancelling"], expired: ["in_progress"] };
 
 export function createBatchWorker(deps: BatchWorkerDeps) {
-  const repo = batchesRepo(deps.db);
+  const store = deps.store;
+  const owner = deps.owner ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
+  const leaseMs = deps.leaseMs ?? LEASE_MS;
   /** Given by the edge (createApp) before the worker starts: how each endpoint's lines are checked and run. */
   let lanes: BatchLanes | null = null;
-  const lineDeps = () => ({ repo, lanes: lanes!, clock: deps.clock, logger: deps.logger });
+  const lineDeps = () => ({ repo: store, lanes: lanes!, clock: deps.clock, logger: deps.logger });
   const running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
   const perModel = new Map<string, number>();
-  /** Per batch, the lines running now and the last line handed out (lines are started in order). */
-  const perBatch = new Map<string, { lines: Set<number>; cursor: number }>();
-  const inFlight = (id: string) => perBatch.get(id)?.lines.size ?? 0;
-  const runningLines = (id: string): ReadonlySet<number> => perBatch.get(id)?.lines ?? new Set();
-  const busy = new Set<string>(); // batches being validated or finalized
-  /** Suspect lines (`batch:line`) waiting to run alone; while any waits, no other line starts. */
-  const suspects = new Map<string, { batch: string; line: number }>();
+  const busy = new Set<string>(); // batches being validated or finalized here
+  /** Suspect lines (`batch:line`) claimed here, waiting to run alone; while any waits, no other line starts. */
+  const suspects = new Map<string, { batch: string; line: LineRow }>();
   let suspectRunning = false;
   let tickSoon = false;
   let timer: ReturnType<typeof setInterval> | null = null;
+  let heartbeat: ReturnType<typeof setInterval> | null = null;
   let stopped = true;
-  let ticking = false;
+  /** The tick running now, if any: a stop waits for it (a claim it made is handed back, not left counted). */
+  let ticking: Promise<void> | null = null;
   let again = false;
 
   function capacity(model: string): number {
-    const m = deps.registry.resolve(model);
-    return m.kind === "chat" ? Math.max(1, slotCount(m) - 1) : EMBEDDING_LINES_IN_FLIGHT;
+    try {
+      const m = deps.registry.resolve(model);
+      return m.kind === "chat" ? Math.max(1, slotCount(m) - 1) : EMBEDDING_LINES_IN_FLIGHT;
+    } catch {
+      return Infinity; // the model left the config: the line runs and fails with the model's 404
+    }
   }
+  const hasRoom = (model: string, taken = 0) => (perModel.get(model) ?? 0) + taken < capacity(model);
+  const startsBefore = (l: Pick<LineRow, "starts">) => l.starts - 1; // claimLines counted this claim
 
-  function tick(): void {
-    if (stopped) return;
+  function tick(): Promise<void> {
+    if (stopped) return Promise.resolve();
     if (ticking) {
       again = true;
-      return;
+      return ticking;
     }
-    ticking = true;
+    ticking = pass().finally(() => {
+      ticking = null;
+      if (again) {
+        again = false;
+        queueMicrotask(() => void tick());
+      }
+    });
+    return ticking;
+  }
+
+  async function pass(): Promise<void> {
     try {
       const now = deps.clock.now();
-      for (const b of repo.open()) {
+      for (const b of await store.open()) {
         if (stopped) break;
         if (busy.has(b.id)) continue;
         if (b.status === "validating") void validate(b);
         else if (b.status === "finalizing") void finalize(b, "completed");
-        else if (b.status === "cancelling") {
-          repo.failUnrun(b.id, runningLines(b.id), (l) => unrunResult(b.id, l, "batch_cancelled", "the batch was cancelled before this request started"), now);
-          if (!inFlight(b.id)) void finalize(b, "cancelled");
-        } else if (now >= b.expires_at) {
-          repo.failUnrun(b.id, runningLines(b.id), (l) => unrunResult(b.id, l, "batch_expired", "the batch's completion window ended before this request ran"), now);
-          if (!inFlight(b.id)) void finalize(b, "expired");
-        } else if (b.completed + b.failed >= b.total) void finalize(b, "completed");
-        else if (suspects.size === 0) dispatch(b);
+        else if (b.status === "cancelling") await endUnrun(b, "cancelled", now);
+        else if (now >= b.expires_at) await endUnrun(b, "expired", now);
+        else if (b.completed + b.failed >= b.total) void finalize(b, "completed");
+        else if (suspects.size === 0) await dispatch(b);
       }
-      if (suspects.size && !stopped) runSuspect(now);
+      if (suspects.size && !stopped) await runSuspect(now);
     } catch (e) {
       deps.logger.error("batch worker tick failed", { error: (e as Error).message, stack: (e as Error).stack });
-    } finally {
-      ticking = false;
-      if (again) {
-        again = false;
-        queueMicrotask(tick);
-      }
     }
   }
 
   /**
    * A tick once the lines ending now have all ended: the lines of one micro-batch end together, and
-   * one dispatch pass then starts their successors with one store write, not one each.
+   * one dispatch pass then claims their successors with one store write, not one each.
    */
   function soon(): void {
     if (tickSoon) return;
     tickSoon = true;
     setImmediate(() => {
       tickSoon = false;
-      tick();
+      void tick();
     });
   }
 
-  function stateOf(batchId: string) {
-    let state = perBatch.get(batchId);
-    if (!state) perBatch.set(batchId, (state = { lines: new Set(), cursor: 0 }));
-    return state;
+  /** Cancel or expiry: lines no lease holds are failed; once none is running anywhere, the batch ends. */
+  async function endUnrun(b: BatchRow, to: "cancelled" | "expired", now: number) {
+    const [code, message] =
+      to === "cancelled"
+        ? (["batch_cancelled", "the batch was cancelled before this request started"] as const)
+        : (["batch_expired", "the batch's completion window ended before this request ran"] as const);
+    const { pending } = await store.failUnleased(b.id, (l) => unrunResult(b.id, l, code, message), now);
+    if (pending === 0) void finalize(b, to);
   }
 
-  /** Starts the batch's next pending lines, in order, while their models have spare capacity. */
-  function dispatch(b: BatchRow) {
-    const principal = deps.accounts.principalById(b.key_id);
-    if (!principal) return;
-    const state = stateOf(b.id);
-    const picked = pick(b, state);
-    if (picked.length === 0) return;
-    launch(b, picked, principal, state);
-  }
-
-  /** The lines to start now, counted against their models' capacity; stops at a suspect. */
-  function pick(b: BatchRow, state: BatchState): LineRow[] {
-    const picked: LineRow[] = [];
-    for (;;) {
-      const page = repo.pendingAfter(b.id, state.cursor, DISPATCH_PAGE);
-      if (page.length === 0) return picked;
-      for (const line of page) {
-        if (state.lines.has(line.line)) {
-          state.cursor = line.line;
-          continue;
-        }
-        if (line.starts > 0) {
-          // started before and never finished: it waits to run alone (runSuspect)
-          suspects.set(`${b.id}:${line.line}`, { batch: b.id, line: line.line });
-          return picked;
-        }
-        let cap: number;
-        try {
-          cap = capacity(line.model);
-        } catch {
-          cap = Infinity; // the model left the config: the line runs and fails with the model's 404
-        }
-        if ((perModel.get(line.model) ?? 0) >= cap) return picked;
-        state.cursor = line.line;
-        perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
-        picked.push(line);
+  /** How many of the batch's next claimable lines to claim now, in order: while their models have room, up to the first suspect. */
+  function planned(lines: Pick<LineRow, "model" | "starts">[]): number {
+    const taken = new Map<string, number>();
+    let n = 0;
+    for (const l of lines) {
+      if (l.starts >= MAX_STARTS) {
+        n++; // failed when claimed, never run
+        continue;
       }
+      if (l.starts > 0) return n + 1; // claimed to run alone; nothing after it
+      if (!hasRoom(l.model, taken.get(l.model) ?? 0)) return n;
+      taken.set(l.model, (taken.get(l.model) ?? 0) + 1);
+      n++;
+    }
+    return n;
+  }
+
+  /** Claims the batch's next lines that fit and starts them; a suspect among them waits to run alone. */
+  async function dispatch(b: BatchRow) {
+    const principal = await deps.accounts.principalById(b.key_id);
+    if (!principal) return;
+    const want = planned(await store.claimable(b.id, DISPATCH_PAGE));
+    if (want === 0 || stopped) return;
+    const claimed = await store.claimLines({ batchId: b.id, owner, limit: want, leaseMs });
+    // Another process may have claimed some of what was seen: the lines taken are judged again.
+    let handBack = false;
+    for (const line of claimed) {
+      if (handBack || stopped) {
+        await store.release(b.id, line.line, owner);
+        continue;
+      }
+      const before = startsBefore(line);
+      if (before >= MAX_STARTS) {
+        if (await store.fail(b.id, line.line, crashedResult(b.id, { ...line, starts: before }), deps.clock.now()))
+          deps.logger.warn("batch line failed: the server stopped while running it twice", { batch: b.id, line: line.line, starts: before });
+        continue;
+      }
+      if (before > 0) {
+        suspects.set(`${b.id}:${line.line}`, { batch: b.id, line });
+        handBack = true;
+        continue;
+      }
+      if (!hasRoom(line.model)) {
+        handBack = true;
+        await store.release(b.id, line.line, owner);
+        continue;
+      }
+      launch(b, line, principal);
     }
   }
 
-  /**
-   * Runs one suspect line with no other batch line beside it, once nothing else runs; fails one
-   * that has already been started MAX_STARTS times.
-   */
-  function runSuspect(now: number) {
+  /** Runs one suspect line with no other batch line of this process beside it, once nothing else runs here. */
+  async function runSuspect(now: number) {
     if (running.size > 0 || suspectRunning) return;
     for (const [key, s] of suspects) {
-      const b = repo.byId(s.batch);
-      const line = repo.line(s.batch, s.line);
-      const principal = b && deps.accounts.principalById(b.key_id);
-      // ended meanwhile (cancel, expiry), or its batch cannot run (the same as dispatch would decide)
-      if (!b || !line || !principal || line.state !== "pending" || b.status !== "in_progress" || now >= b.expires_at) {
-        suspects.delete(key);
-        continue;
-      }
-      if (line.starts >= MAX_STARTS) {
-        suspects.delete(key);
-        if (repo.fail(b.id, line.line, crashedResult(b.id, line), now))
-          deps.logger.warn("batch line failed: the server stopped while running it twice", { batch: b.id, line: line.line, starts: line.starts });
+      suspects.delete(key);
+      const b = await store.byId(s.batch);
+      const principal = b && (await deps.accounts.principalById(b.key_id));
+      // its batch cannot run now (cancelled, expired: the same as dispatch would decide): handed back, as it never ran
+      if (!b || !principal || b.status !== "in_progress" || now >= b.expires_at) {
+        await store.release(s.batch, s.line.line, owner);
         continue;
       }
       suspectRunning = true;
-      perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
-      deps.logger.info("batch line runs alone: the server stopped while running it", { batch: b.id, line: line.line, starts: line.starts });
-      launch(b, [line], principal, stateOf(b.id), key);
+      deps.logger.info("batch line runs alone: the server stopped while running it", { batch: b.id, line: s.line.line, starts: startsBefore(s.line) });
+      launch(b, s.line, principal, true);
       return;
     }
   }
 
-  /** Records the lines' starts (one commit), then runs them. Their models' capacity is already counted. */
-  function launch(b: BatchRow, lines: LineRow[], principal: Principal, state: BatchState, suspect?: string) {
-    try {
-      repo.markStarted(b.id, lines.map((l) => l.line));
-    } catch (e) {
-      for (const l of lines) perModel.set(l.model, perModel.get(l.model)! - 1);
-      if (suspect) suspectRunning = false;
-      throw e;
-    }
-    for (const line of lines) {
-      const key = `${b.id}:${line.line}`;
-      const controller = new AbortController();
-      state.lines.add(line.line);
-      const done = runLine(lineDeps(), b, line, principal, controller.signal)
-        .then((outcome) => {
-          // a graceful stop is no crash: the start is handed back
-          if (outcome === "aborted") repo.unstart(b.id, line.line);
-        })
-        .catch((e) => {
-          // its result could not be recorded: it is still pending, a suspect to run alone
-          deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message });
-          suspects.set(key, { batch: b.id, line: line.line });
-          state.cursor = Math.min(state.cursor, line.line - 1);
-        })
-        .finally(() => {
-          perModel.set(line.model, perModel.get(line.model)! - 1);
-          state.lines.delete(line.line);
-          running.delete(key);
-          if (suspect) {
-            suspectRunning = false;
-            // ended, or handed back by a stop (then found again at the next start)
-            const row = repo.line(b.id, line.line);
-            if (!row || row.state !== "pending" || row.starts < 1 || stopped) suspects.delete(suspect);
-          }
-          soon();
-        });
-      running.set(key, { controller, done });
-    }
+  /** Runs a line claimed here; its start is already counted. */
+  function launch(b: BatchRow, line: LineRow, principal: Principal, suspect = false) {
+    const key = `${b.id}:${line.line}`;
+    const controller = new AbortController();
+    perModel.set(line.model, (perModel.get(line.model) ?? 0) + 1);
+    const done = runLine(lineDeps(), b, line, principal, controller.signal)
+      .catch((e) => {
+        // its result could not be recorded: it is still pending, a suspect to run alone
+        deps.logger.error("batch line crashed", { batch: b.id, line: line.line, error: (e as Error).message });
+        return "crashed" as const;
+      })
+      // A graceful stop is no crash: its start is handed back. Otherwise the line has ended (nothing
+      // to let go), or it is let go with its start counted: the next claim finds a suspect.
+      .then((outcome) => store.release(b.id, line.line, owner, outcome !== "aborted"))
+      .catch((e) => deps.logger.warn("a batch line's lease could not be let go; it lapses", { batch: b.id, line: line.line, error: (e as Error).message }))
+      .finally(() => {
+        perModel.set(line.model, perModel.get(line.model)! - 1);
+        running.delete(key);
+        if (suspect) suspectRunning = false;
+        soon();
+      });
+    running.set(key, { controller, done });
   }
 
   async function validate(b: BatchRow) {
     busy.add(b.id);
     try {
-      const file = deps.db.query<{ deleted_at: number | null }, [string]>("SELECT deleted_at FROM files WHERE id = ?").get(b.input_file_id);
+      const file = await deps.files.byId(b.input_file_id);
+      const input = file && isBatchEndpoint(b.endpoint) ? await deps.files.stream(b.input_file_id) : null;
       const result =
-        !file || file.deleted_at !== null || !isBatchEndpoint(b.endpoint)
+        !input || !isBatchEndpoint(b.endpoint)
           ? { lines: [], errors: [{ code: "invalid_file", message: "the input file was deleted before the batch started", param: "input_file_id", line: null }] }
-          : await validateBatchFile(deps.files.pathOf(b.input_file_id), b.endpoint, lanes!.lanes[b.endpoint], deps.registry);
+          : await validateBatchFile(input, b.endpoint, lanes!.lanes[b.endpoint], deps.registry);
       const now = deps.clock.now();
-      const current = repo.byId(b.id)!;
-      perBatch.delete(b.id);
-      if (current.status === "cancelling") return void finalizeNow(current, "cancelled");
+      const current = (await store.byId(b.id))!;
+      if (current.status === "cancelling") return void (await finalizeNow(current, "cancelled"));
       if (result.errors.length) {
-        repo.setStatus(b.id, "failed", now, { errors: JSON.stringify(result.errors) });
-        deps.logger.info("batch failed validation", { batch: b.id, problems: result.errors.length });
-      } else {
-        deps.db.transaction(() => {
-          repo.insertLines(b.id, result.lines);
-          repo.setStatus(b.id, "in_progress", now, { total: result.lines.length });
-        })();
-        deps.logger.info("batch started", { batch: b.id, lines: result.lines.length, endpoint: b.endpoint });
-      }
+        if (await store.setStatus(b.id, "failed", now, { errors: JSON.stringify(result.errors) }, ["validating"]))
+          deps.logger.info("batch failed validation", { batch: b.id, problems: result.errors.length });
+      } else if (await store.begin(b.id, result.lines, now)) deps.logger.info("batch started", { batch: b.id, lines: result.lines.length, endpoint: b.endpoint });
     } catch (e) {
       deps.logger.error("batch validation crashed", { batch: b.id, error: (e as Error).message });
     } finally {
       busy.delete(b.id);
-      tick();
+      void tick();
     }
   }
 
@@ -280,47 +278,52 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     }
   }
 
-  /** Writes the output and error files from the recorded lines, then ends the batch in one transaction. */
+  /** Writes the output and error files from the recorded lines, then ends the batch with them in one transaction. */
   async function finalizeNow(b: BatchRow, terminal: "completed" | "cancelled" | "expired") {
-    if (terminal === "completed" && b.status !== "finalizing") repo.setStatus(b.id, "finalizing", deps.clock.now());
+    if (terminal === "completed" && b.status !== "finalizing") await store.setStatus(b.id, "finalizing", deps.clock.now(), {}, ["in_progress"]);
     const owner = { keyId: b.key_id, accountId: b.account_id };
-    const staged = await stageResults(b.id);
+    const output = await stageResults(b.id, "completed");
+    let ended = false;
     try {
-      deps.db.transaction(() => {
-        const out = staged.output.bytes ? deps.files.publishResult(owner, `${b.id}_output.jsonl`, staged.output) : null;
-        const err = staged.errors.bytes ? deps.files.publishResult(owner, `${b.id}_error.jsonl`, staged.errors) : null;
-        repo.setStatus(b.id, terminal, deps.clock.now(), { output_file_id: out?.id ?? null, error_file_id: err?.id ?? null });
-      })();
+      const errors = await stageResults(b.id, "failed").catch(async (e) => {
+        await output.discard();
+        throw e;
+      });
+      try {
+        ended = await store.end(b.id, {
+          from: ENDS_FROM[terminal],
+          to: terminal,
+          now: deps.clock.now(),
+          output: output.bytes ? deps.files.resultRow(owner, `${b.id}_output.jsonl`, output) : null,
+          errors: errors.bytes ? deps.files.resultRow(owner, `${b.id}_error.jsonl`, errors) : null,
+        });
+      } finally {
+        if (!ended || !errors.bytes) await errors.discard();
+      }
     } finally {
-      for (const s of [staged.output, staged.errors]) if (!s.bytes) deps.files.discardStaged(s);
+      if (!ended || !output.bytes) await output.discard();
     }
-    perBatch.delete(b.id);
-    const done = repo.byId(b.id)!;
+    if (!ended) return; // another process ended it meanwhile: its files are the batch's
+    const done = (await store.byId(b.id))!;
     deps.logger.info("batch ended", { batch: b.id, status: terminal, completed: done.completed, failed: done.failed });
   }
 
-  async function stageResults(batchId: string) {
-    const write = (state: "completed" | "failed") =>
-      deps.files.stageResult(async (path) => {
-        const sink = Bun.file(path).writer();
-        let bytes = 0;
-        let after = 0;
-        for (;;) {
-          const page = repo.results(batchId, after, PAGE);
-          if (page.length === 0) break;
-          for (const r of page) {
-            if (r.state !== state) continue;
-            const line = r.result + "\n";
-            bytes += Buffer.byteLength(line);
-            sink.write(line);
-          }
-          after = page.at(-1)!.line;
-          await sink.flush();
-        }
-        await sink.end();
-        return bytes;
-      });
-    return { output: await write("completed"), errors: await write("failed") };
+  /** The lines in `state`, one JSON line each in line order, written a page at a time into a result file (unpublished). */
+  function stageResults(batchId: string, state: "completed" | "failed"): Promise<FileSink> {
+    return deps.files.stageResult(async (sink) => {
+      const encoder = new TextEncoder();
+      let after = 0;
+      for (;;) {
+        const page = await store.results(batchId, after, PAGE);
+        if (page.length === 0) break;
+        const text = page
+          .filter((r) => r.state === state)
+          .map((r) => r.result + "\n")
+          .join("");
+        if (text) await sink.write(encoder.encode(text));
+        after = page.at(-1)!.line;
+      }
+    });
   }
 
   return {
@@ -328,27 +331,44 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     useLanes(given: BatchLanes) {
       lanes = given;
     },
-    /** Resumes after a restart: what was running when the process died is pending again, a suspect. */
+    /** Starts claiming lines; on SQLite, what a dead process was running is let go first (then found as suspects). */
     start() {
       if (!lanes) throw new Error("the batch worker has no lanes: createApp gives them (src/1-api/batch-lanes.ts) before it starts");
       stopped = false;
       suspects.clear();
-      for (const l of repo.started()) suspects.set(`${l.batch_id}:${l.line}`, { batch: l.batch_id, line: l.line });
-      timer = setInterval(tick, POLL_MS);
-      timer.unref();
-      tick();
+      void (async () => {
+        try {
+          await store.endDeadLeases();
+        } catch (e) {
+          deps.logger.error("batch worker: leases of a process that is gone could not be ended", { error: (e as Error).message });
+        }
+        if (stopped) return;
+        timer = setInterval(() => void tick(), POLL_MS);
+        timer.unref();
+        heartbeat = setInterval(
+          () => void store.renew(owner, leaseMs).catch((e) => deps.logger.warn("batch line leases could not be renewed", { error: (e as Error).message })),
+          Math.max(50, Math.floor(leaseMs / 3)),
+        );
+        heartbeat.unref();
+        await tick();
+      })();
     },
     /** Something changed (a batch was created or cancelled): look now rather than at the next poll. */
-    notify: () => queueMicrotask(tick),
-    /** Stops taking lines, stops the running ones (they are pending again), and waits for them. */
+    notify: () => queueMicrotask(() => void tick()),
+    /** Stops claiming lines, stops the running ones (handed back: pending again) and waits for them; suspects waiting here are handed back too. */
     async stop() {
       stopped = true;
       if (timer) clearInterval(timer);
+      await ticking;
       for (const r of running.values()) r.controller.abort(new Error("the server is stopping"));
       await Promise.all([...running.values()].map((r) => r.done));
-      perBatch.clear();
+      for (const s of suspects.values()) await store.release(s.batch, s.line.line, owner).catch(() => {});
+      suspects.clear();
+      if (heartbeat) clearInterval(heartbeat);
     },
-    /** Lines running now (for tests and metrics). */
+    /** Lines running now in this process (for tests and metrics). */
     running: () => running.size,
+    /** This process's name on its leases. */
+    owner,
   };
 }

@@ -48,11 +48,6 @@ export function createConsoleViews(d: ConsoleDeps) {
          FROM usage u JOIN api_keys k ON k.id = u.key_id
         WHERE u.account_id = $account ORDER BY u.created_at DESC, u.id DESC LIMIT $limit`,
     ),
-    batches: d.db.query<{ id: string; key_id: string }, { account: string; limit: number }>(
-      "SELECT id, key_id FROM batches WHERE account_id = $account ORDER BY created_at DESC, rowid DESC LIMIT $limit",
-    ),
-    batch: d.db.query<{ key_id: string; account_id: string }, [string]>("SELECT key_id, account_id FROM batches WHERE id = ?"),
-    file: d.db.query<{ key_id: string; account_id: string }, [string]>("SELECT key_id, account_id FROM files WHERE id = ?"),
     rentals: d.db.query<{ id: string; key_id: string }, { account: string; limit: number }>(
       "SELECT id, key_id FROM rentals WHERE account_id = $account ORDER BY created_at DESC, rowid DESC LIMIT $limit",
     ),
@@ -118,17 +113,17 @@ export function createConsoleViews(d: ConsoleDeps) {
       };
     },
 
-    batches(accountId: string) {
-      const data = q.batches.all({ account: accountId, limit: 100 }).map((r) => d.batches.get({ keyId: r.key_id, accountId }, r.id));
+    async batches(accountId: string) {
+      const data = await d.batches.ofAccount(accountId, 100);
       return { data: data.map((b) => ({ ...b, ended: ENDED.has(b.status) })) };
     },
-    cancelBatch(accountId: string, id: string) {
-      const owner = ownerOf(q.batch.get(id), accountId, "batch", id);
+    async cancelBatch(accountId: string, id: string) {
+      const owner = ownerOf(await d.batches.ownerOf(id), accountId, "batch", id);
       return d.batches.cancel(owner, id);
     },
-    fileContent(accountId: string, id: string) {
-      const owner = ownerOf(q.file.get(id), accountId, "file", id);
-      return { file: d.files.content(owner, id), name: d.files.get(owner, id).filename };
+    async fileContent(accountId: string, id: string) {
+      const owner = ownerOf(await d.files.byId(id), accountId, "file", id);
+      return { file: await d.files.content(owner, id), name: (await d.files.get(owner, id)).filename };
     },
 
     gpus: () => ({ data: d.rentals.gpus().map(toGpuEntry) }),

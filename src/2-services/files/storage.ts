@@ -9,8 +9,10 @@ import { ApiError } from "../../lib/errors";
 // - A floor of free space on the data dir's filesystem ([files] min_free_disk_mb) that uploads must
 //   leave, so that many accounts together cannot fill the disk the store lives on either.
 // Each is checked three times: before the body is read (its Content-Length, when sent), while it
-// streams to disk (what this account has arriving in all its uploads), and before the file is
-// published (the store's count, exact: a file that ends exactly at the quota is kept).
+// streams to the store (what this account has arriving in all its uploads in this process), and when
+// the file is published (the store's count, checked and the file's row written in one step, so exact
+// across processes too: a file that ends exactly at the quota is kept). The floor is the local disk's:
+// with the store on PostgreSQL (no local dir) file bytes do not land here, and there is none.
 
 export interface StorageLimits {
   quota_mb: number;
@@ -35,14 +37,18 @@ export function freeBytes(dir: string): number {
 export interface UploadMeter {
   /** Counts bytes about to be written; throws when they would pass the quota or the floor. */
   add(n: number): void;
-  /** The last check, with the file whole on disk, before it is published. */
-  finish(bytes: number): void;
+  /** The floor's last check, with the file whole in the store, before it is published. */
+  finish(): void;
+  /** The quota in bytes the publication must keep to (the store checks it with the row), or undefined: none. */
+  readonly quotaBytes: number | undefined;
+  /** The refusal when publishing found the account's files at `used` bytes, with no room for `bytes` more. */
+  overQuota(used: number, bytes: number): ApiError;
   /** The upload is over (published or not): its bytes no longer count as arriving. */
   end(): void;
 }
 
-export function createStorageGuard(deps: { dir: string; limits: () => StorageLimits; usedBytes: (accountId: string) => number }) {
-  const free = () => freeBytes(deps.dir);
+export function createStorageGuard(deps: { dir: string | null; limits: () => StorageLimits; usedBytes: (accountId: string) => Promise<number> }) {
+  const free = () => (deps.dir === null ? Infinity : freeBytes(deps.dir));
   /** Bytes arriving now in each account's uploads (one server per data dir: memory is the truth). */
   const arriving = new Map<string, number>();
 
@@ -65,11 +71,11 @@ export function createStorageGuard(deps: { dir: string; limits: () => StorageLim
 
   return {
     /** Before the body is read: refuses what its announced length (null: none) already rules out. */
-    begin(accountId: string, announced: number | null): UploadMeter {
+    async begin(accountId: string, announced: number | null): Promise<UploadMeter> {
       const { quota_mb, min_free_disk_mb } = deps.limits();
       const quota = quota_mb * MIB;
-      const floor = min_free_disk_mb * MIB;
-      const usedAtStart = quota ? deps.usedBytes(accountId) : 0;
+      const floor = deps.dir === null ? 0 : min_free_disk_mb * MIB;
+      const usedAtStart = quota ? await deps.usedBytes(accountId) : 0;
       if (quota && announced !== null) {
         const taken = usedAtStart + (arriving.get(accountId) ?? 0);
         if (announced - MULTIPART_SLACK > quota - taken) throw quotaExceeded(taken, quota, `is ${announced} bytes`);
@@ -93,11 +99,9 @@ export function createStorageGuard(deps: { dir: string; limits: () => StorageLim
             if (f < floor) throw diskLow(f, floor);
           }
         },
-        finish(bytes) {
-          if (quota) {
-            const used = deps.usedBytes(accountId);
-            if (used + bytes > quota) throw quotaExceeded(used, quota, `is ${bytes} bytes`);
-          }
+        quotaBytes: quota || undefined,
+        overQuota: (used, bytes) => quotaExceeded(used, quota, `is ${bytes} bytes`),
+        finish() {
           if (floor) {
             const f = free();
             if (f < floor) throw diskLow(f, floor);

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Registry } from "../../3-engines/registry";
+import type { BatchCounts } from "../../4-store/batches";
 import { VERSION } from "../../lib/version";
 import type { Metrics } from "./metrics";
 import { CONTENT_TYPE, MetricsRegistry } from "./registry";
@@ -10,7 +11,7 @@ import { CONTENT_TYPE, MetricsRegistry } from "./registry";
 // per-batch counters, and the usage table only past the last row already summed (usage rows
 // are never updated or deleted, and their ids only grow).
 
-export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics };
+export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics; batches: { counts(): Promise<BatchCounts> } };
 
 const BATCH_STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] as const;
 const KEY_KINDS = ["free", "premium"] as const;
@@ -28,7 +29,7 @@ export async function scrape(deps: ScrapeDeps): Promise<string> {
   const r = new MetricsRegistry();
   collectModels(r, deps.registry);
   await collectDevices(r, deps.registry);
-  collectStore(r, deps);
+  collectStore(r, deps, await deps.batches.counts());
   collectProcess(r);
   return deps.metrics.registry.render() + r.render();
 }
@@ -86,20 +87,15 @@ async function collectDevices(r: MetricsRegistry, registry: Registry) {
   }
 }
 
-function collectStore(r: MetricsRegistry, deps: ScrapeDeps) {
+function collectStore(r: MetricsRegistry, deps: ScrapeDeps, counts: BatchCounts) {
   const { db } = deps;
   const lines = r.gauge("appliance_batch_lines", "Batch lines by state.", ["state"]);
-  const pending = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM batch_lines WHERE state = 'pending'").get()!;
-  const done = db
-    .query<{ completed: number; failed: number }, []>("SELECT COALESCE(SUM(completed), 0) AS completed, COALESCE(SUM(failed), 0) AS failed FROM batches")
-    .get()!;
-  lines.set({ state: "pending" }, pending.n);
-  lines.set({ state: "completed" }, done.completed);
-  lines.set({ state: "failed" }, done.failed);
+  lines.set({ state: "pending" }, counts.pending);
+  lines.set({ state: "completed" }, counts.completed);
+  lines.set({ state: "failed" }, counts.failed);
 
   const batches = r.gauge("appliance_batches", "Batches by status.", ["status"]);
-  const byStatus = new Map(db.query<{ status: string; n: number }, []>("SELECT status, COUNT(*) AS n FROM batches GROUP BY status").all().map((x) => [x.status, x.n]));
-  for (const s of BATCH_STATUSES) batches.set({ status: s }, byStatus.get(s) ?? 0);
+  for (const s of BATCH_STATUSES) batches.set({ status: s }, counts.byStatus[s] ?? 0);
 
   const rentals = db
     .query<{ active: number; minutes: number; cost: number }, []>(

@@ -63,11 +63,11 @@ function upload(key: string, name: string, purpose = "batch", content = JSONL) {
 
 test("the sweeper removes result files past their 30 days and leftovers of interrupted uploads", async () => {
   const owner = t.deps.accounts.authenticate(key)!;
-  const result = await t.deps.files.createResult(owner, "out.jsonl", async (p) => Bun.write(p, "{}\n"));
+  const result = await t.deps.files.createResult(owner, "out.jsonl", (sink) => sink.write(Buffer.from("{}\n")));
   expect(result.expires_at! - result.created_at).toBe(30 * 86400);
   Bun.write(join(t.dir, "files", "file-orphan"), "x");
   t.deps.db.run("UPDATE files SET expires_at = 1 WHERE id = ?", [result.id]);
-  expect(t.deps.files.sweep()).toBe(1);
+  expect(await t.deps.files.sweep()).toBe(1);
   expect(existsSync(join(t.dir, "files", result.id))).toBe(false);
   expect(existsSync(join(t.dir, "files", "file-orphan"))).toBe(false);
   expect((await client.files.retrieve(result.id).catch((e) => e)).status).toBe(404);

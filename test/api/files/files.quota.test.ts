@@ -86,7 +86,7 @@ describe("the account's storage quota", () => {
     expect((await client.files.list()).data.map((f) => f.id).sort()).toEqual([a.id, b.id].sort());
     expect(onDisk(t).sort()).toEqual([a.id, b.id].sort()); // the refused upload left nothing
     const account = t.deps.db.query<{ id: string }, []>("SELECT id FROM accounts WHERE name = 'filler'").get()!.id;
-    expect(t.deps.files.usedBytes(account)).toBe(MIB);
+    expect(await t.deps.files.usedBytes(account)).toBe(MIB);
   });
 
   test("deleting a file frees its bytes", async () => {
