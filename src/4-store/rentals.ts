@@ -42,7 +42,7 @@ export const ACTIVE: readonly RentalStatus[] = ["pending", "running", "stopping"
 /** What a new rental's row is given; the rest starts empty (pending, nothing billed). */
 export type RentalInsert = Pick<RentalRow, "id" | "key_id" | "account_id" | "node_id" | "type" | "price_per_hour_micros" | "hours" | "token" | "launcher" | "created_at">;
 
-export interface CreateRental {
+export interface RentalCreation {
   keyId: string;
   nodeId: string;
   now: number;
@@ -76,7 +76,7 @@ export interface RentalStore {
    * made within its time, or `reused` for another body), then `admit`, the insert and the key's
    * record. Two creations for one node: one is created, the other's `admit` finds it taken.
    */
-  create(c: CreateRental): Promise<CreateOutcome>;
+  create(c: RentalCreation): Promise<CreateOutcome>;
   byId(id: string): Promise<RentalRow | null>;
   /** A key's rentals, newest first. */
   byKey(keyId: string, limit: number): Promise<RentalRow[]>;
@@ -199,7 +199,7 @@ export function sqliteRentalStore(db: Database): RentalStore {
 
   // Checks, insert and the idempotency record in one immediate transaction: 50 concurrent POSTs
   // with one Idempotency-Key are serialised here and find the first one's rental.
-  const create = db.transaction((c: CreateRental): CreateOutcome => {
+  const create = db.transaction((c: RentalCreation): CreateOutcome => {
     const idem = c.idempotency;
     if (idem) {
       const seen = repo.request(c.keyId, idem.key);

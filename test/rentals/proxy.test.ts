@@ -3,6 +3,7 @@ import type { Server } from "bun";
 import { rentalUpgrade, rentalWebSocket } from "../../src/1-api/rentals/proxy";
 import { publicBaseOf } from "../../src/2-services/rentals/access";
 import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/2-services/rentals/launchers/types";
+import { rentalsStoreOf } from "../../src/4-store/pg/rentals";
 import { createRentalsService } from "../../src/2-services/rentals/service";
 import { testApp, type TestApp } from "../helpers/app";
 
@@ -109,13 +110,13 @@ beforeAll(async () => {
   t = testApp({
     config: { rental_nodes: [], rentals: { discover: false } },
     override: (deps) => ({
-      rentals: createRentalsService({ db: deps.db, meter: deps.meter, clock: deps.clock, logger: deps.logger, dataDir: t?.dir ?? deps.config.server.data_dir, nodes: () => [NODE], launchers: { "stand-in": standInLauncher() }, maxHours: 10, readyTimeoutMs: 10_000, tickMs: 50, access: "proxy", publicBase: base }),
+      rentals: createRentalsService({ store: rentalsStoreOf(deps.store), meter: deps.meter, clock: deps.clock, logger: deps.logger, dataDir: t?.dir ?? deps.config.server.data_dir, nodes: () => [NODE], launchers: { "stand-in": standInLauncher() }, maxHours: 10, readyTimeoutMs: 10_000, tickMs: 50, access: "proxy", publicBase: base }),
     }),
   });
   app = t.app;
   rentals = t.deps.rentals;
   await rentals.start();
-  key = t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"], maxActiveRentals: 2 });
+  key = await t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"], maxActiveRentals: 2 });
 });
 afterAll(async () => {
   await t.deps.rentals.stop();

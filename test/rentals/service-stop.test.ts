@@ -8,7 +8,9 @@ import { validateConfig } from "../../src/lib/config";
 import { memoryLogger } from "../../src/lib/log";
 import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/2-services/rentals/launchers/types";
 import { createRentalsService } from "../../src/2-services/rentals/service";
+import { sqliteAccountStore } from "../../src/4-store/accounts";
 import { openStore } from "../../src/4-store/db";
+import { sqliteRentalStore } from "../../src/4-store/rentals";
 import { tempDir } from "../helpers/app";
 
 // The state machine's stop over a launcher that cannot always stop (the Docker daemon does not
@@ -53,31 +55,31 @@ function standIn() {
   return l;
 }
 
-function setup() {
+async function setup() {
   const dir = tempDir();
   dirs.push(dir);
   const db = openStore(dir, { synchronous: "normal" });
   const clock = new ManualClock(Date.UTC(2026, 10, 1, 9, 0, 0));
   const config = validateConfig({});
-  const accounts = createAccountService(db, config.limits, clock);
-  accounts.createAccount("lab", { creditMicros: 5_000_000 });
-  const principal = accounts.authenticate(accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] }).key)!;
-  const other = accounts.authenticate(accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] }).key)!;
+  const accounts = createAccountService(sqliteAccountStore(db), config.limits, clock);
+  await accounts.createAccount("lab", { creditMicros: 5_000_000 });
+  const principal = (await accounts.authenticate((await accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] })).key))!;
+  const other = (await accounts.authenticate((await accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] })).key))!;
   const fake = standIn();
-  const rentals = createRentalsService({ db, meter: createMeter(db, config, createLimits(db, config.limits, clock), clock), clock, logger: memoryLogger(), dataDir: dir, nodes: () => [NODE], launchers: { "stand-in": fake.launcher }, maxHours: 720, readyTimeoutMs: 60_000 });
+  const rentals = createRentalsService({ store: sqliteRentalStore(db), meter: createMeter(db, config, createLimits(db, config.limits, clock), clock), clock, logger: memoryLogger(), dataDir: dir, nodes: () => [NODE], launchers: { "stand-in": fake.launcher }, maxHours: 720, readyTimeoutMs: 60_000 });
   return { db, clock, accounts, principal, other, fake, rentals };
 }
 
 test("a stop the launcher cannot finish leaves the rental stopping and its node unlisted, billing ended; the ticks retry it every 30 s until it succeeds", async () => {
-  const s = setup();
+  const s = await setup();
   const made = await s.rentals.create(s.principal, { node_id: NODE.node_id, type: "jupyter" }, null);
   await s.rentals.tick();
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "running", billed_minutes: 1 });
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "running", billed_minutes: 1 });
 
   s.fake.down = true;
   const stopped = await s.rentals.remove(s.principal, made.rental_id);
   expect(stopped).toMatchObject({ status: "stopping", stop_reason: "user", billed_minutes: 1 });
-  expect(s.rentals.gpus()).toEqual([]);
+  expect(await s.rentals.gpus()).toEqual([]);
   await expect(s.rentals.create(s.other, { node_id: NODE.node_id, type: "jupyter" }, null)).rejects.toThrow("it is rented");
 
   s.clock.advance(10_000);
@@ -87,19 +89,19 @@ test("a stop the launcher cannot finish leaves the rental stopping and its node 
   await s.rentals.tick();
   await s.rentals.stop(); // waits for the stop the tick started
   expect(s.fake.calls).toEqual(["stop", "stop"]);
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", billed_minutes: 1 });
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", billed_minutes: 1 });
 
   s.fake.down = false;
   s.clock.advance(3 * 60_000); // minutes pass while stopping: nothing more is billed
   await s.rentals.tick();
   await s.rentals.stop();
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopped", stop_reason: "user", billed_minutes: 1 });
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopped", stop_reason: "user", billed_minutes: 1 });
   expect(s.fake.live.size).toBe(0);
-  expect(s.rentals.gpus().map((n) => n.node_id)).toEqual([NODE.node_id]);
+  expect((await s.rentals.gpus()).map((n) => n.node_id)).toEqual([NODE.node_id]);
 });
 
 test("a rental that fails is stopping, its node taken, until its launcher has stopped what it started; only then failed", async () => {
-  const s = setup();
+  const s = await setup();
   const made = await s.rentals.create(s.principal, { node_id: NODE.node_id, type: "jupyter" }, null);
   await s.rentals.tick();
   s.fake.down = true;
@@ -107,18 +109,18 @@ test("a rental that fails is stopping, its node taken, until its launcher has st
   s.clock.advance(5_000);
   await s.rentals.tick();
   await s.rentals.stop();
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", stop_reason: "error", failure: "the notebook server exited" });
-  expect(s.rentals.gpus()).toEqual([]);
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", stop_reason: "error", failure: "the notebook server exited" });
+  expect(await s.rentals.gpus()).toEqual([]);
   s.fake.down = false;
   s.clock.advance(30_000);
   await s.rentals.tick();
   await s.rentals.stop();
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "failed", stop_reason: "error", failure: "the notebook server exited" });
-  expect(s.rentals.gpus()).toHaveLength(1);
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "failed", stop_reason: "error", failure: "the notebook server exited" });
+  expect(await s.rentals.gpus()).toHaveLength(1);
 });
 
 test("a launch the server lost before storing its handle is reclaimed by its intent at the next start; if that fails the node stays taken", async () => {
-  const s = setup();
+  const s = await setup();
   const made = await s.rentals.create(s.principal, { node_id: NODE.node_id, type: "jupyter" }, null);
   await s.rentals.stop();
   // What a kill -9 between the start and the handle leaves: the intent, a live server, no handle.
@@ -127,14 +129,14 @@ test("a launch the server lost before storing its handle is reclaimed by its int
 
   s.fake.down = true;
   await s.rentals.reconcile();
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", stop_reason: "error", billed_minutes: 0 });
-  expect(s.rentals.gpus()).toEqual([]);
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "stopping", stop_reason: "error", billed_minutes: 0 });
+  expect(await s.rentals.gpus()).toEqual([]);
   s.fake.down = false;
   s.clock.advance(30_000);
   await s.rentals.tick();
   await s.rentals.stop();
   expect(s.fake.calls).toEqual(["reclaim", "reclaim"]);
   expect(s.fake.live.size).toBe(0);
-  expect(s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "failed", billed_minutes: 0 });
-  expect(s.rentals.gpus()).toHaveLength(1);
+  expect(await s.rentals.get(s.principal, made.rental_id)).toMatchObject({ status: "failed", billed_minutes: 0 });
+  expect(await s.rentals.gpus()).toHaveLength(1);
 });

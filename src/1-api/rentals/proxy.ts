@@ -61,8 +61,8 @@ export function rentalIdOf(path: string): string | null {
  * Checks a request for a rental's path against the rental (running, proxied) and its token; throws
  * the 404 or 401 it deserves.
  */
-function authorize(rentals: RentalsService, req: Request, url: URL, id: string): Authorized {
-  const target = rentals.proxyTarget(id);
+async function authorize(rentals: RentalsService, req: Request, url: URL, id: string): Promise<Authorized> {
+  const target = await rentals.proxyTarget(id);
   if (!target) throw new ApiError("not_found", `No running rental ${id} is served here`);
   const expectedCookie = accessCookieValue(id, target.token);
   const query = url.searchParams.get("token");
@@ -191,7 +191,7 @@ function redirectAllowed(location: string, url: URL, basePath: string): boolean 
 
 async function forward(rentals: RentalsService, sources: readonly string[], request: Request, id: string): Promise<Response> {
   const url = new URL(request.url);
-  const auth = authorize(rentals, request, url, id);
+  const auth = await authorize(rentals, request, url, id);
   if (url.pathname === `/rentals/${id}`) {
     return new Response(null, { status: 308, headers: { location: `${auth.basePath}${url.search}` } });
   }
@@ -278,7 +278,7 @@ export function rentalUpgrade(
   return (async () => {
     let auth: Authorized;
     try {
-      auth = authorize(rentals, req, url, id);
+      auth = await authorize(rentals, req, url, id);
     } catch {
       return fallback();
     }

@@ -8,7 +8,7 @@ import { principalOf } from "../http/context";
 
 export function rentalsRoutes(rentals: RentalsService) {
   return new Elysia({ name: "rentals" })
-    .get("/api/v1/gpus", () => ({ object: "list" as const, data: rentals.gpus().map(toGpuEntry) }))
+    .get("/api/v1/gpus", async () => ({ object: "list" as const, data: (await rentals.gpus()).map(toGpuEntry) }))
     .post("/api/v1/rentals", ({ request, body }) => rentals.create(principalOf(request), (body ?? {}) as object, request.headers.get("idempotency-key")))
     .get("/api/v1/rentals", ({ request }) => rentals.list(principalOf(request)))
     .get("/api/v1/rentals/:id", ({ request, params }) => rentals.get(principalOf(request), params.id))

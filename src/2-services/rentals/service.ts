@@ -1,14 +1,15 @@
-import type { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Principal } from "../accounts/types";
 import { ApiError } from "../../lib/errors";
-import { unixSeconds as seconds, type Clock } from "../../lib/clock";
+import type { Clock } from "../../lib/clock";
 import { newId, randomBase62 } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
-import { ACTIVE, rentalsRepo, type RentalRow, type StopReason } from "../../4-store/rentals";
+import { ACTIVE, type RentalRow, type RentalStore, type StopReason } from "../../4-store/rentals";
 import type { Meter } from "../billing/meter";
 import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "../billing/minutes";
+import { validateRental, type CreateRental, type RentalRequest } from "./request";
+import { rentalObject } from "./view";
 import { isRentable, type RentableNode, type RentalNode } from "./inventory";
 import { basePathOf, type RentalAccess } from "./access";
 import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launchers/types";
@@ -19,9 +20,27 @@ import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launch
 // same transaction that records it. Everything is in the store, so a restarted server reconciles
 // what it finds (`reconcile`): the launch intent is written before a launcher starts anything, and
 // a rental holds its node (pending, running, stopping) until what it started is known to be gone.
+//
+// Several processes on one store (PostgreSQL, issue 44): a rental's ticks (its launch's probe, its
+// billing, its probes, its auto-stop, its stop) are run by the process holding its lease in the
+// store (lease_owner, lease_until by the database's clock). The creating process takes it with
+// the row; every tick renews the leases this process holds and takes those that lapsed (their
+// process was killed), and a heartbeat renews them while a tick or a launch takes long. A rental
+// this process takes over is reconciled first, as a restart would (`reconcileOne`). What stays in
+// memory is this process's own work and throttles: the launches and stops it runs (`launching`,
+// `stopping`: what a stop here waits for), when it last probed or failed to stop a rental it holds
+// (a process that takes one over probes and retries at once), its launchers' health, and a view of
+// the active rentals for synchronous readers (`activeNow`).
 
 export interface RentalsOptions {
-  db: Database;
+  store: RentalStore;
+  /**
+   * Who holds this service's leases. One server per SQLite data dir: the default, "local", takes
+   * its leases back at once when it restarts. On PostgreSQL, one name per process.
+   */
+  owner?: string;
+  /** How long a lease lasts without renewal: how soon another process takes over a dead one's rentals. */
+  leaseMs?: number;
   /** GPU minutes are charged through it, on the ledger every other capability uses. */
   meter: Pick<Meter, "chargeMinutes" | "balance">;
   clock: Clock;
@@ -56,12 +75,6 @@ export interface RentalsOptions {
   publicBase?: string | (() => string);
 }
 
-export interface CreateRental {
-  node_id?: unknown;
-  type?: unknown;
-  hours?: unknown;
-}
-
 export type RentalsService = ReturnType<typeof createRentalsService>;
 
 /** How often a running rental's server is probed (a dead one fails and stops billing). */
@@ -73,11 +86,16 @@ const STOP_RETRY_MS = 30_000;
 /** How often launchers are checked (an offline one's nodes are not listed or rentable). */
 const HEALTH_EVERY_MS = 30_000;
 
+/** A rental's lease: 15 ticks of 1 s; another process takes over a dead one's rentals 15 s after its last renewal. */
+export const LEASE_MS = 15_000;
+
 /** How much of a rental's log GET /api/v1/rentals/{id}/logs returns (the end of it). */
 export const LOG_TAIL_BYTES = 256 * 1024;
 
 export function createRentalsService(o: RentalsOptions) {
-  const repo = rentalsRepo(o.db);
+  const store = o.store;
+  const owner = o.owner ?? "local";
+  const leaseMs = o.leaseMs ?? LEASE_MS;
   const tickMs = o.tickMs ?? 1000;
   const idempotencyMs = o.idempotencyMs ?? 86_400_000;
   const launching = new Map<string, Promise<void>>();
@@ -85,7 +103,12 @@ export function createRentalsService(o: RentalsOptions) {
   const lastProbe = new Map<string, number>();
   /** When a rental's stop last failed (launcher unreachable): retried every STOP_RETRY_MS, not every tick. */
   const stopFailedAt = new Map<string, number>();
+  /** The rentals whose lease this process held at its last claim, or took since (created, claimed to stop). */
+  const held = new Set<string>();
+  /** The active rentals as last read (each tick, each change made here, each placement through `refreshActive`). */
+  let activeView: readonly RentalRow[] = [];
   let timer: ReturnType<typeof setInterval> | null = null;
+  let heartbeat: ReturnType<typeof setInterval> | null = null;
 
   const launcherOf = (name: string) => {
     const l = o.launchers[name];
@@ -94,6 +117,22 @@ export function createRentalsService(o: RentalsOptions) {
   };
   const handleOf = (r: RentalRow): LaunchHandle | null => (r.handle ? (JSON.parse(r.handle) as LaunchHandle) : null);
   const intentOf = (r: RentalRow): LaunchIntent | null => (r.launch_intent ? (JSON.parse(r.launch_intent) as LaunchIntent) : null);
+
+  /** Reads the active rentals into the view synchronous readers see. */
+  let reads = 0;
+  let shown = 0;
+  async function refreshActive(): Promise<readonly RentalRow[]> {
+    const n = ++reads;
+    const rows = await store.active();
+    // Reads that overlap: an older one finishing last does not replace a newer one.
+    if (n > shown) {
+      shown = n;
+      activeView = rows;
+    }
+    return rows;
+  }
+  /** After a change made here: the view follows at once (a failed read leaves it to the next tick). */
+  const changed = () => void refreshActive().catch(() => {});
 
   /** What is wrong with each launcher (null: healthy), as last checked; unchecked counts as healthy. */
   const launcherProblems = new Map<string, string | null>();
@@ -119,79 +158,36 @@ export function createRentalsService(o: RentalsOptions) {
     return o.nodes().filter((n): n is RentableNode => isRentable(n) && !!o.launchers[n.launcher] && !launcherProblems.get(n.launcher) && !reserved.has(n.node_id));
   }
 
-  function toObject(r: RentalRow) {
-    const handle = handleOf(r);
-    return {
-      rental_id: r.id,
-      object: "rental" as const,
-      node_id: r.node_id,
-      type: r.type,
-      status: r.status,
-      stop_reason: r.stop_reason,
-      failure: r.failure,
-      connection: r.status === "running" && handle ? { url: `${handle.proxy ? `${typeof o.publicBase === "function" ? o.publicBase() : (o.publicBase ?? "")}${handle.proxy.basePath}` : handle.url}?token=${r.token}`, token: r.token } : null,
-      hours: r.hours,
-      price_per_hour: fromMicros(r.price_per_hour_micros),
-      billed_minutes: r.billed_minutes,
-      cost: fromMicros(r.cost_micros),
-      created_at: seconds(r.created_at),
-      running_at: seconds(r.running_at),
-      stopped_at: seconds(r.stopped_at),
-      expires_at: seconds(r.expires_at),
-    };
-  }
+  /** The rental as the API shows it; the public base is read each time (the port is known once bound). */
+  const toObject = (r: RentalRow) => rentalObject(r, typeof o.publicBase === "function" ? o.publicBase() : (o.publicBase ?? ""));
 
-  function owned(p: Principal, id: string): RentalRow {
-    const r = repo.byId(id);
+  async function owned(p: Principal, id: string): Promise<RentalRow> {
+    const r = await store.byId(id);
     if (!r || r.key_id !== p.keyId) throw new ApiError("not_found", `No such rental: ${id}`, { param: "rental_id" });
     return r;
   }
 
-  function validate(body: CreateRental) {
-    if (typeof body !== "object" || body === null) throw new ApiError("invalid_request", "the body must be a JSON object");
-    if (typeof body.node_id !== "string" || body.node_id === "") throw new ApiError("invalid_request", "node_id is required (a node's UUID from GET /api/v1/gpus)", { param: "node_id" });
-    if (body.type !== "jupyter") throw new ApiError("invalid_request", `type must be "jupyter"${body.type === undefined ? "" : ` (got ${JSON.stringify(body.type)})`}`, { param: "type" });
-    let hours: number | null = null;
-    if (body.hours !== undefined && body.hours !== null) {
-      if (typeof body.hours !== "number" || !Number.isFinite(body.hours) || body.hours <= 0 || body.hours > o.maxHours)
-        throw new ApiError("invalid_request", `hours must be a number > 0 and ≤ ${o.maxHours}`, { param: "hours" });
-      hours = body.hours;
-    }
-    return { node_id: body.node_id, type: "jupyter" as const, hours };
-  }
-
-  // Checks, insert and the idempotency record in one synchronous transaction: 50 concurrent POSTs
-  // with one Idempotency-Key are serialised here and find the first one's rental.
-  // `balance`: the account's, read just before (the ledger is asynchronous; a transaction is not).
-  const createTx = o.db.transaction((p: Principal, req: ReturnType<typeof validate>, idem: string | null, balance: number) => {
-    const now = o.clock.now();
-    const hash = new Bun.CryptoHasher("sha256").update(JSON.stringify(req)).digest("hex");
-    if (idem) {
-      const seen = repo.request(p.keyId, idem);
-      if (seen && now - seen.created_at < idempotencyMs) {
-        if (seen.body_hash !== hash)
-          throw new ApiError("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new rental", { param: "Idempotency-Key" });
-        return { row: repo.byId(seen.rental_id)!, created: false };
+  /**
+   * The checks of a creation, in the store's transaction (after the Idempotency-Key's): the node,
+   * the key's active rentals, the node free and offered, the balance (read just before: the ledger
+   * is asynchronous, a transaction is not) for the first minute. Throws the refusal, or gives the row.
+   */
+  function admission(p: Principal, req: RentalRequest, balance: number, now: number) {
+    return (found: { activeForKey: number; nodeTaken: boolean }) => {
+      const node = o.nodes().find((n) => n.node_id === req.node_id);
+      if (!node) throw new ApiError("node_not_found", `no GPU node ${req.node_id}`, { param: "node_id" });
+      if (found.activeForKey >= p.maxActiveRentals)
+        throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
+      if (found.nodeTaken || !rentable().some((n) => n.node_id === node.node_id)) {
+        const why = found.nodeTaken ? "it is rented" : launcherProblems.get(node.launcher) ? "it is offline" : "it is not offered (reserved, unpriced or offline)";
+        throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
       }
-      if (seen) repo.forget(p.keyId, idem);
-    }
-    const node = o.nodes().find((n) => n.node_id === req.node_id);
-    if (!node) throw new ApiError("node_not_found", `no GPU node ${req.node_id}`, { param: "node_id" });
-    if (repo.activeCount(p.keyId) >= p.maxActiveRentals)
-      throw new ApiError("max_active_rentals_reached", `this key already has ${p.maxActiveRentals} active rental(s), its max_active_rentals; stop one first`);
-    const taken = repo.nodeTaken(node.node_id);
-    if (taken || !rentable().some((n) => n.node_id === node.node_id)) {
-      const why = taken ? "it is rented" : launcherProblems.get(node.launcher) ? "it is offline" : "it is not offered (reserved, unpriced or offline)";
-      throw new ApiError("node_unavailable", `node ${node.node_id} is not available: ${why}; GET /api/v1/gpus lists the free ones`, { param: "node_id" });
-    }
-    const price = toMicros(node.price_per_hour!); // rentable() above: priced
-    if (balance < costOfMinutes(price, 1))
-      throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
-    const id = newId("rent_");
-    repo.insert({ id, key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now });
-    if (idem) repo.remember(p.keyId, idem, hash, id, now);
-    return { row: repo.byId(id)!, created: true };
-  });
+      const price = toMicros(node.price_per_hour!); // rentable() above: priced
+      if (balance < costOfMinutes(price, 1))
+        throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
+      return { id: newId("rent_"), key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now };
+    };
+  }
 
   function launch(r: RentalRow): Promise<void> {
     const node = o.nodes().find((n) => n.node_id === r.node_id);
@@ -203,9 +199,9 @@ export function createRentalsService(o: RentalsOptions) {
       // Committed before anything starts (issue 23: a kill -9 between the start and setHandle left
       // a notebook server nobody knew of): a restart finds what this launch started by its intent.
       await o.beforeLaunch?.(spec.gpus);
-      repo.setIntent(r.id, JSON.stringify(launcher.intent(spec)));
+      await store.setIntent(r.id, JSON.stringify(launcher.intent(spec)));
       const handle = await launcher.start(spec);
-      repo.setHandle(r.id, JSON.stringify(handle));
+      await store.setHandle(r.id, JSON.stringify(handle));
       o.logger.info("rental launched", { rental: r.id, node: r.node_id, launcher: launcher.name });
     })().catch((e) => void fail(r.id, `the launch failed: ${(e as Error).message}`)); // not awaited here: the stop waits for this launch
     launching.set(r.id, work);
@@ -216,25 +212,25 @@ export function createRentalsService(o: RentalsOptions) {
   async function started(r: RentalRow) {
     const now = o.clock.now();
     const expires = r.hours === null ? null : now + Math.round(r.hours * 3_600_000);
-    if (!repo.transition(r.id, ["pending"], "running", { running_at: now, expires_at: expires })) return;
+    if (!(await store.markRunning(r.id, now, expires))) return;
     o.logger.info("rental running", { rental: r.id, node: r.node_id });
     await bill(r.id, now);
   }
 
-  /** Each rental's billing in flight: its charges run one after another (each reads what the last billed). */
+  /** Each rental's billing in flight here: its charges run one after another (each reads what the last billed). */
   const billing = new Map<string, Promise<boolean>>();
 
   /**
    * Charges every minute of rental `id` started by `t` (or up to `upTo` minutes). Resolves false
    * when the balance cannot pay the next one (nothing is charged then; the caller stops the
-   * rental). One rental's charges are serialised, and each reads the minutes billed so far from the
-   * store; the ledger charges only from those minutes, so a charge computed from a stale count is
-   * refused rather than billed twice.
+   * rental). One rental's charges are serialised here, and each reads the minutes billed so far
+   * from the store; the ledger charges only from those minutes, so a charge computed from a stale
+   * count (another process's charge came first) is refused rather than billed twice.
    */
   function bill(id: string, t: number, upTo?: (r: RentalRow) => number): Promise<boolean> {
     const run = async (): Promise<boolean> => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        const r = repo.byId(id);
+        const r = await store.byId(id);
         if (!r || r.running_at === null) return true;
         const to = upTo ? upTo(r) : minutesStarted(r.running_at, t);
         if (to <= r.billed_minutes) return true;
@@ -259,34 +255,43 @@ export function createRentalsService(o: RentalsOptions) {
     return stop(id, "error", { failure: reason, billTo: charge ? undefined : null });
   }
 
+  /** Bills a running rental up to `billTo` (null: nothing more), then moves it to stopping. */
+  async function toStopping(r: RentalRow, reason: StopReason, opts: { failure?: string; billTo?: number | null }) {
+    const now = o.clock.now();
+    if (reason === "error") o.logger.warn("rental failed", { rental: r.id, reason: opts.failure });
+    const billTo = opts.billTo === null ? null : Math.min(now, opts.billTo ?? now, reason === "auto_stop" && r.expires_at !== null ? r.expires_at : now);
+    if (r.status === "running" && billTo !== null) await bill(r.id, billTo, (x) => minutesRun(x.running_at!, billTo));
+    await store.markStopping(r.id, { at: now, reason, ...(opts.failure === undefined ? {} : { failure: opts.failure }) });
+  }
+
   /**
    * Stops a rental (idempotent): billing ends, the process/container goes, then the GPU is free. The
    * rental is `stopping` (its node still taken) until the launcher has stopped what it started —
    * found by its handle or, for a launch that never recorded one, by its intent — and only then
    * `stopped` (`failed` for reason `error`). A stop that throws (the Docker daemon does not answer)
    * leaves it `stopping` and the ticks try again: the GPU is never listed free while a process may
-   * still hold it. `billTo`: bill to that time (at most now); null: bill nothing more.
+   * still hold it. `billTo`: bill to that time (at most now); null: bill nothing more. Run by the
+   * process holding the rental's lease.
    */
   function stop(id: string, reason: StopReason, opts: { failure?: string; billTo?: number | null } = {}): Promise<void> {
     const inFlight = stopping.get(id);
     if (inFlight) return inFlight;
     const work = (async () => {
       await launching.get(id); // a launch in progress finishes first, so its process is known
-      let r = repo.byId(id);
+      let r = await store.byId(id);
       if (!r || !ACTIVE.includes(r.status)) return;
-      const now = o.clock.now();
       if (r.status !== "stopping") {
-        if (reason === "error") o.logger.warn("rental failed", { rental: id, reason: opts.failure });
-        const billTo = opts.billTo === null ? null : Math.min(now, opts.billTo ?? now, reason === "auto_stop" && r.expires_at !== null ? r.expires_at : now);
-        if (r.status === "running" && billTo !== null) await bill(id, billTo, (x) => minutesRun(x.running_at!, billTo));
-        repo.transition(id, ["pending", "running"], "stopping", { stopping_at: now, stop_reason: reason, ...(opts.failure === undefined ? {} : { failure: opts.failure }) });
-        r = repo.byId(id)!;
+        await toStopping(r, reason, opts);
+        r = (await store.byId(id))!;
+        changed();
       }
       await release(r);
       const end = r.stop_reason === "auto_stop" && r.expires_at !== null ? Math.min(o.clock.now(), r.expires_at) : o.clock.now();
-      repo.transition(id, ["stopping"], r.stop_reason === "error" ? "failed" : "stopped", { stopped_at: end });
+      await store.markEnded(id, end);
       lastProbe.delete(id);
       stopFailedAt.delete(id);
+      held.delete(id);
+      changed();
       if (r.stop_reason !== "error") o.logger.info("rental stopped", { rental: id, reason: r.stop_reason });
     })().catch((e) => {
       stopFailedAt.set(id, o.clock.now());
@@ -294,6 +299,18 @@ export function createRentalsService(o: RentalsOptions) {
     });
     stopping.set(id, work);
     return work.finally(() => stopping.delete(id));
+  }
+
+  /**
+   * A stop asked of a process that does not hold the rental's lease (another process runs its
+   * ticks, on PostgreSQL): billing ends here, the rental is `stopping`, and the holder's next tick
+   * stops what its launch started.
+   */
+  async function stopElsewhere(id: string, reason: StopReason) {
+    const r = await store.byId(id);
+    if (!r || (r.status !== "pending" && r.status !== "running")) return;
+    await toStopping(r, reason, {});
+    changed();
   }
 
   /** Stops what the rental's launch started: by its handle, else by its intent; nothing when it never began. */
@@ -310,31 +327,85 @@ export function createRentalsService(o: RentalsOptions) {
     else if (intent) await launcher.reclaim(intent);
   }
 
-  /** One pass over active rentals: launches answer, minutes are charged, due rentals stop. */
+  /**
+   * A rental this process has just taken the lease of — at its start, or from a process that
+   * stopped renewing it — checked against what really runs, as a restart finds it. A launch whose
+   * process is gone (the handle never recorded) fails, and whatever it had started is found by the
+   * launch intent and stopped first; a running rental whose server is gone fails with no charge for
+   * the time nobody watched it; a launcher no longer configured fails its rentals; an unfinished
+   * stop is finished. The rest (still running, due or not; started and still coming up) is picked
+   * up by the ticks. Resolves once it is decided, with the ending it started, if any.
+   */
+  async function reconcileOne(r: RentalRow, after: "restart" | "takeover"): Promise<{ ending: Promise<void> } | null> {
+    const handle = handleOf(r);
+    const restart = after === "restart";
+    if (!o.launchers[r.launcher]) return { ending: fail(r.id, `the "${r.launcher}" launcher is no longer configured`, false) };
+    if (r.status === "stopping") return { ending: stop(r.id, r.stop_reason ?? "user") };
+    if (r.status === "pending" && !handle) {
+      const why = r.launch_intent
+        ? `${restart ? "the appliance restarted" : "the process launching it stopped"} while the launch was under way; what it had started was stopped`
+        : restart
+          ? "the server restarted before the launch started"
+          : "the process that created it stopped before the launch started";
+      return { ending: fail(r.id, why) };
+    }
+    if (r.status === "running" && handle) {
+      const state = await o.launchers[r.launcher]!.probe(handle).catch(() => "starting" as const);
+      if (state === "dead") return { ending: fail(r.id, `the notebook server was gone when ${restart ? "the appliance restarted" : "another process took the rental over"}`, false) };
+      o.logger.info(restart ? "rental found running" : "rental taken over", { rental: r.id, node: r.node_id });
+    }
+    return null;
+  }
+
+  /**
+   * Takes the leases of the active rentals free or lapsed and renews this process's own: the rows
+   * it holds now, and those of them it did not hold before. Work of its own in flight (a launch, a
+   * stop) is never "new": it began here.
+   */
+  async function claim(): Promise<{ rows: RentalRow[]; taken: RentalRow[] }> {
+    const rows = await store.claimActive(owner, leaseMs);
+    const taken = rows.filter((r) => !held.has(r.id) && !launching.has(r.id) && !stopping.has(r.id));
+    const now = new Set(rows.map((r) => r.id));
+    for (const id of held) if (!now.has(id) && !launching.has(id) && !stopping.has(id)) held.delete(id);
+    for (const id of now) held.add(id);
+    return { rows, taken };
+  }
+
+  /** One pass over the rentals this process holds: launches answer, minutes are charged, due rentals stop. */
   async function tick() {
     const now = o.clock.now();
     if (now - lastHealthCheck >= HEALTH_EVERY_MS) await checkLaunchers();
-    stopRevoked();
-    for (const r of repo.active()) {
-      if (launching.has(r.id) || stopping.has(r.id)) continue;
+    const { rows, taken } = await claim();
+    await refreshActive();
+    const fresh = new Set(taken.map((r) => r.id));
+    for (const r of taken) {
+      try {
+        await reconcileOne(r, "takeover");
+      } catch (e) {
+        o.logger.error("rental takeover failed", { rental: r.id, error: (e as Error).message });
+      }
+    }
+    await stopRevoked();
+    for (const r of rows) {
+      if (fresh.has(r.id) || launching.has(r.id) || stopping.has(r.id)) continue;
       try {
         await tickOne(r, now);
       } catch (e) {
         o.logger.error("rental tick failed", { rental: r.id, error: (e as Error).message });
       }
     }
-    repo.forgetBefore(now - idempotencyMs);
+    await store.forgetRequestsBefore(now - idempotencyMs);
   }
 
   /**
    * A revoked key's rentals stop, billed to the moment of revocation (issue 23: they ran and billed
    * on). Read from the store, so a key revoked by the CLI or the console, in this process or
-   * another, is found at the next tick. A rotated key's rentals moved to its successor when it was
-   * rotated (accounts service), so they are not among these.
+   * another, is found at the next tick (by the process holding the rental). A rotated key's rentals
+   * moved to its successor when it was rotated (accounts service), so they are not among these.
    */
-  function stopRevoked() {
-    for (const r of repo.onRevokedKeys()) {
-      if (stopping.has(r.id)) continue;
+  async function stopRevoked() {
+    for (const r of await store.onRevokedKeys()) {
+      if (stopping.has(r.id) || !held.has(r.id)) continue;
       o.logger.info("rental's key revoked", { rental: r.id });
       void stop(r.id, "key_revoked", { billTo: r.revoked_at });
     }
@@ -343,7 +414,7 @@ export function createRentalsService(o: RentalsOptions) {
   async function tickOne(r: RentalRow, now: number) {
     const handle = handleOf(r);
     if (r.status === "stopping") {
-      // A stop that failed, or one the server did not finish (restart).
+      // A stop that failed, one another process asked for, or one the server did not finish (restart).
       if (now - (stopFailedAt.get(r.id) ?? -Infinity) >= STOP_RETRY_MS) void stop(r.id, r.stop_reason ?? "user");
       return;
     }
@@ -378,12 +449,27 @@ export function createRentalsService(o: RentalsOptions) {
     return ticking;
   };
 
+  /** Whether this process may run the rental's stop: it holds the lease, or takes it now. */
+  async function holds(id: string): Promise<boolean> {
+    if (!(await store.claim(id, owner, leaseMs))) return false;
+    held.add(id);
+    return true;
+  }
+
   return {
     /** GET /api/v1/gpus: nodes online, priced and free. */
-    gpus(): RentableNode[] {
-      const taken = new Set(repo.active().map((r) => r.node_id));
+    async gpus(): Promise<RentableNode[]> {
+      const taken = new Set((await refreshActive()).map((r) => r.node_id));
       return rentable().filter((n) => !taken.has(n.node_id));
     },
+    /**
+     * The active rentals as last read, for callers that cannot wait (model placement asks whether a
+     * GPU is rented): read again at every tick (tickMs), after every change this process makes, and
+     * by `refreshActive` (each placement reads it first); a rental another process made or ended
+     * shows here by this process's next tick.
+     */
+    activeNow: (): readonly RentalRow[] => activeView,
+    refreshActive,
     async create(p: Principal, body: CreateRental, idempotencyKey: string | null) {
       // A rental is paid from the account's prepaid balance, which nothing else lets a free key spend
       // (its inference runs on the trial): renting needs a premium key, whatever its scopes (issue 23).
@@ -394,72 +480,100 @@ export function createRentalsService(o: RentalsOptions) {
         );
       if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255))
         throw new ApiError("invalid_request", "Idempotency-Key must be 1–255 characters", { param: "Idempotency-Key" });
-      const req = validate(body);
-      const { row, created } = createTx.immediate(p, req, idempotencyKey, await o.meter.balance(p.accountId));
-      if (created) void launch(row);
-      return toObject(row);
+      const req = validateRental(body, o.maxHours);
+      const balance = await o.meter.balance(p.accountId);
+      const now = o.clock.now();
+      const bodyHash = new Bun.CryptoHasher("sha256").update(JSON.stringify(req)).digest("hex");
+      const out = await store.create({
+        keyId: p.keyId,
+        nodeId: req.node_id,
+        now,
+        idempotency: idempotencyKey === null ? null : { key: idempotencyKey, bodyHash, ttlMs: idempotencyMs },
+        admit: admission(p, req, balance, now),
+        lease: { owner, ms: leaseMs },
+      });
+      if ("reused" in out)
+        throw new ApiError("idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key for a new rental", { param: "Idempotency-Key" });
+      if (out.created) {
+        held.add(out.row.id);
+        void launch(out.row);
+        changed();
+      }
+      return toObject(out.row);
     },
-    get: (p: Principal, id: string) => toObject(owned(p, id)),
+    get: async (p: Principal, id: string) => toObject(await owned(p, id)),
     /**
      * Where the proxy reaches a running, proxied rental's notebook server, with the token it
      * requires; null for an unknown, not (yet or any more) running, or direct rental. Whoever
      * presents the token may use the notebook (spec §2.3: the token is the notebook's credential),
      * so no API key is asked for here.
      */
-    proxyTarget(id: string): (ProxyTarget & { token: string }) | null {
-      const r = repo.byId(id);
+    async proxyTarget(id: string): Promise<(ProxyTarget & { token: string }) | null> {
+      const r = await store.byId(id);
       if (!r || r.status !== "running") return null;
       const proxy = handleOf(r)?.proxy;
       return proxy ? { ...proxy, token: r.token } : null;
     },
-    list: (p: Principal, limit = 100) => ({ object: "list" as const, data: repo.byKey(p.keyId, limit).map(toObject) }),
+    list: async (p: Principal, limit = 100) => ({ object: "list" as const, data: (await store.byKey(p.keyId, limit)).map(toObject) }),
+    /** An account's rentals (every key's), newest first, with the key each belongs to (the console). */
+    ofAccount: async (accountId: string, limit = 100) => (await store.byAccount(accountId, limit)).map((r) => ({ keyId: r.key_id, rental: toObject(r) })),
+    /** Whose rental `id` is (key and account), or null: the console's ownership check. */
+    async ownerOf(id: string): Promise<{ key_id: string; account_id: string } | null> {
+      const r = await store.byId(id);
+      return r ? { key_id: r.key_id, account_id: r.account_id } : null;
+    },
+    /** What every rental billed, and how many are active (the metrics' scrape). */
+    totals: () => store.totals(),
     async remove(p: Principal, id: string) {
-      const r = owned(p, id);
-      if (ACTIVE.includes(r.status)) await stop(id, "user");
-      return toObject(repo.byId(id)!);
+      const r = await owned(p, id);
+      if (ACTIVE.includes(r.status)) {
+        // Another live process runs this rental's ticks: it finishes the stop at its next tick.
+        if (await holds(id)) await stop(id, "user");
+        else await stopElsewhere(id, "user");
+      }
+      return toObject((await store.byId(id))!);
     },
     /** The tail of the notebook server's stdout/stderr (owner only), also after it stopped. */
     async logs(p: Principal, id: string): Promise<string> {
-      const r = owned(p, id);
+      const r = await owned(p, id);
       const handle = handleOf(r);
       return handle ? launcherOf(r.launcher).logs(handle, LOG_TAIL_BYTES) : "";
     },
     /**
-     * At start, before any billing: what the store says is active is checked against what really
-     * runs. A launch the server lost (it died before recording the handle) fails, and whatever it
-     * had started is found by the launch intent and stopped first; a running rental whose server is
-     * gone fails with no charge for the time the appliance was down; a launcher no longer configured
-     * fails its rentals; an unfinished stop is finished. The rest (still running, due or not;
-     * started and still coming up) is picked up by the ticks.
+     * At start, before any billing: every active rental whose lease this process can take is
+     * reconciled (`reconcileOne`) with what really runs; those another live process holds are its.
      */
     async reconcile() {
+      const { rows } = await claim();
       const ending: Promise<void>[] = [];
-      for (const r of repo.active()) {
-        const handle = handleOf(r);
-        if (!o.launchers[r.launcher]) ending.push(fail(r.id, `the "${r.launcher}" launcher is no longer configured`, false));
-        else if (r.status === "stopping") ending.push(stop(r.id, r.stop_reason ?? "user"));
-        else if (r.status === "pending" && !handle)
-          ending.push(fail(r.id, r.launch_intent ? "the appliance restarted while the launch was under way; what it had started was stopped" : "the server restarted before the launch started"));
-        else if (r.status === "running" && handle) {
-          const state = await o.launchers[r.launcher]!.probe(handle).catch(() => "starting" as const);
-          if (state === "dead") ending.push(fail(r.id, "the notebook server was gone when the appliance restarted", false));
-          else o.logger.info("rental found running", { rental: r.id, node: r.node_id });
-        }
+      for (const r of rows) {
+        if (launching.has(r.id) || stopping.has(r.id)) continue;
+        const end = await reconcileOne(r, "restart");
+        if (end) ending.push(end.ending);
       }
       await Promise.all(ending);
+      await refreshActive();
     },
     async start() {
+      await refreshActive();
       await checkLaunchers();
       await this.reconcile();
       timer = setInterval(runTick, tickMs);
       timer.unref();
+      // Renews this process's leases while a tick or a launch takes long (a tick renews them too).
+      heartbeat = setInterval(() => void store.renewLeases(owner, leaseMs).catch((e) => o.logger.warn("rental lease renewal failed", { error: (e as Error).message })), Math.max(100, Math.floor(leaseMs / 3)));
+      heartbeat.unref();
       void runTick();
     },
+    /** Stops the ticks, waits for this process's launches and stops, and hands its leases back. */
     async stop() {
       if (timer) clearInterval(timer);
-      timer = null;
+      if (heartbeat) clearInterval(heartbeat);
+      timer = heartbeat = null;
       await ticking;
       await Promise.all([...launching.values(), ...stopping.values()]);
+      held.clear();
+      await store.releaseLeases(owner).catch((e) => o.logger.warn("rental leases not handed back", { error: (e as Error).message }));
     },
     /** One pass now (tests with an injected clock). */
     tick: runTick,

@@ -1,6 +1,6 @@
 import type { PgPools } from "./db";
 import { DB_NOW_MS as NOW } from "./db";
-import { sqliteRentalStore, type CreateOutcome, type CreateRental, type RentalRow, type RentalStore, type RevokedRental } from "../rentals";
+import { sqliteRentalStore, type CreateOutcome, type RentalCreation, type RentalRow, type RentalStore, type RevokedRental } from "../rentals";
 import type { Store } from "../store";
 
 // GPU rentals on PostgreSQL (the interface and its rules: ../rentals.ts). What a client is told is
@@ -29,7 +29,7 @@ const isUniqueViolation = (e: unknown) => (e as { errno?: string }).errno === UN
 export function postgresRentalStore(pg: Pick<PgPools, "money" | "fast">): RentalStore {
   const { money, fast } = pg;
 
-  async function createOnce(c: CreateRental): Promise<CreateOutcome> {
+  async function createOnce(c: RentalCreation): Promise<CreateOutcome> {
     return money.begin(async (tx) => {
       await tx`SELECT pg_advisory_xact_lock(hashtext(${`rental-key:${c.keyId}`}))`;
       const idem = c.idempotency;

@@ -37,9 +37,9 @@ async function boot(dir: string) {
   return {
     deps,
     request,
-    nodes: () => deps.rentals.gpus().map((n) => n.node_id),
+    nodes: async () => (await deps.rentals.gpus()).map((n) => n.node_id),
     async down() {
-      for (const r of rentalsRepo(db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id);
+      for (const r of rentalsRepo(db).active()) await deps.rentals.remove((await deps.accounts.principalById(r.key_id))!, r.id);
       await deps.rentals.stop();
       db.close();
     },
@@ -49,8 +49,8 @@ async function boot(dir: string) {
 /** A data dir with an account, a premium rental key and one GPU node; the key. */
 async function prepared(dir: string): Promise<string> {
   const s = await boot(dir);
-  s.deps.accounts.createAccount("lab", { creditMicros: 5_000_000 });
-  const { key } = s.deps.accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] });
+  await s.deps.accounts.createAccount("lab", { creditMicros: 5_000_000 });
+  const { key } = await s.deps.accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"] });
   await s.down();
   return key;
 }
@@ -85,11 +85,11 @@ for (const c of launchSteps) {
     const s = await boot(dir);
     try {
       expect(processesOf(lost.id)).toEqual([]); // stopped before start() returned
-      const row = rentalsRepo(s.deps.db).byId(lost.id)!;
+      const row = rentalsRepo(s.deps.db!).byId(lost.id)!;
       expect(row).toMatchObject({ status: "failed", stop_reason: "error", billed_minutes: 0, cost_micros: 0 });
       expect(row.failure).toContain(c.intent ? "what it had started was stopped" : "before the launch started");
       // The GPU is free again, once: a new rental gets it, and it is the only process on it.
-      const [node] = s.nodes();
+      const [node] = await s.nodes();
       expect(node).toBeDefined();
       const next = await s.request("POST", "/api/v1/rentals", key, { node_id: node, type: "jupyter" });
       expect(next.status).toBe("pending");
@@ -97,7 +97,7 @@ for (const c of launchSteps) {
       expect(running.status).toBe("running");
       expect(processesOf(next.rental_id)).toHaveLength(1);
       expect(processesOf(lost.id)).toEqual([]);
-      expect(s.nodes()).toEqual([]);
+      expect(await s.nodes()).toEqual([]);
     } finally {
       await s.down();
     }
@@ -115,12 +115,12 @@ test("killed after the handle was stored: the restart adopts the launch (one pro
 
   const s = await boot(dir);
   try {
-    expect(s.nodes()).toEqual([]);
+    expect(await s.nodes()).toEqual([]);
     const running = await until(async () => (await s.deps.rentals.tick(), s.request("GET", `/api/v1/rentals/${lost.id}`, key)), (r) => r.status !== "pending");
     expect(running).toMatchObject({ status: "running", billed_minutes: 1 });
     expect(processesOf(lost.id)).toEqual([pid!]); // the same server, not a second one
     expect((await fetch(running.connection.url)).status).toBe(200);
-    expect(s.nodes()).toEqual([]);
+    expect(await s.nodes()).toEqual([]);
   } finally {
     await s.down();
   }

@@ -46,9 +46,9 @@ test("restarts on the same store: a running rental keeps billing, one due stops 
   dirs.push(dir);
   const clock = new ManualClock(Date.UTC(2026, 10, 1, 9, 0, 0));
   let s = await boot(dir, clock);
-  s.deps.accounts.createAccount("lab", { creditMicros: 5_000_000 });
-  const key = s.deps.accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"], maxActiveRentals: 2 }).key;
-  const nodes = s.deps.rentals.gpus().map((n) => n.node_id);
+  await s.deps.accounts.createAccount("lab", { creditMicros: 5_000_000 });
+  const key = (await s.deps.accounts.createKey({ account: "lab", kind: "premium", scopes: ["inference", "rental"], maxActiveRentals: 2 })).key;
+  const nodes = (await s.deps.rentals.gpus()).map((n) => n.node_id);
   const a = await (await s.request("POST", "/api/v1/rentals", key, { node_id: nodes[0], type: "jupyter", hours: 0.1 })).json(); // 6 minutes
   const b = await (await s.request("POST", "/api/v1/rentals", key, { node_id: nodes[1], type: "jupyter" })).json();
   for (const id of [a.rental_id, b.rental_id]) await until(async () => (await s.deps.rentals.tick(), s.get(key, id)), (r) => r.status === "running");
@@ -78,11 +78,11 @@ test("restarts on the same store: a running rental keeps billing, one due stops 
   expect(aDone).toMatchObject({ status: "stopped", stop_reason: "auto_stop", billed_minutes: 6, cost: 0.06 });
   expect(aDone.stopped_at).toBe(aDone.expires_at);
   expect(processesOf(a.rental_id)).toEqual([]);
-  expect(s.deps.accounts.getAccount("lab").balance_micros).toBe(5_000_000 - 60_000 - 10_000);
+  expect((await s.deps.accounts.getAccount("lab")).balance_micros).toBe(5_000_000 - 60_000 - 10_000);
 
   // A launch the server never got to (pending, nothing started) fails at the next start.
-  const p = s.deps.accounts.authenticate(key)!;
-  rentalsRepo(s.deps.db).insert({ id: "rent_lost", key_id: p.keyId, account_id: p.accountId, node_id: nodes[0]!, type: "jupyter", price_per_hour_micros: 600_000, hours: null, token: "x".repeat(40), launcher: "process", created_at: clock.now() });
+  const p = (await s.deps.accounts.authenticate(key))!;
+  rentalsRepo(s.deps.db!).insert({ id: "rent_lost", key_id: p.keyId, account_id: p.accountId, node_id: nodes[0]!, type: "jupyter", price_per_hour_micros: 600_000, hours: null, token: "x".repeat(40), launcher: "process", created_at: clock.now() });
   await s.down();
   s = await boot(dir, clock);
   expect(await s.get(key, "rent_lost")).toMatchObject({ status: "failed", billed_minutes: 0 });

@@ -19,13 +19,13 @@ async function rented(clock?: ManualClock) {
   const t = testApp({ config: rentalConfig(), clock });
   apps.push(t);
   await t.deps.rentals.start();
-  const key = t.key({ account: "lab", creditUsd: 5, scopes: ["inference", "rental"] });
+  const key = await t.key({ account: "lab", creditUsd: 5, scopes: ["inference", "rental"] });
   const [node] = await nodeIds(t, key);
   const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key, body: { node_id: node, type: "jupyter" } })).json();
   const running = await until(async () => (await t.deps.rentals.tick(), getRental(t, key, rental_id)), (r) => r.status !== "pending");
   expect(running.status).toBe("running");
-  const row = () => rentalsRepo(t.deps.db).byId(rental_id)!;
-  return { t, key, keyId: t.deps.accounts.authenticate(key)!.keyId, node: node!, rental_id, running, row };
+  const row = () => rentalsRepo(t.deps.db!).byId(rental_id)!;
+  return { t, key, keyId: (await t.deps.accounts.authenticate(key))!.keyId, node: node!, rental_id, running, row };
 }
 
 test("revoking a key stops its running rental at the next tick, billed to the moment it was revoked; its process goes and its GPU is free", async () => {
@@ -35,18 +35,18 @@ test("revoking a key stops its running rental at the next tick, billed to the mo
   await r.t.deps.rentals.tick();
   expect(r.row()).toMatchObject({ status: "running", billed_minutes: 2 });
 
-  r.t.deps.accounts.revokeKey(r.keyId); // what the console's and the CLI's revoke call
+  await r.t.deps.accounts.revokeKey(r.keyId); // what the console's and the CLI's revoke call
   expect((await r.t.request("GET", `/api/v1/rentals/${r.rental_id}`, { key: r.key })).status).toBe(401);
   clock.advance(5 * 60_000); // the next tick comes late (a stalled server): nothing after the revocation is billed
   await r.t.deps.rentals.tick();
   await until(async () => r.row(), ended, 10_000);
   expect(r.row()).toMatchObject({ status: "stopped", stop_reason: "key_revoked", billed_minutes: 2, cost_micros: 20_000, failure: null });
   expect(processesOf(r.rental_id)).toEqual([]);
-  expect(r.t.deps.accounts.getAccount("lab").balance_micros).toBe(5_000_000 - 20_000);
-  const other = r.t.key({ creditUsd: 1, scopes: ["inference", "rental"] });
+  expect((await r.t.deps.accounts.getAccount("lab")).balance_micros).toBe(5_000_000 - 20_000);
+  const other = await r.t.key({ creditUsd: 1, scopes: ["inference", "rental"] });
   expect(await nodeIds(r.t, other)).toEqual([r.node]);
   // The account still sees it, and why it stopped, in the console.
-  const [shown] = (r.t.deps.console.views.rentals(r.t.deps.accounts.getAccount("lab").id) as { data: any[] }).data;
+  const [shown] = ((await r.t.deps.console.views.rentals((await r.t.deps.accounts.getAccount("lab")).id)) as { data: any[] }).data;
   expect(shown).toMatchObject({ rental_id: r.rental_id, status: "stopped", stop_reason: "key_revoked" });
 }, 30_000);
 
@@ -62,7 +62,7 @@ test("a key revoked by the CLI, another process on the same store, stops its ren
 
 test("rotating a key moves its rentals to the new key: they run on and bill, the new key sees and stops them, the old key is refused", async () => {
   const r = await rented();
-  const rotated = r.t.deps.accounts.rotateKey(r.keyId);
+  const rotated = await r.t.deps.accounts.rotateKey(r.keyId);
   await r.t.deps.rentals.tick();
   expect(r.row()).toMatchObject({ status: "running", key_id: rotated.info.id });
   expect(processesOf(r.rental_id)).toHaveLength(1);
