@@ -31,7 +31,7 @@ import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
 import { consoleHosts } from "./2-services/console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
-import { rentalsRepo } from "./4-store/rentals";
+import { rentalsStoreOf } from "./4-store/pg/rentals";
 import { sqliteThreadStore, type ThreadStore } from "./4-store/threads";
 import type { MemoryPlanner } from "./3-engines/residency";
 import { createPlanner } from "./3-engines/planner/planner";
@@ -92,7 +92,6 @@ export function createServices(
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const limits = createLimits(db, config.limits, clock);
   const meter = createMeter(db, config, limits, clock);
-  const rentalRows = rentalsRepo(db);
   const runtime = chatRuntime(config, logger);
   /** The chat engines' llama.cpp runtime once the planner has started it (before it places any chat model). */
   let chatBackend: LlamaRuntime | null = null;
@@ -109,12 +108,14 @@ export function createServices(
     },
     residency: {
       keepAliveS: config.engines.keep_alive_s,
-      planner,
+      // Each placement reads the active rentals as it reads the devices, so `blocked` below sees
+      // them as of that moment (rentals.activeNow is otherwise as of the last tick or change here).
+      planner: { ...planner, devices: () => Promise.all([planner.devices(), rentals.refreshActive()]).then(([d]) => d) },
       // A GPU a rental holds takes no model (src/3-engines/residency.ts places them elsewhere, or refuses).
       blocked: (d) => {
         const mine = deviceGpus(d, opts.discoveredGpus ?? []);
         if (!mine.length) return null;
-        const r = rentalRows.active().find((x) => nodes.find((n) => n.node_id === x.node_id)?.gpu_uuids.some((u) => mine.includes(u.toLowerCase())));
+        const r = rentals.activeNow().find((x) => nodes.find((n) => n.node_id === x.node_id)?.gpu_uuids.some((u) => mine.includes(u.toLowerCase())));
         return r ? `is rented (${r.id})` : null;
       },
     },
@@ -150,7 +151,9 @@ export function createServices(
   };
   const batches = createBatchesService({ store: batchStore, files, clock, notify: batchWorker.notify });
   const rentals = createRentalsService({
-    db,
+    store: rentalsStoreOf(store),
+    // One server per SQLite data dir ("local": its leases are its own after a restart); on PostgreSQL each process is its own owner.
+    owner: store.kind === "sqlite" ? undefined : `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`,
     meter,
     clock,
     logger,

@@ -15,6 +15,7 @@ import m011 from "./migrations/011-counters.sql" with { type: "text" };
 import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
 import m013 from "./migrations/013-file-chunks.sql" with { type: "text" };
 import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
+import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -33,6 +34,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "012-signin-buckets", sql: m012 },
   { name: "013-file-chunks", sql: m013 },
   { name: "014-batch-line-leases", sql: m014 },
+  { name: "015-rental-leases", sql: m015 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -48,10 +48,6 @@ export function createConsoleViews(d: ConsoleDeps) {
          FROM usage u JOIN api_keys k ON k.id = u.key_id
         WHERE u.account_id = $account ORDER BY u.created_at DESC, u.id DESC LIMIT $limit`,
     ),
-    rentals: d.db.query<{ id: string; key_id: string }, { account: string; limit: number }>(
-      "SELECT id, key_id FROM rentals WHERE account_id = $account ORDER BY created_at DESC, rowid DESC LIMIT $limit",
-    ),
-    rental: d.db.query<{ key_id: string; account_id: string }, [string]>("SELECT key_id, account_id FROM rentals WHERE id = ?"),
   };
 
   const models = modelControl(d.registry);
@@ -126,16 +122,17 @@ export function createConsoleViews(d: ConsoleDeps) {
       return { file: await d.files.content(owner, id), name: (await d.files.get(owner, id)).filename };
     },
 
-    gpus: () => ({ data: d.rentals.gpus().map(toGpuEntry) }),
-    rentals(accountId: string) {
-      const data = q.rentals.all({ account: accountId, limit: 100 }).map((r) => {
-        const principal = d.accounts.principalById(r.key_id)!;
-        return { ...d.rentals.get(principal, r.id), key: principal.display };
-      });
+    gpus: async () => ({ data: (await d.rentals.gpus()).map(toGpuEntry) }),
+    async rentals(accountId: string) {
+      const data = [];
+      for (const { keyId, rental } of await d.rentals.ofAccount(accountId, 100)) {
+        const principal = (await d.accounts.principalById(keyId))!;
+        data.push({ ...rental, key: principal.display });
+      }
       return { data };
     },
     async stopRental(accountId: string, id: string) {
-      const owner = ownerOf(q.rental.get(id), accountId, "rental", id);
+      const owner = await ownerOf(await d.rentals.ownerOf(id), accountId, "rental", id);
       return d.rentals.remove(owner.principal, id);
     },
 

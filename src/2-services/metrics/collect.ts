@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Registry } from "../../3-engines/registry";
+import type { RentalTotals } from "../../4-store/rentals";
 import type { BatchCounts } from "../../4-store/batches";
 import { VERSION } from "../../lib/version";
 import type { Metrics } from "./metrics";
@@ -11,7 +12,7 @@ import { CONTENT_TYPE, MetricsRegistry } from "./registry";
 // per-batch counters, and the usage table only past the last row already summed (usage rows
 // are never updated or deleted, and their ids only grow).
 
-export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics; batches: { counts(): Promise<BatchCounts> } };
+export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics; rentals: { totals(): Promise<RentalTotals> }; batches: { counts(): Promise<BatchCounts> } };
 
 const BATCH_STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] as const;
 const KEY_KINDS = ["free", "premium"] as const;
@@ -29,7 +30,7 @@ export async function scrape(deps: ScrapeDeps): Promise<string> {
   const r = new MetricsRegistry();
   collectModels(r, deps.registry);
   await collectDevices(r, deps.registry);
-  collectStore(r, deps, await deps.batches.counts());
+  collectStore(r, deps, await deps.rentals.totals(), await deps.batches.counts());
   collectProcess(r);
   return deps.metrics.registry.render() + r.render();
 }
@@ -87,7 +88,7 @@ async function collectDevices(r: MetricsRegistry, registry: Registry) {
   }
 }
 
-function collectStore(r: MetricsRegistry, deps: ScrapeDeps, counts: BatchCounts) {
+function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotals, counts: BatchCounts) {
   const { db } = deps;
   const lines = r.gauge("appliance_batch_lines", "Batch lines by state.", ["state"]);
   lines.set({ state: "pending" }, counts.pending);
@@ -97,15 +98,9 @@ function collectStore(r: MetricsRegistry, deps: ScrapeDeps, counts: BatchCounts)
   const batches = r.gauge("appliance_batches", "Batches by status.", ["status"]);
   for (const s of BATCH_STATUSES) batches.set({ status: s }, counts.byStatus[s] ?? 0);
 
-  const rentals = db
-    .query<{ active: number; minutes: number; cost: number }, []>(
-      `SELECT COUNT(*) FILTER (WHERE status IN ('pending', 'running', 'stopping')) AS active,
-              COALESCE(SUM(billed_minutes), 0) AS minutes, COALESCE(SUM(cost_micros), 0) AS cost FROM rentals`,
-    )
-    .get()!;
   r.gauge("appliance_rentals_active", "GPU rentals pending, running or stopping.").set({}, rentals.active);
   r.counter("appliance_rental_gpu_minutes_total", "GPU minutes billed to rentals.").inc({}, rentals.minutes);
-  r.counter("appliance_rental_credits_consumed_usd_total", "Credit charged for GPU rentals, in USD.").inc({}, rentals.cost / 1e6);
+  r.counter("appliance_rental_credits_consumed_usd_total", "Credit charged for GPU rentals, in USD.").inc({}, rentals.costMicros / 1e6);
 
   const t = usageTotals(deps);
   const credits = r.counter("appliance_credits_consumed_usd_total", "Credit charged for inference (the usage table's cost), in USD, by key kind.", ["kind"]);
