@@ -61,6 +61,7 @@ test("restarts on the same store: a running rental keeps billing, one due stops 
   for (const pid of processesOf(b.rental_id)) process.kill(-pid, "SIGKILL");
   await until(async () => processesOf(b.rental_id), (p) => p.length === 0);
   s = await boot(dir, clock);
+  await s.deps.rentals.tick(); // the start's first tick (or one more): it bills what started while down
   const aAfter = await s.get(key, a.rental_id);
   expect(aAfter).toMatchObject({ status: "running", billed_minutes: 3, cost: 0.03 }); // minutes 2 and 3 started while down
   expect(aAfter.connection).toEqual(aRunning.connection);
