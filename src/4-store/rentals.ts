@@ -101,8 +101,9 @@ export interface RentalStore {
   totals(): Promise<RentalTotals>;
 
   /**
-   * Takes or renews, for `owner` and `leaseMs` from the database's clock, the lease of every
-   * active rental whose lease is free, lapsed or already `owner`'s. The rows `owner` holds now.
+   * Takes, for `owner` and `leaseMs` from the database's clock, the lease of every active rental
+   * whose lease is free or lapsed, and renews `owner`'s own once half of it has passed (a tick
+   * every second writes a rental's row only every leaseMs / 2). The rows `owner` holds now.
    */
   claimActive(owner: string, leaseMs: number): Promise<RentalRow[]>;
   /** The same for one rental: whether `owner` holds it now. */
@@ -181,10 +182,15 @@ export function sqliteRentalStore(db: Database): RentalStore {
   const totals = db.query<{ active: number; minutes: number; cost: number }, []>(
     `SELECT COUNT(*) FILTER (WHERE ${ACTIVE_SQL}) AS active, COALESCE(SUM(billed_minutes), 0) AS minutes, COALESCE(SUM(cost_micros), 0) AS cost FROM rentals`,
   );
-  const claimActive = db.query<RentalRow, { owner: string; ms: number }>(
+  const takeLeases = db.query(
     `UPDATE rentals SET lease_owner = $owner, lease_until = ${SQLITE_NOW_MS} + $ms
-      WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_owner = $owner OR lease_until < ${SQLITE_NOW_MS}) RETURNING *`,
+      WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_until < ${SQLITE_NOW_MS} OR (lease_owner = $owner AND lease_until < ${SQLITE_NOW_MS} + $ms / 2))`,
   );
+  const leased = db.query<RentalRow, [string]>(`SELECT * FROM rentals WHERE ${ACTIVE_SQL} AND lease_owner = ?`);
+  const claimActive = db.transaction((owner: string, ms: number) => {
+    takeLeases.run({ owner, ms });
+    return leased.all(owner);
+  });
   const claimOne = db.query<{ id: string }, { id: string; owner: string; ms: number }>(
     `UPDATE rentals SET lease_owner = $owner, lease_until = ${SQLITE_NOW_MS} + $ms
       WHERE id = $id AND ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_owner = $owner OR lease_until < ${SQLITE_NOW_MS}) RETURNING id`,
@@ -231,7 +237,7 @@ export function sqliteRentalStore(db: Database): RentalStore {
       const t = totals.get()!;
       return { active: t.active, minutes: t.minutes, costMicros: t.cost };
     },
-    claimActive: async (owner, ms) => claimActive.all({ owner, ms }),
+    claimActive: async (owner, ms) => claimActive.immediate(owner, ms),
     claim: async (id, owner, ms) => claimOne.get({ id, owner, ms }) !== null,
     renewLeases: async (owner, ms) => renew.run({ owner, ms }).changes,
     releaseLeases: async (owner) => void release.run(owner),

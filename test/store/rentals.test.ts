@@ -192,8 +192,13 @@ for (const [backend, open] of [["SQLite", onSqlite], ["PostgreSQL", onPostgres]]
       const b = s.other();
       expect(await b.claimActive("proc-b", LONG)).toEqual([]);
       expect(await b.claim(a.id, "proc-b", LONG)).toBe(false);
+      // Its own lease is renewed by a claim only once half of it has passed: a tick a second does not write the row every second.
+      const until0 = (await s.store.byId(a.id))!.lease_until!;
+      await Bun.sleep(20);
       expect((await s.store.claimActive("proc-a", LONG)).map((r) => r.id)).toEqual([a.id]);
-      expect(await s.store.renewLeases("proc-a", LONG)).toBe(1);
+      expect((await s.store.byId(a.id))!.lease_until).toBe(until0);
+      expect(await s.store.renewLeases("proc-a", LONG)).toBe(1); // the heartbeat renews in any case
+      expect((await s.store.byId(a.id))!.lease_until!).toBeGreaterThan(until0);
       expect(await s.store.renewLeases("proc-b", LONG)).toBe(0);
 
       // A lease that is not renewed lapses (the database's clock), and then another owner takes it.

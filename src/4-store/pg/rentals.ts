@@ -114,15 +114,16 @@ export function postgresRentalStore(pg: Pick<PgPools, "money" | "fast">): Rental
       return { active: Number(t.active), minutes: Number(t.minutes), costMicros: Number(t.cost) };
     },
     // Two processes claiming at once: the second waits for the first's row locks, then finds the
-    // lease live and someone else's (READ COMMITTED re-reads a row an UPDATE waited for).
-    claimActive: (owner, ms) =>
-      many(
-        fast.unsafe(
-          `UPDATE rentals SET lease_owner = $1, lease_until = ${NOW} + $2
-            WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until < ${NOW}) RETURNING *`,
-          [owner, ms],
-        ),
-      ),
+    // lease live and someone else's (READ COMMITTED re-reads a row an UPDATE waited for). Then the
+    // rows this owner holds: none of them can be taken meanwhile (a lease it holds is live).
+    async claimActive(owner, ms) {
+      await fast.unsafe(
+        `UPDATE rentals SET lease_owner = $1, lease_until = ${NOW} + $2
+          WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_until < ${NOW} OR (lease_owner = $1 AND lease_until < ${NOW} + $2::bigint / 2))`,
+        [owner, ms],
+      );
+      return many(fast.unsafe(`SELECT * FROM rentals WHERE ${ACTIVE_SQL} AND lease_owner = $1`, [owner]));
+    },
     async claim(id, owner, ms) {
       const got = await fast.unsafe(
         `UPDATE rentals SET lease_owner = $2, lease_until = ${NOW} + $3
