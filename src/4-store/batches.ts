@@ -167,10 +167,7 @@ export function batchesRepo(db: Database) {
   );
   const deleteLines = db.query("DELETE FROM batch_lines WHERE batch_id = ?");
   // INDEXED BY: on a fresh table the planner would walk the primary key past every finished line,
-  // once per line dispatched — quadratic in the batch's size.
-  const pendingAfter = db.query<LineRow, { batch: string; after: number; limit: number }>(
-    "SELECT * FROM batch_lines INDEXED BY batch_lines_pending WHERE batch_id = $batch AND state = 'pending' AND line > $after ORDER BY line LIMIT $limit",
-  );
+  // once per line claimed — quadratic in the batch's size.
   const unleased = db.query<LineRow, { batch: string; now: number; limit: number }>(
     `SELECT * FROM batch_lines INDEXED BY batch_lines_pending WHERE batch_id = $batch AND state = 'pending'
        AND (lease_owner IS NULL OR lease_until < $now) ORDER BY line LIMIT $limit`,
@@ -189,8 +186,6 @@ export function batchesRepo(db: Database) {
   const started = db.query<{ batch_id: string; line: number }, []>(
     "SELECT batch_id, line FROM batch_lines INDEXED BY batch_lines_started WHERE state = 'pending' AND starts > 0 ORDER BY batch_id, line",
   );
-  const start = db.query("UPDATE batch_lines SET starts = starts + 1 WHERE batch_id = $batch AND line = $line AND state = 'pending'");
-  const unstart = db.query("UPDATE batch_lines SET starts = starts - 1 WHERE batch_id = $batch AND line = $line AND state = 'pending' AND starts > 0");
   const countUp = db.query("UPDATE batches SET completed = completed + $completed, failed = failed + $failed WHERE id = $id");
   const results = db.query<ResultRow, { batch: string; after: number; limit: number }>(
     "SELECT line, state, result FROM batch_lines WHERE batch_id = $batch AND line > $after AND state IN ('completed', 'failed') ORDER BY line LIMIT $limit",
@@ -247,8 +242,6 @@ export function batchesRepo(db: Database) {
       setStatus(id, e.to, e.now, { output_file_id: e.output?.id ?? null, error_file_id: e.errors?.id ?? null });
       return true;
     }),
-    /** Up to `limit` pending lines after line `after`, in line order. */
-    pendingAfter: (batch: string, after: number, limit: number) => pendingAfter.all({ batch, after, limit }),
     line: (batch: string, n: number) => line.get({ batch, line: n }),
     unleased: (batch: string, limit: number, now = Date.now()) => unleased.all({ batch, now, limit }),
     claim: db.transaction((batch: string, owner: string, limit: number, leaseMs: number): LineRow[] => {
@@ -262,12 +255,6 @@ export function batchesRepo(db: Database) {
     endLeases: () => endLeases.run().changes,
     /** Pending lines a process started and did not finish or hand back: a dead process was running them. */
     started: () => started.all(),
-    /** Counts a start of each line, committed before they run (one write for all). */
-    markStarted: db.transaction((batch: string, lines: number[]) => {
-      for (const l of lines) start.run({ batch, line: l });
-    }),
-    /** A graceful stop hands a line's start back: it was stopped, not crashed on. */
-    unstart: (batch: string, n: number) => void unstart.run({ batch, line: n }),
     /** Records a line's result (and counts it). */
     finish,
     /** Fails a line in its own transaction (no charge). */
