@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from "bun:test";
-import type { Subprocess } from "bun";
+import type { FileSink, Subprocess } from "bun";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Principal } from "../../src/2-services/accounts/types";
@@ -45,8 +45,6 @@ interface Charge {
   from: number;
   upTo: number;
   out: string;
-  /** When the test read it (wall ms). */
-  seen: number;
 }
 
 const procs: Subprocess[] = [];
@@ -57,7 +55,7 @@ afterAll(() => {
 });
 
 /** Reads a process's JSON lines as they come. */
-function lines(p: Subprocess<"ignore", "pipe", "inherit">, into: (o: Record<string, unknown>) => void) {
+function lines(p: Subprocess<"pipe", "pipe", "inherit">, into: (o: Record<string, unknown>) => void) {
   void (async () => {
     let buf = "";
     const dec = new TextDecoder();
@@ -95,17 +93,23 @@ test("three processes bill three rentals each minute exactly once; after a kill 
         VALUES (${id}, 'key_m', 'acct_m', ${NODES[i]}, 'jupyter', 'running', ${PRICE}, ${"t".repeat(40)}, 'stand-in', ${handle}, ${t0}, ${t0})`;
 
     // Ten simulated minutes, the last millisecond of the tenth included: ten minutes started each.
-    const w0 = Date.now();
     const end = t0 + MINUTES * 60_000 - 1;
     const charges: Charge[] = [];
     const ready = new Set<string>();
     for (let i = 0; i < 3; i++) {
-      const cfg: TicksConfig = { url, owner: `proc-${i}`, t0, w0, speed: SPEED, end, leaseMs: 1500, tickMs: 200, nodes: NODES };
-      const p = Bun.spawn([process.execPath, FIXTURE, JSON.stringify(cfg)], { stdout: "pipe", stderr: "inherit", stdin: "ignore" });
+      const cfg: TicksConfig = { url, owner: `proc-${i}`, t0, speed: SPEED, end, leaseMs: 1500, tickMs: 200, nodes: NODES };
+      const p = Bun.spawn([process.execPath, FIXTURE, JSON.stringify(cfg)], { stdout: "pipe", stderr: "inherit", stdin: "pipe" });
       procs.push(p);
-      lines(p, (o) => (o.ready ? ready.add(o.owner as string) : charges.push({ ...(o as unknown as Charge), seen: Date.now() })));
+      lines(p, (o) => (o.ready ? ready.add(o.owner as string) : charges.push(o as unknown as Charge)));
     }
     await until(() => ready.size === 3, 30_000, "three processes to start");
+    // The simulated clock starts for all three at once, now that they are up.
+    const w0 = String(Date.now());
+    for (const p of procs) {
+      const stdin = p.stdin as FileSink;
+      stdin.write(`${w0}\n`);
+      stdin.flush();
+    }
 
     // The holder of the first rental's lease, once it has billed three minutes of it.
     const holderOf = async (id: string) => (await pg.money`SELECT lease_owner FROM rentals WHERE id = ${id}`)[0].lease_owner as string | null;
@@ -115,13 +119,12 @@ test("three processes bill three rentals each minute exactly once; after a kill 
     const victimProc = procs[Number(victim.slice(5))]!;
     victimProc.kill("SIGKILL");
     await victimProc.exited;
-    const killedAt = Date.now();
 
     // Another process takes the leases over and bills every rental to its tenth minute.
     const billed = async (): Promise<{ id: string; minutes: number; cost: number; owner: string | null }[]> => (await pg.money`SELECT id, billed_minutes, cost_micros, lease_owner FROM rentals ORDER BY id`).map((r: Record<string, unknown>) => ({ id: r.id as string, minutes: Number(r.billed_minutes), cost: Number(r.cost_micros), owner: r.lease_owner as string | null }));
-    await until(async () => (await billed()).every((r) => r.minutes === MINUTES), 40_000, "every rental to bill its ten minutes");
+    const takenOver = (r: { minutes: number; owner: string | null }) => r.minutes === MINUTES && r.owner !== null && r.owner !== victim;
+    await until(async () => (await billed()).every(takenOver), 40_000, "every rental to bill its ten minutes, held by a process still alive");
     const rows = await billed();
-    expect(rows.every((r) => r.owner !== null && r.owner !== victim)).toBe(true);
 
     for (const p of procs) if (p !== victimProc) p.kill("SIGTERM");
     await Promise.all(procs.map((p) => p.exited));
@@ -146,10 +149,13 @@ test("three processes bill three rentals each minute exactly once; after a kill 
       expect(r.cost).toBe(costOfMinutes(PRICE, MINUTES));
       paid += r.cost;
 
-      // One process at a time: before the kill, one owner charged this rental; after it, not the victim.
-      const mine = charges.filter((c) => c.rental === r.id);
-      expect(new Set(mine.filter((c) => c.seen < killedAt).map((c) => c.owner)).size).toBe(1);
-      expect(mine.filter((c) => c.seen > killedAt + 100).every((c) => c.owner !== victim)).toBe(true);
+      // One process at a time: in billing order, this rental's charges come from the victim, then from
+      // the one process that took it over (charges from several processes at once would interleave).
+      const order = charges.filter((c) => c.rental === r.id).sort((x, y) => x.from - y.from).map((c) => c.owner);
+      const runs = order.filter((o, i) => i === 0 || o !== order[i - 1]);
+      expect(runs.length).toBeLessThanOrEqual(2);
+      expect(runs.at(-1)).not.toBe(victim);
+      if (runs.length === 2) expect(runs[0]).toBe(victim);
     }
     // No charge ever met another process's in its way, and the charges that were made are the rows.
     expect(charges.filter((c) => c.out !== "charged")).toEqual([]);
