@@ -135,4 +135,39 @@ describe("credit holds in PostgreSQL, across processes", () => {
       await b.close();
     }
   }, 30_000);
+  test("admissions racing settlements on three connections never count a settled request in neither the balance nor the holds", async () => {
+    // An admission reads the balance and the holds; a settlement charges the balance and deletes
+    // its hold in one transaction. Read in two statements, a settlement committing between them
+    // was in neither, and the account was admitted past its balance (seen in the three-process
+    // appliance test). Each request here settles the moment it is admitted, at exactly its hold.
+    const b = await postgresBackend();
+    try {
+      const COST = 1_000;
+      const ROUNDS = 6;
+      const stores = b.stores(3);
+      await b.pools[0]!.money`INSERT INTO accounts (id, name, created_at) VALUES ('base', 'base', 1)`;
+      await b.pools[0]!.money`INSERT INTO api_keys (id, account_id, kind, secret_hash, last4, created_at) VALUES ('key_base', 'base', 'premium', ${new Uint8Array([9])}, 'abcd', 1)`;
+      const ledgers = b.pools.map((p) => postgresLedger(p.money));
+      for (let round = 0; round < ROUNDS; round++) {
+        const acct = `race${round}`;
+        await b.account(acct, 150 * COST);
+        let n = 0;
+        await Promise.all(
+          Array.from({ length: 36 }, async (_, w) => {
+            for (;;) {
+              const requestId = `${acct}-${w}-${n++}`;
+              if (await stores[w % 3]!.admit({ requestId, accountId: acct, micros: COST, tokens: 0 }, money)) return;
+              const row = { request_id: requestId, account_id: acct, key_id: "key_base", model: "m", endpoint: "/v1/embeddings", input_tokens: 1, output_tokens: 0, cached_tokens: 0, images: 0, batch: 0, cost_micros: COST, trial_tokens: 0, created_at: 1 };
+              await ledgers[w % ledgers.length]!.settle([{ row }]);
+            }
+          }),
+        );
+        const balance = (await ledgers[0]!.balance(acct))!.balance_micros;
+        // Admitted while anything was left, and every hold the size of its charge: exactly spent.
+        expect(balance).toBe(0);
+      }
+    } finally {
+      await b.close();
+    }
+  }, 60_000);
 });

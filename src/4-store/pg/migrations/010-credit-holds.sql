@@ -18,6 +18,7 @@ CREATE INDEX credit_holds_expiry ON credit_holds(expires_at);
 -- One admission in one call (pg/holds.ts): admissions to an account run one at a time under its
 -- advisory lock, and each statement here reads with a fresh snapshot (a volatile function under
 -- READ COMMITTED), taken after the lock: the balance and the holds as the last admission left them.
+-- (Edited in place before any release: no database was ever migrated by a published build.)
 -- Returns 'ok', or why not: 'unknown_account', 'balance' (with the balance and the holds), 'trial'.
 CREATE FUNCTION appliance_admit_hold(p_request TEXT, p_account TEXT, p_micros BIGINT, p_tokens BIGINT, p_owner TEXT,
     p_lease_ms BIGINT, p_money BOOLEAN, p_trial_limit BIGINT,
@@ -29,12 +30,18 @@ DECLARE
   v_now BIGINT := (extract(epoch from clock_timestamp()) * 1000)::bigint;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('hold:' || p_account));
-  SELECT a.balance_micros, a.trial_tokens_used INTO balance, v_trial FROM accounts a WHERE a.id = p_account;
+  -- The balance and the holds in one statement, so one snapshot: a settlement (which charges the
+  -- balance and deletes its hold in one transaction, without this lock) is seen whole or not at all.
+  -- Read in two statements, one committing in between was counted in neither (an overdraft of
+  -- several reservations, seen with three processes).
+  SELECT a.balance_micros, a.trial_tokens_used,
+         (SELECT COALESCE(SUM(h.micros), 0) FROM credit_holds h WHERE h.account_id = p_account),
+         (SELECT COALESCE(SUM(h.tokens), 0) FROM credit_holds h WHERE h.account_id = p_account)
+    INTO balance, v_trial, held, v_held_tokens FROM accounts a WHERE a.id = p_account;
   IF NOT FOUND THEN
     verdict := 'unknown_account';
     RETURN;
   END IF;
-  SELECT COALESCE(SUM(h.micros), 0), COALESCE(SUM(h.tokens), 0) INTO held, v_held_tokens FROM credit_holds h WHERE h.account_id = p_account;
   IF p_money AND balance - held <= 0 THEN
     verdict := 'balance';
     RETURN;
