@@ -319,6 +319,7 @@ describe("runDoctor", () => {
       "ok threads",
       "ok demo models",
       "ok memory plan",
+      "ok store",
       "ok data dir",
       "ok disk space",
       "ok port",

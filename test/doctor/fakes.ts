@@ -35,6 +35,7 @@ export function fakeProbes(over: Partial<Probes> = {}): Probes {
     readText: () => null,
     cores: () => 4,
     fdLimit: () => ({ soft: 65536, hard: 65536 }),
+    store: async () => ({ kind: "sqlite", at: "/data/appliance.sqlite", error: null, schema: 0, known: 16 }),
     listen: async () => null,
     llamaCuda: () => ({ primary: null, fallback: null }),
     cudaDecode: async () => {

@@ -3,6 +3,7 @@ import type { Config } from "../../lib/config";
 import type { MemoryPlan } from "../../3-engines/planner/plan-all";
 import type { CommandRunner } from "../../2-services/rentals/inventory";
 import type { FdLimit } from "../../lib/net/rlimit";
+import type { StoreFacts } from "./store-probe";
 
 // What `appliance doctor` reports: one line per check. Every check is a plain function of what was
 // probed (Probes, or facts gathered from it), so a test can feed it any machine it likes.
@@ -56,6 +57,8 @@ export interface Probes {
    * `vulkan`: the chat engine will compute on Vulkan, so its runtime is loaded to read that device.
    */
   memoryPlan(config: Config, vulkan: boolean): Promise<MemoryPlan>;
+  /** The configured store, read without changing it (./store-probe.ts). */
+  store(config: Config): Promise<StoreFacts>;
 }
 
 export const ok = (name: string, detail: string): Check => ({ name, status: "ok", detail });

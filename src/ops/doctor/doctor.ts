@@ -7,6 +7,7 @@ import { checkDataDir, checkDisk, checkModels, checkPort } from "./files";
 import { checkMemoryPlan } from "./memory";
 import { checkTlsCert } from "./tls";
 import { checkFdLimit } from "./limits";
+import { checkStore } from "./store";
 import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
 
@@ -61,6 +62,7 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
       checkThreads(config, probes.cores()),
       ...checkModels(config, probes),
       checkMemoryPlan(plan),
+      checkStore(config, await probes.store(config)),
       checkDataDir(config.server.data_dir, probes),
       checkDisk(config.server.data_dir, probes),
       await checkPort(config.server, probes),

@@ -11,6 +11,7 @@ import { builtAddon } from "../../3-engines/llama/native/addon-path";
 import { installedPackageDir } from "../../3-engines/installed";
 import { onnxRuntimeLibDir } from "../../3-engines/onnx-device";
 import { spawnRunner } from "../../2-services/rentals/inventory";
+import { probeStore } from "./store-probe";
 import { readFdLimit } from "../../lib/net/rlimit";
 import type { Probes } from "./check";
 
@@ -58,6 +59,7 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
     },
     cores: () => availableParallelism(),
     fdLimit: readFdLimit,
+    store: probeStore,
     listen: listenBriefly,
     llamaCuda,
     cudaDecode: () => chooseCudaBuild(),
