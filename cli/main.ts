@@ -11,6 +11,7 @@ import { modelsCommand } from "./commands/models";
 import { psCommand } from "./commands/ps";
 import { internalCommand } from "./commands/internal";
 import { serveCommand } from "./commands/serve";
+import { storeCommand } from "./commands/store";
 import { tlsCommand } from "./commands/tls";
 
 const program = new Command("appliance")
@@ -30,6 +31,7 @@ const program = new Command("appliance")
   .addCommand(tlsCommand())
   .addCommand(backupCommand())
   .addCommand(restoreCommand())
+  .addCommand(storeCommand())
   .addCommand(internalCommand(), { hidden: true });
 
 await program.parseAsync(process.argv);
