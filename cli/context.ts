@@ -1,10 +1,9 @@
-import type { Database } from "bun:sqlite";
 import { InvalidArgumentError, type Command } from "commander";
 import { parseUsd } from "../src/2-services/billing/pricing";
 import { createAccountService, type AccountService } from "../src/2-services/accounts/service";
 import { systemClock } from "../src/lib/clock";
 import { loadConfig, type Config } from "../src/lib/config";
-import { openStore } from "../src/4-store/db";
+import { accountStoreOf, openConfiguredStore, type Store } from "../src/4-store/store";
 import { fail } from "./output";
 
 export interface GlobalOptions {
@@ -18,22 +17,35 @@ export function globals(cmd: Command): GlobalOptions {
 }
 
 /**
- * Offline commands work on the local data dir through the same services the server uses, so
- * `appliance keys create` works before the server ever ran (SQLite WAL lets both run at once).
+ * Offline commands work on the configured store (the data dir's SQLite file, or [store] url's
+ * PostgreSQL) through the same services the server uses, so `appliance keys create` works before
+ * the server ever ran, and while it runs (SQLite's WAL and PostgreSQL both let them share).
  */
-export async function withAccounts<T>(cmd: Command, fn: (accounts: AccountService, config: Config, db: Database) => T | Promise<T>): Promise<void> {
+export async function withStore<T>(cmd: Command, fn: (store: Store, config: Config) => T | Promise<T>): Promise<void> {
   try {
     const g = globals(cmd);
     const { config } = loadConfig({ file: g.config, flags: { dataDir: g.dataDir } });
-    const db = openStore(config.server.data_dir);
+    const store = await openConfiguredStore(config);
     try {
-      await fn(createAccountService(db, config.limits, systemClock), config, db);
+      await fn(store, config);
     } finally {
-      db.close();
+      await store.close();
     }
   } catch (e) {
     fail(e);
   }
+}
+
+/** withStore, with the account service on it. */
+export function withAccounts<T>(cmd: Command, fn: (accounts: AccountService, config: Config, store: Store) => T | Promise<T>): Promise<void> {
+  return withStore(cmd, async (store, config) => {
+    const accounts = createAccountService(accountStoreOf(store), config.limits, systemClock);
+    try {
+      return await fn(accounts, config, store);
+    } finally {
+      accounts.close();
+    }
+  });
 }
 
 export function intOption(name: string) {

@@ -53,7 +53,7 @@ export function createApp(deps: AppDeps): App {
     rc.format = formatFor(route, request.headers);
     const access = accessOf(route);
     if (access.key) {
-      rc.principal = authenticateRequest(accounts, request.headers, route);
+      rc.principal = await authenticateRequest(accounts, request.headers, route);
       if (access.scope) {
         requireScope(rc.principal, access.scope);
         rc.headers = await limits.request(rc.principal);
@@ -78,11 +78,11 @@ export function createApp(deps: AppDeps): App {
       await admit(request, route);
       decodeParams(params as Record<string, string | null>);
     })
-    .onError({ as: "global" }, ({ code, error, request, body, route }) => {
+    .onError({ as: "global" }, async ({ code, error, request, body, route }) => {
       const rc = contextOf(request);
       // A failed body whose value broke Elysia's own error message (body-check.ts): the field's 400.
       const invalid = code === "UNKNOWN" && error instanceof TypeError ? bodyError(request.method, route, body) : null;
-      return errorResponse(rc, invalid ?? toApiError(code, error, request));
+      return errorResponse(rc, invalid ?? (code === "NOT_FOUND" ? await notFound(request) : toApiError(code, error, request)));
     })
     .use(healthRoutes(deps))
     .use(metricsRoutes(deps))
@@ -120,18 +120,17 @@ export function createApp(deps: AppDeps): App {
     if (code === "PARSE" && (error as Error).cause instanceof ApiError) return (error as Error).cause as ApiError;
     if (code === "VALIDATION") return validationToApiError(error);
     if (code === "PARSE") return new ApiError("invalid_json", "request body is not valid JSON");
-    if (code === "NOT_FOUND") return notFound(request);
     // The client is gone (it disconnected, or shutdown cut it): whatever failed because of that is no server error.
     if (request.signal.aborted) return new ApiError("request_cancelled", "the request was cancelled before it was answered");
     return unexpected(contextOf(request), error);
   }
 
   /** No route matched: under the API's prefixes a missing or bad key is still a 401, so paths cannot be probed. */
-  function notFound(request: Request): ApiError {
+  async function notFound(request: Request): Promise<ApiError> {
     const path = pathOf(request.url);
     if (requiredScope(path)) {
       try {
-        authenticateRequest(accounts, request.headers, path);
+        await authenticateRequest(accounts, request.headers, path);
       } catch (e) {
         return e as ApiError;
       }

@@ -15,7 +15,7 @@ import { createLogger, type Logger } from "./lib/log";
 import { createServices, type AppDeps } from "./services";
 import { startControlSocket } from "./1-api/control-socket";
 import { discoverGpus, type DiscoveredGpu } from "./2-services/rentals/inventory";
-import { openStore } from "./4-store/db";
+import { openConfiguredStore, type Store } from "./4-store/store";
 import { lockDataDir } from "./4-store/lock";
 import { MainListener, readTls, startRedirectListener, type TlsFiles, type TlsMaterial } from "./lib/net/listener";
 import { randomBase62 } from "./lib/ids";
@@ -43,9 +43,10 @@ export async function startServer(
   const dataDir = config.server.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
-  let db: ReturnType<typeof openStore> | undefined;
+  let store: Store | undefined;
   try {
-    db = openStore(dataDir);
+    store = await openConfiguredStore(config);
+    logger.info("store", { kind: store.kind, at: store.describe });
     if (config.demo) {
       const demo = await ensureDemoModels(dataDir);
       serveDemoModels(config, demo); // a reload computes the served models the same way (reload.ts)
@@ -60,7 +61,8 @@ export async function startServer(
       if (found.problem) logger.warn("GPU discovery", { problem: found.problem });
       else logger.info("GPU discovery", { gpus: found.gpus.length });
     }
-    const deps = createServices(config, db, { logger, discoveredGpus });
+    const deps = createServices(config, store, { logger, discoveredGpus });
+    deps.heartbeat.start();
     const first = await bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
     const sweepFiles = () => deps.files.sweep().catch((e) => logger.warn("file sweep failed", { error: (e as Error).message }));
@@ -123,8 +125,8 @@ export async function startServer(
       ...(tls ? { tls: { names: tls.names, not_after: tls.notAfter, sha256: tls.fingerprint256 } } : {}),
       ...(redirect ? { redirect_http: `http://${config.server.host}:${redirect.port}` } : {}),
     });
-    if (first) banner(firstStartBanner(first, deps, url));
-    banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir})`);
+    if (first) banner(await firstStartBanner(first, deps, url));
+    banner(`appliance ${VERSION} listening on ${url} (data dir ${dataDir}${store.kind === "postgres" ? `, store ${store.describe}` : ""})`);
     let stopped = false;
     return {
       url,
@@ -167,16 +169,18 @@ export async function startServer(
         await deps.rentals.stop(); // rentals keep running: the next start reconciles them
         await deps.registry.unloadAll();
         // Batch lines in flight were stopped above and stay pending; what finished is committed.
-        db!.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+        deps.heartbeat.stop();
+        deps.accounts.close();
+        if (store!.kind === "sqlite") store!.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
         logger.info("stopped");
         logger.flush();
-        db!.close();
+        await store!.close();
         unlock();
         clearInterval(hold);
       },
     };
   } catch (e) {
-    db?.close();
+    await store?.close().catch(() => {});
     unlock();
     throw e;
   }
@@ -187,19 +191,26 @@ export async function startServer(
  * be printed this once: it is never stored in clear.
  */
 async function bootstrapFirstAccount(deps: AppDeps): Promise<{ key: string; password: string } | null> {
-  if (deps.accounts.accountCount() > 0) return null;
+  if ((await deps.accounts.accountCount()) > 0) return null;
   const { account, credit_usd } = deps.config.bootstrap;
-  deps.accounts.createAccount(account, { role: "admin", creditMicros: usdToMicros(credit_usd), note: "bootstrap credit" });
-  const { key, info } = deps.accounts.createKey({ account, kind: "premium", name: "bootstrap" });
+  try {
+    await deps.accounts.createAccount(account, { role: "admin", creditMicros: usdToMicros(credit_usd), note: "bootstrap credit" });
+  } catch (e) {
+    // Processes starting together on one new PostgreSQL store: one creates the first account; the
+    // others find it made and print no key.
+    if (e instanceof ApiError && e.code === "conflict") return null;
+    throw e;
+  }
+  const { key, info } = await deps.accounts.createKey({ account, kind: "premium", name: "bootstrap" });
   const password = randomBase62(20);
   await deps.console.auth.setPassword(account, password);
   deps.logger.info("bootstrap account created", { account, key: info.display });
   return { key, password };
 }
 
-function firstStartBanner({ key, password }: { key: string; password: string }, deps: AppDeps, url: string): string {
+async function firstStartBanner({ key, password }: { key: string; password: string }, deps: AppDeps, url: string): Promise<string> {
   const { account } = deps.config.bootstrap;
-  const balance = formatMicros(deps.accounts.getAccount(account).balance_micros);
+  const balance = formatMicros((await deps.accounts.getAccount(account)).balance_micros);
   return [
     "",
     `First start: created account "${account}" (admin) with ${balance} credit and a premium key:`,

@@ -1,7 +1,8 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Database } from "bun:sqlite";
-import { asStore, batchesStoreOf, filesStoreOf, type Store } from "./4-store/store";
+import type { UsageReports } from "./4-store/reports";
+import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, sessionStoreOf, usageReportsOf, type Store } from "./4-store/store";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -33,6 +34,8 @@ import { createConsoleViews, type ConsoleViews } from "./2-services/console/view
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
 import { rentalsStoreOf } from "./4-store/pg/rentals";
 import { sqliteThreadStore, type ThreadStore } from "./4-store/threads";
+import { postgresThreadStore } from "./4-store/pg/threads";
+import { createHeartbeat, sharedState, type Heartbeat } from "./2-services/shared-state";
 import type { MemoryPlanner } from "./3-engines/residency";
 import { createPlanner } from "./3-engines/planner/planner";
 import { createRentalsService, type RentalsService } from "./2-services/rentals/service";
@@ -45,8 +48,8 @@ export interface AppDeps {
   listening: { port: number };
   /** The store: SQLite in the data dir, or PostgreSQL ([store] url). */
   store: Store;
-  /** SQLite's handle while domains still read it directly (issue 44 moves each behind its store interface). */
-  db: Database;
+  /** SQLite's handle (null on PostgreSQL): the data dir's backup and tests read it. */
+  db: Database | null;
   clock: Clock;
   logger: Logger;
   accounts: AccountService;
@@ -67,6 +70,13 @@ export interface AppDeps {
   console: { auth: ConsoleAuth; views: ConsoleViews };
   /** Prometheus metrics counted as work happens (GET /metrics adds what it reads at scrape time). */
   metrics: Metrics;
+  /**
+   * What this process renews in a shared store while it runs (PostgreSQL: its credit holds' and
+   * counters' leases; other processes drop them once it stops). Started by main.ts.
+   */
+  heartbeat: Heartbeat;
+  /** The usage rows' reads: the console's Usage page and /metrics. */
+  usage: UsageReports;
   /** Message threads of /v1/messages: conversations held between turns, per key ([threads]). */
   threads: ThreadStore;
   startedAt: number;
@@ -86,12 +96,13 @@ export function createServices(
   } = {},
 ): AppDeps {
   const store = asStore(storeOrDb);
-  if (store.kind !== "sqlite") throw new Error("the PostgreSQL store is not complete yet (issue 44): leave [store] url empty");
-  const db = store.db;
+  const db = store.kind === "sqlite" ? store.db : null;
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
-  const limits = createLimits(db, config.limits, clock);
-  const meter = createMeter(db, config, limits, clock);
+  const storeFailed = (what: string, e: unknown) => logger.warn(`store: ${what} failed`, { error: (e as Error).message });
+  const shared = store.kind === "postgres" ? sharedState(store, clock) : null;
+  const limits = createLimits(db, config.limits, clock, shared?.counters);
+  const meter = createMeter(db, config, limits, clock, shared?.meter);
   const runtime = chatRuntime(config, logger);
   /** The chat engines' llama.cpp runtime once the planner has started it (before it places any chat model). */
   let chatBackend: LlamaRuntime | null = null;
@@ -121,7 +132,7 @@ export function createServices(
     },
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
-  const accounts = createAccountService(db, config.limits, clock);
+  const accounts = createAccountService(accountStoreOf(store, storeFailed), config.limits, clock);
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
@@ -201,11 +212,13 @@ export function createServices(
     batchWorker,
     rentals,
     console: {
-      auth: createConsoleAuth({ db, clock, accounts, allowedHosts: consoleHosts(config) }),
-      views: createConsoleViews({ db, clock, accounts, batches, files, rentals, registry }),
+      auth: createConsoleAuth({ sessions: sessionStoreOf(store), buckets: shared?.signinBuckets, clock, accounts, allowedHosts: consoleHosts(config) }),
+      views: createConsoleViews({ db: db!, clock, accounts, usage: usageReportsOf(store), batches, files, rentals, registry }),
     },
     metrics,
-    threads: sqliteThreadStore(db),
+    usage: usageReportsOf(store),
+    threads: store.kind === "sqlite" ? sqliteThreadStore(store.db) : postgresThreadStore(store.pg.money),
+    heartbeat: createHeartbeat(shared?.beats ?? [], storeFailed),
     startedAt: clock.now(),
   };
 }

@@ -25,7 +25,7 @@ beforeAll(async () => {
     config: { engines: { device: "cpu", threads: 2 }, models: [{ ...demoChat, load: "first_use" }] },
     engines: (config, logger) => ({ chat: llamaChatFactory(config, logger) }),
   });
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(async () => {
   await t.close();

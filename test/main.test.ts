@@ -27,7 +27,7 @@ test("the first start creates an admin account and prints its key once; the key 
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ object: "list", data: [] });
     expect((await fetch(`${s.url}/v1/models`)).status).toBe(401);
-    expect(s.deps.accounts.getAccount("admin")).toMatchObject({ role: "admin", balance_micros: 10_000_000 });
+    expect(await s.deps.accounts.getAccount("admin")).toMatchObject({ role: "admin", balance_micros: 10_000_000 });
   } finally {
     await s.stop();
   }
@@ -35,7 +35,7 @@ test("the first start creates an admin account and prints its key once; the key 
   const again: string[] = [];
   const s2 = await startServer(cfg, { logger: memoryLogger(), banner: (l) => again.push(l) });
   expect(again.join("\n")).not.toContain("sk-apl-");
-  expect(s2.deps.accounts.listAccounts()).toHaveLength(1);
+  expect(await s2.deps.accounts.listAccounts()).toHaveLength(1);
   await s2.stop();
 });
 

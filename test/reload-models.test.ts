@@ -50,7 +50,7 @@ const listed = async (key: string) => (((await (await t!.request("GET", "/v1/mod
 
 test("a reload adds models: listed at once, answering at once; load = start loads in the background", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const key = await t.key({ kind: "premium", creditUsd: 5 });
   const chat = await ensureChatModel("chat");
   const embed = await ensureOnnxModel("embed");
   expect(await listed(key)).toEqual(["chat", "small-chat", "tight"]);
@@ -79,12 +79,12 @@ test("a reload adds models: listed at once, answering at once; load = start load
   const e = await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: "hello" } });
   expect(e.status).toBe(200);
   // billed like any model: a usage row under the new id
-  expect(t.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE model = 'chat-2'").get()).toEqual({ n: 1 });
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE model = 'chat-2'").get()).toEqual({ n: 1 });
 }, 60_000);
 
 test("removing a model while it streams: the stream completes, new requests get 404 at once, the engine is unloaded only after the stream", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const key = await t.key({ kind: "premium", creditUsd: 5 });
   expect((await ask(key, "chat")).status).toBe(200); // loaded
   const engine = t.deps.registry.chatEngine("chat");
   const unloads: { busy: number; chunksAfterReload: number }[] = [];
@@ -132,7 +132,7 @@ test("removing a model while it streams: the stream completes, new requests get 
 
 test("a model whose manifest changed gets a new engine for new requests; the old one unloads after its running request", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const key = await t.key({ kind: "premium", creditUsd: 5 });
   expect((await ask(key, "chat")).status).toBe(200);
   const old = t.deps.registry.chatEngine("chat");
   expect(old.contextSize).toBe(4096);
@@ -176,7 +176,7 @@ test("a model whose manifest changed gets a new engine for new requests; the old
 
 test("a reload whose new model's file is missing is refused whole: nothing changes", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const key = await t.key({ kind: "premium", creditUsd: 5 });
   const price = t.deps.config.prices.chat_input_per_m;
   const next = nextConfig((ms) => [...ms.filter((m) => m.id !== "tight"), { id: "ghost", name: "g", kind: "chat", files: { model: "/nonexistent/ghost.gguf" }, max_context: 512 }]);
   next.prices.chat_input_per_m = price * 2;

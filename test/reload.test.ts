@@ -12,11 +12,11 @@ afterEach(async () => {
   t = null;
 });
 
-const costOf = (requestId: string) => (t!.deps.db.query("SELECT cost_micros FROM usage WHERE request_id = ?").get(requestId) as { cost_micros: number }).cost_micros;
+const costOf = (requestId: string) => (t!.deps.db!.query("SELECT cost_micros FROM usage WHERE request_id = ?").get(requestId) as { cost_micros: number }).cost_micros;
 
 test("a new price applies to the next request; other changes are reported as needing a restart", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 5 });
+  const key = await t.key({ kind: "premium", creditUsd: 5 });
   const ask = async () => {
     const res = await t!.request("POST", "/v1/chat/completions", { key, body: { model: "chat", messages: [{ role: "user", content: "hi" }], max_tokens: 3 } });
     expect(res.status).toBe(200);
@@ -39,7 +39,7 @@ test("a new price applies to the next request; other changes are reported as nee
 
 test("a new storage quota applies to the next upload ([files] is applied in place)", async () => {
   t = await chatTestApp();
-  const key = t.key({ kind: "premium", creditUsd: 1 });
+  const key = await t.key({ kind: "premium", creditUsd: 1 });
   const upload = () => {
     const form = new FormData();
     form.set("purpose", "batch");
@@ -58,7 +58,7 @@ test("a new storage quota applies to the next upload ([files] is applied in plac
 // them, read on every request, so a reload applies it to the next one on both formats.
 test("[compat] ignore_hosted_tools: hosted tools are a 400 naming tools[n] until a reload turns it on, then accepted and not offered", async () => {
   t = await chatTestApp();
-  const key = t.key({ creditUsd: 5 });
+  const key = await t.key({ creditUsd: 5 });
   const responses = () => t!.request("POST", "/v1/responses", { key, body: { model: "chat", input: "hi", max_output_tokens: 3, tools: [{ type: "function", name: "f" }, { type: "web_search" }] } });
   const messages = () => t!.request("POST", "/v1/messages", { key, body: { model: "chat", max_tokens: 3, messages: [{ role: "user", content: "hi" }], tools: [{ type: "web_search_20250305", name: "web_search" }] } });
   const refused = await responses();

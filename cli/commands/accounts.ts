@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { formatMicros, parseUsd } from "../../src/2-services/billing/pricing";
 import type { AccountInfo } from "../../src/2-services/accounts/types";
 import { createConsoleAuth } from "../../src/2-services/console/auth";
+import { sessionStoreOf } from "../../src/4-store/store";
 import { systemClock } from "../../src/lib/clock";
 import { usd, withAccounts } from "../context";
 import { emit, table, UsageError, when } from "../output";
@@ -25,8 +26,8 @@ export function accountsCommand(): Command {
     .option("--admin", "give the account the admin role")
     .option("--json", "print JSON")
     .action((name: string, opts: { credit?: number; admin?: boolean; json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => {
-        const a = accounts.createAccount(name, { creditMicros: opts.credit, role: opts.admin ? "admin" : "user" });
+      withAccounts(c, async (accounts) => {
+        const a = await accounts.createAccount(name, { creditMicros: opts.credit, role: opts.admin ? "admin" : "user" });
         emit(opts.json, a, human);
       }),
     );
@@ -36,8 +37,8 @@ export function accountsCommand(): Command {
     .description("list accounts with balance and trial")
     .option("--json", "print JSON")
     .action((opts: { json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) =>
-        emit(opts.json, accounts.listAccounts(), (list) =>
+      withAccounts(c, async (accounts) =>
+        emit(opts.json, await accounts.listAccounts(), (list) =>
           table(
             list.map((a) => ({
               name: a.name,
@@ -60,7 +61,7 @@ export function accountsCommand(): Command {
     .option("--note <text>", "note stored with the credit", "credit")
     .option("--json", "print JSON")
     .action((name: string, amount: string, opts: { note: string; json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => emit(opts.json, accounts.credit(name, usdArgument(amount), opts.note), human)),
+      withAccounts(c, async (accounts) => emit(opts.json, await accounts.credit(name, usdArgument(amount), opts.note), human)),
     );
 
   cmd
@@ -69,9 +70,9 @@ export function accountsCommand(): Command {
       "set the account's web console password (typed without echo, or one line on stdin); ends its console sessions, its sign-in back-off and its known browsers (works while the server runs)",
     )
     .action((name: string, _opts: object, c: Command) =>
-      withAccounts(c, async (accounts, _config, db) => {
+      withAccounts(c, async (accounts, _config, store) => {
         const password = await readSecret(`password for ${name}: `);
-        await createConsoleAuth({ db, clock: systemClock, accounts }).setPassword(name, password);
+        await createConsoleAuth({ sessions: sessionStoreOf(store), clock: systemClock, accounts }).setPassword(name, password);
         process.stderr.write(`console password set for ${name}\n`);
       }),
     );

@@ -8,6 +8,6 @@ import { adminKeysOnly } from "./http/admin";
  * src/2-services/metrics/listen.ts.
  */
 export function metricsRoutes(deps: ScrapeDeps) {
-  const adminOnly = adminKeysOnly(deps.db, "/metrics");
+  const adminOnly = adminKeysOnly("/metrics");
   return new Elysia({ name: "metrics" }).get("/metrics", ({ request }) => (adminOnly(request), scrapeResponse(deps)));
 }

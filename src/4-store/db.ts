@@ -16,6 +16,7 @@ import m012 from "./migrations/012-signin-buckets.sql" with { type: "text" };
 import m013 from "./migrations/013-file-chunks.sql" with { type: "text" };
 import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
 import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
+import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -35,6 +36,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "013-file-chunks", sql: m013 },
   { name: "014-batch-line-leases", sql: m014 },
   { name: "015-rental-leases", sql: m015 },
+  { name: "016-key-changes", sql: m016 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

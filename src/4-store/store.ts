@@ -1,11 +1,17 @@
 import type { Database } from "bun:sqlite";
 import type { Config } from "../lib/config";
 import { openStore } from "./db";
+import { sqliteAccountStore, type AccountStore } from "./accounts";
+import { sqliteSessionStore, type SessionStore } from "./sessions";
+import { postgresAccountStore } from "./pg/accounts";
 import { sqliteBatchStore, type BatchStore } from "./batches";
 import { sqliteFileStore, type FileStore } from "./files";
 import { postgresBatchStore } from "./pg/batches";
 import { connectPostgres, migratePostgres, type PgPools } from "./pg/db";
 import { postgresFileStore } from "./pg/files";
+import { postgresUsageReports } from "./pg/reports";
+import { postgresSessionStore } from "./pg/sessions";
+import { sqliteUsageReports, type UsageReports } from "./reports";
 
 // The store the appliance runs on (issue 44): SQLite in the data dir (the embedded default, one
 // process) or PostgreSQL (`[store] url`, several processes on one database). Each domain has an
@@ -65,6 +71,21 @@ export async function openConfiguredStore(config: Pick<Config, "store" | "server
 /** Accepts what callers built before the store had two backends: a bare SQLite handle. */
 export function asStore(s: Store | Database): Store {
   return "kind" in s && (s.kind === "sqlite" || s.kind === "postgres") ? (s as Store) : sqliteStore(s as Database);
+}
+
+/** Accounts, credits and keys on this store. */
+export function accountStoreOf(store: Store, onError?: (what: string, e: unknown) => void): AccountStore {
+  return store.kind === "sqlite" ? sqliteAccountStore(store.db) : postgresAccountStore(store.pg.money, store.pg.fast, onError);
+}
+
+/** Console sessions and passwords on this store. */
+export function sessionStoreOf(store: Store): SessionStore {
+  return store.kind === "sqlite" ? sqliteSessionStore(store.db) : postgresSessionStore(store.pg.money);
+}
+
+/** The usage reads of the console and /metrics on this store. */
+export function usageReportsOf(store: Store): UsageReports {
+  return store.kind === "sqlite" ? sqliteUsageReports(store.db) : postgresUsageReports(store.pg.money);
 }
 
 /** Files (rows and bytes) on this store; on SQLite the bytes live under `filesDir` (<data_dir>/files). */

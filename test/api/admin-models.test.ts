@@ -20,10 +20,10 @@ const STATUS_KEYS = ["context_size", "device", "error", "gpu_layers", "id", "idl
 beforeAll(async () => {
   const chat = await ensureChatModel("chat");
   t = await chatTestApp({ extraModels: [{ id: "org/tiny", name: "Tiny with a slash", kind: "chat", files: { model: chat }, max_context: 512, slots: 1, load: "first_use" }] });
-  t.deps.accounts.createAccount("ops", { role: "admin" });
-  admin = t.key({ account: "ops", scopes: ["inference"] });
-  adminRental = t.key({ account: "ops", scopes: ["rental"] });
-  user = t.key({ scopes: ["inference", "rental"], creditUsd: 5 });
+  await t.deps.accounts.createAccount("ops", { role: "admin" });
+  admin = await t.key({ account: "ops", scopes: ["inference"] });
+  adminRental = await t.key({ account: "ops", scopes: ["rental"] });
+  user = await t.key({ scopes: ["inference", "rental"], creditUsd: 5 });
   await consoleAccount(t, "root", { admin: true });
   await consoleAccount(t, "someone");
   consoleAdmin = consoleClient(t);

@@ -9,9 +9,9 @@ let adminKey: string;
 let userKey: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  t.deps.accounts.createAccount("ops-admin", { role: "admin" });
-  adminKey = t.key({ account: "ops-admin", kind: "free" });
-  userKey = t.key({ account: "metrics-user", creditUsd: 5 });
+  await t.deps.accounts.createAccount("ops-admin", { role: "admin" });
+  adminKey = await t.key({ account: "ops-admin", kind: "free" });
+  userKey = await t.key({ account: "metrics-user", creditUsd: 5 });
 });
 afterAll(() => t.close());
 
@@ -40,8 +40,8 @@ describe("protection", () => {
   });
 
   test("a revoked key is a 401", async () => {
-    const key = t.key({ account: "ops-admin", kind: "premium" });
-    t.deps.accounts.revokeKey(key);
+    const key = await t.key({ account: "ops-admin", kind: "premium" });
+    await t.deps.accounts.revokeKey(key);
     expect((await t.request("GET", "/metrics", { key })).status).toBe(401);
   });
 
@@ -111,7 +111,7 @@ describe("chat", () => {
 
   test("credits consumed equal the usage table's cost, by key kind", async () => {
     const e = await scrape();
-    const cost = t.deps.db.query<{ c: number }, []>("SELECT COALESCE(SUM(cost_micros), 0) AS c FROM usage").get()!.c;
+    const cost = t.deps.db!.query<{ c: number }, []>("SELECT COALESCE(SUM(cost_micros), 0) AS c FROM usage").get()!.c;
     expect(cost).toBeGreaterThan(0);
     expect(num(e, "appliance_credits_consumed_usd_total", { kind: "premium" })).toBeCloseTo(cost / 1e6, 9);
     expect(num(e, "appliance_credits_consumed_usd_total", { kind: "free" })).toBe(0);
@@ -131,10 +131,10 @@ describe("scrape-time state", () => {
   });
 
   test("batches, batch lines, rentals and images are read from the store", async () => {
-    const key = t.deps.accounts.listKeys("metrics-user")[0]!;
-    const account = t.deps.accounts.getAccount("metrics-user");
+    const key = (await t.deps.accounts.listKeys("metrics-user"))[0]!;
+    const account = await t.deps.accounts.getAccount("metrics-user");
     const now = Date.now();
-    const db = t.deps.db;
+    const db = t.deps.db!;
     db.run("INSERT INTO files (id, key_id, account_id, filename, purpose, bytes, created_at) VALUES ('file-m1', ?, ?, 'in.jsonl', 'batch', 1, ?)", [key.id, account.id, now]);
     db.run(
       "INSERT INTO batches (id, key_id, account_id, endpoint, input_file_id, completion_window, status, total, completed, failed, created_at, expires_at) VALUES ('batch_m1', ?, ?, '/v1/chat/completions', 'file-m1', '24h', 'in_progress', 3, 1, 1, ?, ?)",
@@ -186,8 +186,8 @@ describe("bounded labels", () => {
       "ops-admin",
       "metrics-user",
       "sk-",
-      ...t.deps.accounts.listKeys().map((k) => k.id),
-      ...t.deps.accounts.listAccounts().map((a) => a.id),
+      ...(await t.deps.accounts.listKeys()).map((k) => k.id),
+      ...(await t.deps.accounts.listAccounts()).map((a) => a.id),
     ];
     const values = e.samples.flatMap((s) => Object.values(s.labels));
     for (const v of values) for (const f of forbidden) expect(v).not.toContain(f);

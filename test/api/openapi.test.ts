@@ -62,7 +62,7 @@ const UNMOUNTED = wired ? [] : ["GET /openapi.json", "GET /reference"];
 let key: string;
 let admin: ConsoleClient;
 beforeAll(async () => {
-  key = t.key({ creditUsd: 5, scopes: ["inference", "rental"] });
+  key = await t.key({ creditUsd: 5, scopes: ["inference", "rental"] });
   await consoleAccount(t, "root", { admin: true, creditUsd: 1 });
   admin = consoleClient(t);
   expect((await admin.signIn("root", "pw-root-0123456789")).status).toBe(200);

@@ -15,11 +15,11 @@ let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp({ slots: 3 }); // batches may use 2 slots at once
-  client = t.openai(t.key({ account: "suspects", creditUsd: 5 }));
+  client = t.openai(await t.key({ account: "suspects", creditUsd: 5 }));
 });
 afterAll(() => t.close());
 
-const repo = () => batchesRepo(t.deps.db);
+const repo = () => batchesRepo(t.deps.db!);
 
 /** A batch in progress with `n` chat lines, as the worker's validation leaves it, without starting the worker. */
 async function batchOf(n: number, maxTokens: number) {
@@ -35,9 +35,9 @@ async function batchOf(n: number, maxTokens: number) {
 }
 
 const setStarts = (batch: string, line: number, starts: number) =>
-  t.deps.db.query("UPDATE batch_lines SET starts = ? WHERE batch_id = ? AND line = ?").run(starts, batch, line);
+  t.deps.db!.query("UPDATE batch_lines SET starts = ? WHERE batch_id = ? AND line = ?").run(starts, batch, line);
 const usageOf = (batch: string, line: number) =>
-  t.deps.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id = ?").get(`req_${batch.slice(6)}_${line}`)!.n;
+  t.deps.db!.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id = ?").get(`req_${batch.slice(6)}_${line}`)!.n;
 
 test("lines a dead process was running run one at a time; one it was running twice is failed, uncharged", async () => {
   const id = await batchOf(6, 40);
@@ -92,8 +92,8 @@ test("a line that another path ended while it ran is not charged for its answer,
   const id = await batchOf(1, 8);
   const batch = repo().byId(id)!;
   const line = repo().line(id, 1)!;
-  const principal = t.deps.accounts.principalById(batch.key_id)!;
-  const balance = () => t.deps.db.query<{ b: number }, [string]>("SELECT balance_micros AS b FROM accounts WHERE id = ?").get(batch.account_id)!.b;
+  const principal = (await t.deps.accounts.principalById(batch.key_id))!;
+  const balance = () => t.deps.db!.query<{ b: number }, [string]>("SELECT balance_micros AS b FROM accounts WHERE id = ?").get(batch.account_id)!.b;
   const before = balance();
   // Ended elsewhere first (as the crash path or a cancel would), then its run finishes.
   expect(repo().fail(id, 1, JSON.stringify({ ended: "elsewhere" }), Date.now())).toBe(true);

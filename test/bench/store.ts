@@ -38,7 +38,7 @@ const ids = Array.from({ length: ACCOUNTS }, (_, i) => `acct${i}`);
 const config = validateConfig({});
 const principal = (accountId: string): Principal => ({
   accountId,
-  accountName: accountId,
+  accountName: accountId, role: "user",
   keyId: `key_${accountId}`,
   kind: "premium",
   scopes: ["inference"],

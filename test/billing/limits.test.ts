@@ -4,11 +4,11 @@ import { SlidingWindow } from "../../src/4-store/window";
 import { ManualClock } from "../../src/lib/clock";
 import { testApp } from "../helpers/app";
 
-describe("requests per minute on a free key", () => {
+describe("requests per minute on a free key", async () => {
   const clock = new ManualClock();
   const t = testApp({ clock });
   afterAll(() => t.close());
-  const key = t.key({ kind: "free" });
+  const key = await t.key({ kind: "free" });
   const get = () => t.request("GET", "/v1/models", { key });
 
   test("the 21st request in a minute is refused with Retry-After, and the window moves", async () => {
@@ -37,7 +37,7 @@ describe("requests per minute on a free key", () => {
   });
 
   test("refused requests do not use up the window", async () => {
-    const k = t.key({ kind: "free" });
+    const k = await t.key({ kind: "free" });
     for (let i = 0; i < 20; i++) expect((await t.request("GET", "/v1/models", { key: k })).status).toBe(200);
     for (let i = 0; i < 50; i++) expect((await t.request("GET", "/v1/models", { key: k })).status).toBe(429);
     clock.advance(60_000);
@@ -45,17 +45,17 @@ describe("requests per minute on a free key", () => {
   });
 
   test("limits are per key", async () => {
-    const a = t.key({ kind: "free" });
-    const b = t.key({ kind: "free" });
+    const a = await t.key({ kind: "free" });
+    const b = await t.key({ kind: "free" });
     for (let i = 0; i < 20; i++) await t.request("GET", "/v1/models", { key: a });
     expect((await t.request("GET", "/v1/models", { key: a })).status).toBe(429);
     expect((await t.request("GET", "/v1/models", { key: b })).status).toBe(200);
   });
 
   test("a premium key without a cap sends no request-limit headers; one with a cap is limited", async () => {
-    const open = await t.request("GET", "/v1/models", { key: t.key({ kind: "premium" }) });
+    const open = await t.request("GET", "/v1/models", { key: await t.key({ kind: "premium" }) });
     expect(open.headers.get("x-ratelimit-limit-requests")).toBeNull();
-    const capped = t.key({ kind: "premium", rpm: 2 });
+    const capped = await t.key({ kind: "premium", rpm: 2 });
     expect((await t.request("GET", "/v1/models", { key: capped })).status).toBe(200);
     expect((await t.request("GET", "/v1/models", { key: capped })).status).toBe(200);
     expect((await t.request("GET", "/v1/models", { key: capped })).status).toBe(429);
@@ -66,8 +66,8 @@ describe("image quotas", () => {
   const clock = new ManualClock(Date.UTC(2026, 5, 1, 23, 58));
   const t = testApp({ clock });
   afterAll(() => t.close());
-  const principal = (kind: "free" | "premium") => t.deps.accounts.authenticate(t.key({ kind, creditUsd: 5 }))!;
-  const settleImages = async (p: ReturnType<typeof principal>, n: number) =>
+  const principal = async (kind: "free" | "premium") => (await t.deps.accounts.authenticate(await t.key({ kind, creditUsd: 5 })))!;
+  const settleImages = async (p: Awaited<ReturnType<typeof principal>>, n: number) =>
     (await t.deps.meter.reserve(p, { requestId: crypto.randomUUID(), model: { id: "img", kind: "image" }, endpoint: "/v1/images/generations", inputTokens: 0, maxOutputTokens: 0, images: n })).settle({
       inputTokens: 0,
       outputTokens: 0,
@@ -83,7 +83,7 @@ describe("image quotas", () => {
   };
 
   test("a free key gets 2 images a minute and 5 a day; the day resets at 00:00 UTC", async () => {
-    const p = principal("free");
+    const p = await principal("free");
     await settleImages(p, 2);
     expect(await code(() => settleImages(p, 1))).toBe("rate_limit_exceeded");
     clock.advance(60_000);
@@ -100,11 +100,11 @@ describe("image quotas", () => {
   });
 
   test("asking for more images than a cap allows at all is a 400 naming n", async () => {
-    expect(await code(() => settleImages(principal("free"), 3))).toBe("invalid_request");
+    expect(await code(async () => settleImages(await principal("free"), 3))).toBe("invalid_request");
   });
 
   test("a premium key gets 300 images a day", async () => {
-    const p = principal("premium");
+    const p = await principal("premium");
     for (let i = 0; i < 75; i++) await settleImages(p, 4);
     expect(await code(() => settleImages(p, 1))).toBe("daily_limit_exceeded");
   });
@@ -115,7 +115,7 @@ describe("in-flight caps", () => {
   afterAll(() => t.close());
 
   test("a premium key with an in-flight cap is refused past it until a request finishes", async () => {
-    const p = t.deps.accounts.authenticate(t.key({ kind: "premium", inflight: 2, creditUsd: 1 }))!;
+    const p = (await t.deps.accounts.authenticate(await t.key({ kind: "premium", inflight: 2, creditUsd: 1 })))!;
     const req = (id: string) => ({ requestId: id, model: { id: "m", kind: "chat" as const }, endpoint: "/v1/chat/completions", inputTokens: 1, maxOutputTokens: 1 });
     const a = await t.deps.meter.reserve(p, req("a"));
     await t.deps.meter.reserve(p, req("b"));

@@ -38,7 +38,7 @@ test("three meters on one PostgreSQL, 16 requests in flight each, near a small b
     const db = openStore(dir);
     return createMeter(db, config, createLimits(db, config.limits, systemClock), systemClock, { ledger: postgresLedger(p.money), holds: postgresHolds(p.fast, `proc-${i}`) });
   });
-  const principal: Principal = { accountId: "acct", accountName: "acct", keyId: "key_acct", kind: "premium", scopes: ["inference"], display: "sk-apl-…abcd", rpm: 0, inflight: 0, maxActiveRentals: 0 };
+  const principal: Principal = { accountId: "acct", accountName: "acct", role: "user", keyId: "key_acct", kind: "premium", scopes: ["inference"], display: "sk-apl-…abcd", rpm: 0, inflight: 0, maxActiveRentals: 0 };
   const model = { id: "chat", kind: "chat" as const };
   const maxHold = costMicros(priceFor(model, config.prices), { inputTokens: 500, outputTokens: 500, images: 0 });
   const outcomes = { settled: 0, refused: 0, other: [] as string[] };

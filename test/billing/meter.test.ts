@@ -6,7 +6,8 @@ import { testApp } from "../helpers/app";
 
 const t = testApp();
 afterAll(() => t.close());
-const { meter, accounts, db } = t.deps;
+const { meter, accounts } = t.deps;
+const db = t.deps.db!;
 const chat = { id: "chat", kind: "chat" as const };
 const prices = t.deps.config.prices;
 
@@ -31,7 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("reserve, settle, release", () => {
   test("a settled premium request is charged its actual cost once", async () => {
-    const p = accounts.authenticate(t.key({ account: "p1", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "p1", kind: "premium", creditUsd: 1 })))!;
     const ticket = await meter.reserve(p, request("r1", 1000, 4000));
     expect((await meter.held(p.accountId)).micros).toBe(costMicros(priceFor(chat, prices), { inputTokens: 1000, outputTokens: 4000, images: 0 }));
     const s = await ticket.settle({ inputTokens: 1000, outputTokens: 10, cachedTokens: 200 });
@@ -47,14 +48,14 @@ describe("reserve, settle, release", () => {
   });
 
   test("the same request id is charged once even if settled by two tickets", async () => {
-    const p = accounts.authenticate(t.key({ account: "p2", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "p2", kind: "premium", creditUsd: 1 })))!;
     expect((await (await meter.reserve(p, request("dup"))).settle({ inputTokens: 100, outputTokens: 100 })).charged).toBe(true);
     expect(await (await meter.reserve(p, request("dup"))).settle({ inputTokens: 100, outputTokens: 100 })).toEqual({ costMicros: 0, trialTokens: 0, charged: false });
     expect(ledger("p2").rows).toBe(1);
   });
 
   test("a released request is charged nothing and frees its hold", async () => {
-    const p = accounts.authenticate(t.key({ account: "p3", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "p3", kind: "premium", creditUsd: 1 })))!;
     const ticket = await meter.reserve(p, request("gone"));
     ticket.release();
     ticket.release();
@@ -63,22 +64,22 @@ describe("reserve, settle, release", () => {
   });
 
   test("batch requests pay the batch share of the live price", async () => {
-    const p = accounts.authenticate(t.key({ account: "p4", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "p4", kind: "premium", creditUsd: 1 })))!;
     const s = await (await meter.reserve(p, request("b1", 0, 0, { batch: true }))).settle({ inputTokens: 1_000_000, outputTokens: 0 });
     expect(s.costMicros).toBe(60_000);
   });
 
   test("a free key spends the account's trial tokens, not its balance", async () => {
-    const p = accounts.authenticate(t.key({ account: "f1", kind: "free" }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "f1", kind: "free" })))!;
     const s = await (await meter.reserve(p, request("f1r"))).settle({ inputTokens: 120, outputTokens: 30 });
     expect(s).toEqual({ costMicros: 0, trialTokens: 150, charged: true });
-    expect(accounts.getAccount("f1").trial_tokens_remaining).toBe(250_000 - 150);
+    expect((await accounts.getAccount("f1")).trial_tokens_remaining).toBe(250_000 - 150);
   });
 });
 
 describe("group commit", () => {
   test("settlements of one moment commit together, and each resolves only once committed", async () => {
-    const p = accounts.authenticate(t.key({ account: "grouped", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "grouped", kind: "premium", creditUsd: 1 })))!;
     const tickets = await Promise.all(Array.from({ length: 20 }, (_, i) => meter.reserve(p, request(`g-${i}`, 10, 10))));
     const settled = tickets.map((tk) => tk.settle({ inputTokens: 10, outputTokens: 10 }));
     // Not acknowledged yet: nothing is in the store and the holds still count.
@@ -91,7 +92,7 @@ describe("group commit", () => {
   });
 
   test("a row that cannot be written fails only its own settlement", async () => {
-    const p = accounts.authenticate(t.key({ account: "one-bad", kind: "premium", creditUsd: 1 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "one-bad", kind: "premium", creditUsd: 1 })))!;
     const ghost = { ...p, keyId: "key_does_not_exist" }; // violates the foreign key on usage.key_id
     const good = (await meter.reserve(p, request("ok-1"))).settle({ inputTokens: 5, outputTokens: 5 });
     const bad = (await meter.reserve(ghost, request("bad-1"))).settle({ inputTokens: 5, outputTokens: 5 });
@@ -113,18 +114,18 @@ describe("refusals", () => {
   };
 
   test("an empty premium balance is 402 insufficient_balance", async () => {
-    const p = accounts.authenticate(t.key({ account: "broke", kind: "premium" }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "broke", kind: "premium" })))!;
     expect(await code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "insufficient_balance", status: 402 });
   });
 
   test("a used-up free trial is 402 free_quota_exhausted", async () => {
-    const p = accounts.authenticate(t.key({ account: "f2", kind: "free" }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "f2", kind: "free" })))!;
     db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'f2'");
     expect(await code(() => meter.reserve(p, request("x")))).toMatchObject({ code: "free_quota_exhausted", status: 402 });
   });
 
   test("holds of requests in flight count against what is left", async () => {
-    const p = accounts.authenticate(t.key({ account: "tight", kind: "premium", creditUsd: 0.001 }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "tight", kind: "premium", creditUsd: 0.001 })))!;
     const big = await meter.reserve(p, request("big", 0, 1000)); // holds $0.0017 > $0.001
     const refused = await code(() => meter.reserve(p, request("next")));
     expect(refused).toMatchObject({ code: "insufficient_balance" });
@@ -137,8 +138,8 @@ describe("refusals", () => {
 describe("concurrent requests leave the ledger exactly consistent", () => {
   test("300 interleaved premium requests across two keys of one account", async () => {
     const name = "busy";
-    const k1 = accounts.authenticate(t.key({ account: name, kind: "premium", creditUsd: 0.05 }))!;
-    const k2 = accounts.authenticate(t.key({ account: name, kind: "premium" }))!;
+    const k1 = (await accounts.authenticate(await t.key({ account: name, kind: "premium", creditUsd: 0.05 })))!;
+    const k2 = (await accounts.authenticate(await t.key({ account: name, kind: "premium" })))!;
     const start = ledger(name).balance;
     let maxHold = 0;
     const outcomes = { settled: 0, released: 0, refused: 0 };
@@ -178,7 +179,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
   });
 
   test("250 interleaved free-key requests spend the trial exactly", async () => {
-    const p = accounts.authenticate(t.key({ account: "trial", kind: "free" }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "trial", kind: "free" })))!;
     const maxHold = 3000;
     let settled = 0;
     let refused = 0;
@@ -212,7 +213,7 @@ describe("concurrent requests leave the ledger exactly consistent", () => {
 // the second finds the rental's billed minutes moved on and is refused ("stale"), not billed again.
 describe("GPU minutes", () => {
   test("two charges from the same billed minutes in flight together: one charged, the other stale; repeats charge nothing", async () => {
-    const p = accounts.authenticate(t.key({ account: "renter", kind: "premium", creditUsd: 1, scopes: ["inference", "rental"] }))!;
+    const p = (await accounts.authenticate(await t.key({ account: "renter", kind: "premium", creditUsd: 1, scopes: ["inference", "rental"] })))!;
     db.query("INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, token, launcher, created_at, running_at, billed_minutes, cost_micros) VALUES ('rent_m', ?, ?, 'n', 'jupyter', 'running', 600000, 't', 'process', 0, 0, 1, 10000)").run(p.keyId, p.accountId);
     const charge = (upTo: number) => meter.chargeMinutes({ rentalId: "rent_m", accountId: p.accountId, keyId: p.keyId, nodeId: "n", pricePerHourMicros: 600_000, from: 1, upTo, at: 1 });
     const outcomes = await Promise.all([charge(3), charge(4)]); // the shorter first: the longer, from the same start, would bill minutes 2–3 twice

@@ -10,12 +10,12 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const row = (requestId: string) =>
-  t.deps.db.query<Record<string, number | string>, [string]>("SELECT * FROM usage WHERE request_id = ?").get(requestId)!;
+  t.deps.db!.query<Record<string, number | string>, [string]>("SELECT * FROM usage WHERE request_id = ?").get(requestId)!;
 
 test("the usage row matches the usage returned, and reasoning is billed as output", async () => {
-  const key = t.key({ account: "payer", creditUsd: 1 });
+  const key = await t.key({ account: "payer", creditUsd: 1 });
   const client = t.openai(key);
-  const before = t.deps.accounts.getAccount("payer").balance_micros;
+  const before = (await t.deps.accounts.getAccount("payer")).balance_micros;
   const { data, response } = await client.chat.completions
     .create({ model: "chat", max_tokens: 40, temperature: 0, messages: [{ role: "user", content: `Think. ${forced("<think>\nSome careful reasoning here.\n</think>\n\nok")}` }] })
     .withResponse();
@@ -26,33 +26,33 @@ test("the usage row matches the usage returned, and reasoning is billed as outpu
   // $0.12/M in, $1.70/M out, rounded up once; the reasoning tokens are inside completion_tokens.
   const cost = Math.ceil((u.prompt_tokens * 120_000 + u.completion_tokens * 1_700_000) / 1_000_000);
   expect(r.cost_micros).toBe(cost);
-  expect(t.deps.accounts.getAccount("payer").balance_micros).toBe(before - cost);
+  expect((await t.deps.accounts.getAccount("payer")).balance_micros).toBe(before - cost);
 });
 
 test("a streamed request is billed once, with the usage its last chunk reported", async () => {
-  const key = t.key({ account: "streamer", creditUsd: 1 });
+  const key = await t.key({ account: "streamer", creditUsd: 1 });
   const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "chat", max_tokens: 9, stream: true, messages: [{ role: "user", content: "hi" }] } });
   const chunks = (await res.text()).trim().split("\n\n").slice(0, -1).map((e) => JSON.parse(e.slice(6)));
   const usage = chunks.at(-1).usage;
   const r = row(res.headers.get("x-request-id")!);
   expect(r.input_tokens).toBe(usage.prompt_tokens);
   expect(r.output_tokens).toBe(usage.completion_tokens);
-  expect(t.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'streamer')").get()).toEqual({ n: 1 });
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'streamer')").get()).toEqual({ n: 1 });
 });
 
 test("a free key spends its trial by prompt plus completion tokens", async () => {
-  const key = t.key({ account: "freebie", kind: "free" });
+  const key = await t.key({ account: "freebie", kind: "free" });
   const r = await t.openai(key).chat.completions.create({ model: "chat", max_tokens: 5, messages: [{ role: "user", content: "hi" }] });
-  expect(t.deps.accounts.getAccount("freebie").trial_tokens_used).toBe(r.usage!.total_tokens);
+  expect((await t.deps.accounts.getAccount("freebie")).trial_tokens_used).toBe(r.usage!.total_tokens);
 });
 
 test("a refused request (bad schema) charges nothing", async () => {
-  const key = t.key({ account: "refused", creditUsd: 1 });
+  const key = await t.key({ account: "refused", creditUsd: 1 });
   const res = await t.request("POST", "/v1/chat/completions", {
     key,
     body: { model: "chat", messages: [{ role: "user", content: "x" }], response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "array", uniqueItems: true } } } },
   });
   expect(res.status).toBe(400);
-  expect(t.deps.accounts.getAccount("refused").balance_micros).toBe(1_000_000);
-  expect(await t.deps.meter.held(t.deps.accounts.getAccount("refused").id)).toEqual({ micros: 0, tokens: 0 });
+  expect((await t.deps.accounts.getAccount("refused")).balance_micros).toBe(1_000_000);
+  expect(await t.deps.meter.held((await t.deps.accounts.getAccount("refused")).id)).toEqual({ micros: 0, tokens: 0 });
 });

@@ -18,13 +18,13 @@ afterAll(() => t.close());
 const loopOf = () => ((t.deps.registry.engines().find((e) => e.modelId === "steps") as unknown as { state: { loop: DecodeLoop } }).state.loop);
 
 test("a request cancelled in its prompt's decoding stops there, frees its slot and is billed only the prompt tokens decoded", async () => {
-  const key = t.key({ account: "leaver", creditUsd: 1 });
+  const key = await t.key({ account: "leaver", creditUsd: 1 });
   const body = (content: string) => JSON.stringify({ model: "steps", max_tokens: 5, temperature: 0, messages: [{ role: "user", content }] });
   // load the model first, and learn how long the prompt is
   const warm = await t.app.handle(new Request(`${BASE}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: body("hi") }));
   expect(warm.status).toBe(200);
   const long = Array.from({ length: 300 }, (_, i) => `word${i % 97} number ${i}.`).join(" ");
-  const promptTokens = await t.deps.chat.countTokens(t.deps.accounts.authenticate(key)!, { model: "steps", messages: [{ role: "user", content: long }] } as never);
+  const promptTokens = await t.deps.chat.countTokens((await t.deps.accounts.authenticate(key))!, { model: "steps", messages: [{ role: "user", content: long }] } as never);
   expect(promptTokens).toBeGreaterThan(2000); // > 125 steps of 16 tokens
 
   const loop = loopOf();
@@ -38,11 +38,11 @@ test("a request cancelled in its prompt's decoding stops there, frees its slot a
   controller.abort();
   expect(await answer).toBe(499);
   // the generation's end is recorded once the loop let go of the slot
-  for (let i = 0; i < 500 && t.deps.db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'leaver')").get()!.n < 2; i++) await Bun.sleep(10);
+  for (let i = 0; i < 500 && t.deps.db!.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'leaver')").get()!.n < 2; i++) await Bun.sleep(10);
   const steps = loop.stats().steps - before;
   expect(steps).toBeLessThan(promptTokens / 16 / 2);
 
-  const rows = t.deps.db.query<{ input_tokens: number; output_tokens: number; cost_micros: number }, []>("SELECT input_tokens, output_tokens, cost_micros FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'leaver') ORDER BY rowid").all();
+  const rows = t.deps.db!.query<{ input_tokens: number; output_tokens: number; cost_micros: number }, []>("SELECT input_tokens, output_tokens, cost_micros FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'leaver') ORDER BY rowid").all();
   expect(rows).toHaveLength(2);
   const cancelled = rows[1]!;
   expect(cancelled.output_tokens).toBe(0);

@@ -12,7 +12,7 @@ afterAll(() => t.close());
 const pairs = Array.from({ length: 30 }, (_, i) => ({ premise: `The store opens at ${i} in the morning.`, hypothesis: "Customers can shop early." }));
 
 test("a batch line is billed at the batch share of $0.05 per million input tokens", async () => {
-  const principal = t.deps.accounts.authenticate(t.key({ creditUsd: 1 }))!;
+  const principal = (await t.deps.accounts.authenticate(await t.key({ creditUsd: 1 })))!;
   const live = await t.deps.classify.classify(principal, { model: "nli", pairs }, { requestId: "req_live_nli" });
   await t.deps.classify.classify(principal, { model: "nli", pairs }, { requestId: "req_batch_nli", batch: true });
   const [l, b] = [t.usageRow("req_live_nli")!, t.usageRow("req_batch_nli")!];
@@ -23,7 +23,7 @@ test("a batch line is billed at the batch share of $0.05 per million input token
 });
 
 test("a failed classification releases the reservation: nothing charged, nothing held", async () => {
-  const principal = t.deps.accounts.authenticate(t.key({ creditUsd: 1 }))!;
+  const principal = (await t.deps.accounts.authenticate(await t.key({ creditUsd: 1 })))!;
   const engine = t.classifier();
   const classify = engine.classify.bind(engine);
   engine.classify = async () => {

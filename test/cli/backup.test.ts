@@ -31,8 +31,8 @@ test("an online backup restores into another data dir: same keys, balances and s
   let key = "";
   let fileId = "";
   try {
-    key = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "kept" }).key;
-    server.deps.accounts.createAccount("team", { creditMicros: 12_340_000 });
+    key = (await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "kept" })).key;
+    await server.deps.accounts.createAccount("team", { creditMicros: 12_340_000 });
     const form = new FormData();
     form.append("purpose", "batch");
     form.append("file", new File([content], "in.jsonl"));
@@ -62,7 +62,7 @@ test("an online backup restores into another data dir: same keys, balances and s
     expect((await api(restored, key, "/v1/models")).status).toBe(200);
     const got = await api(restored, key, `/v1/files/${fileId}/content`);
     expect(await got.text()).toBe(content);
-    const team = restored.deps.db.query("SELECT balance_micros FROM accounts WHERE name = 'team'").get() as { balance_micros: number };
+    const team = restored.deps.db!.query("SELECT balance_micros FROM accounts WHERE name = 'team'").get() as { balance_micros: number };
     expect(team.balance_micros).toBe(12_340_000);
   } finally {
     await restored.stop();

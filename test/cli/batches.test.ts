@@ -1,3 +1,4 @@
+import { sqliteAccountStore } from "../../src/4-store/accounts";
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -20,9 +21,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function makeBatch(): Promise<string> {
   const db = openStore(dir);
   try {
-    const accounts = createAccountService(db, validateConfig({}).limits, systemClock);
-    if (accounts.accountCount() === 0) accounts.createAccount("ops");
-    const principal = accounts.authenticate(accounts.createKey({ account: "ops", kind: "premium" }).key)!;
+    const accounts = createAccountService(sqliteAccountStore(db), validateConfig({}).limits, systemClock);
+    if (await accounts.accountCount() === 0) await accounts.createAccount("ops");
+    const principal = (await accounts.authenticate((await accounts.createKey({ account: "ops", kind: "premium" })).key))!;
     const files = createFilesService({ store: sqliteFileStore(db, join(dir, "files")), clock: systemClock, logger: memoryLogger() });
     const file = await files.createResult(principal, "in.jsonl", (sink) => sink.write(Buffer.from("{}\n")));
     db.run("UPDATE files SET purpose = 'batch' WHERE id = ?", [file.id]);

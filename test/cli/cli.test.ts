@@ -1,3 +1,4 @@
+import { sqliteAccountStore } from "../../src/4-store/accounts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -12,10 +13,10 @@ const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const run = (...args: string[]) => cli(dir, args);
 
-function authenticate(key: string) {
+async function authenticate(key: string) {
   const db = openStore(dir);
   try {
-    return createAccountService(db, validateConfig({}).limits, systemClock).authenticate(key);
+    return await createAccountService(sqliteAccountStore(db), validateConfig({}).limits, systemClock).authenticate(key);
   } finally {
     db.close();
   }
@@ -37,13 +38,13 @@ describe("accounts and keys on a data dir where no server ever ran", () => {
     expect(human.stdout).toContain("$0.00");
   });
 
-  test("keys create --json includes the full key once, and the key works", () => {
+  test("keys create --json includes the full key once, and the key works", async () => {
     const r = run("keys", "create", "--account", "team", "--json");
     expect(r.code).toBe(0);
     const out = r.json();
     expect(out.key).toMatch(/^sk-apl-[0-9A-Za-z]{44}$/);
     expect(out).toMatchObject({ kind: "free", scopes: ["inference"], account: "team" });
-    expect(authenticate(out.key)).toMatchObject({ kind: "free", accountName: "team" });
+    expect(await authenticate(out.key)).toMatchObject({ kind: "free", accountName: "team" });
   });
 
   test("a second free key is refused with a clear message and a non-zero exit", () => {
@@ -65,16 +66,16 @@ describe("accounts and keys on a data dir where no server ever ran", () => {
     expect(JSON.stringify(json)).not.toContain(made.key);
   });
 
-  test("scope, set, rotate and revoke", () => {
+  test("scope, set, rotate and revoke", async () => {
     const made = run("keys", "create", "--account", "solo", "--premium", "--json").json();
     expect(run("keys", "scope", made.id, "rental", "on", "--json").json().scopes).toEqual(["inference", "rental"]);
     expect(run("keys", "set", made.id, "--max-active-rentals", "4", "--inflight", "2", "--json").json()).toMatchObject({ max_active_rentals: 4, inflight_limit: 2 });
     const rotated = run("keys", "rotate", made.id, "--json").json();
     expect(rotated).toMatchObject({ revoked: made.id, scopes: ["inference", "rental"], max_active_rentals: 4, inflight_limit: 2 });
-    expect(authenticate(made.key)).toBeNull();
-    expect(authenticate(rotated.key)).not.toBeNull();
+    expect(await authenticate(made.key)).toBeNull();
+    expect(await authenticate(rotated.key)).not.toBeNull();
     expect(run("keys", "revoke", rotated.key).code).toBe(0);
-    expect(authenticate(rotated.key)).toBeNull();
+    expect(await authenticate(rotated.key)).toBeNull();
     expect(run("keys", "list", "--account", "solo").stdout).toBe("(none)\n");
     expect(run("keys", "list", "--account", "solo", "--all").stdout).toContain("revoked");
   });

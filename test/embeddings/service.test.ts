@@ -10,7 +10,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 test("a batch line is billed at the batch share of the live price and marked as batch", async () => {
-  const principal = t.deps.accounts.authenticate(t.key({ creditUsd: 1 }))!;
+  const principal = (await t.deps.accounts.authenticate(await t.key({ creditUsd: 1 })))!;
   const input = Array.from({ length: 40 }, (_, i) => `line ${i} of a batch about the weather and the market`);
   const live = await t.deps.embeddings.create(principal, { model: "embed", input }, { requestId: "req_live_embed" });
   const batch = await t.deps.embeddings.create(principal, { model: "embed", input }, { requestId: "req_batch_embed", batch: true, endpoint: "/v1/embeddings" });
@@ -21,7 +21,7 @@ test("a batch line is billed at the batch share of the live price and marked as 
 });
 
 test("a failed embedding releases the reservation: nothing charged, nothing held", async () => {
-  const principal = t.deps.accounts.authenticate(t.key({ creditUsd: 1 }))!;
+  const principal = (await t.deps.accounts.authenticate(await t.key({ creditUsd: 1 })))!;
   const engine = t.embedder();
   const embed = engine.embed.bind(engine);
   engine.embed = async () => {

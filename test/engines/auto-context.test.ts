@@ -50,7 +50,7 @@ beforeAll(async () => {
   budgetMb = await needMb(16384, 1);
   t = await chatTestApp({ builtIn: false, engines: { cpu_memory_mb: budgetMb }, extraModels: [manifest("auto")] });
   apps.push(t);
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 }, 60_000);
 afterAll(async () => {
   for (const a of apps) await a.close();
@@ -80,7 +80,7 @@ test("the auto context stops at max_context (rounded down to 256), and slots go 
     extraModels: [manifest("capped", { max_context: 8192 + 100, max_slots: 6 })],
   });
   apps.push(roomy);
-  const k = roomy.key({ creditUsd: 5 });
+  const k = await roomy.key({ creditUsd: 5 });
   const res = await roomy.request("POST", "/v1/chat/completions", { key: k, body: { model: "capped", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
   expect(res.status).toBe(200);
   // max_context 8,292 rounds down to 8,192 per slot; three slots of it fit the budget, four do not.
@@ -92,7 +92,7 @@ test("the auto context stops at max_context (rounded down to 256), and slots go 
 test("the auto context never goes above the trained context, however much room there is", async () => {
   const big = await chatTestApp({ builtIn: false, engines: { cpu_memory_mb: (await needMb(TRAINED, 1)) * 3 }, extraModels: [manifest("trained", { max_context: TRAINED * 2, slots: 1, max_slots: undefined })] });
   apps.push(big);
-  const k = big.key({ creditUsd: 5 });
+  const k = await big.key({ creditUsd: 5 });
   const res = await big.request("POST", "/v1/chat/completions", { key: k, body: { model: "trained", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
   expect(res.status).toBe(200);
   expect(big.deps.registry.status().find((x) => x.id === "trained")).toMatchObject({ context_size: TRAINED, slots: 1 });
@@ -103,7 +103,7 @@ test("a model trained for fewer tokens than the auto floor (4,096) gets its trai
   const short = await ensureChatModelSpec("trained-2k", { ...getChatPreset("chat"), name: "appliance-qwen3-trained-2k", contextLength: 2048 });
   const app = await chatTestApp({ builtIn: false, extraModels: [{ ...manifest("short"), files: { model: short }, max_context: 8192 }] });
   apps.push(app);
-  const k = app.key({ creditUsd: 5 });
+  const k = await app.key({ creditUsd: 5 });
   const res = await app.request("POST", "/v1/chat/completions", { key: k, body: { model: "short", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
   expect(res.status).toBe(200);
   expect(loadedLog(app, "short")).toMatchObject({ context_per_slot: 2048 });
@@ -113,7 +113,7 @@ test("a budget below the shortest auto context (4,096 tokens, one slot) is a 503
   const need = await needMb(4096, 1);
   const tight = await chatTestApp({ builtIn: false, engines: { cpu_memory_mb: need - 5 }, extraModels: [manifest("tight")] });
   apps.push(tight);
-  const k = tight.key({ creditUsd: 5 });
+  const k = await tight.key({ creditUsd: 5 });
   const res = await tight.request("POST", "/v1/chat/completions", { key: k, body: { model: "tight", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
   expect(res.status).toBe(503);
   const body = (await res.json()) as { error: { type: string; message: string } };

@@ -36,7 +36,7 @@ beforeAll(async () => {
   budgetMb = Math.floor(one * 2.5);
   expect(bigNeedsMb).toBeGreaterThan(budgetMb);
   t = await chatTestApp({ builtIn: false, engines: { cpu_memory_mb: budgetMb, keep_alive_s: -1 }, extraModels: [...manifests, big] });
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 }, 60_000);
 afterAll(() => t.close());
 

@@ -25,7 +25,7 @@ beforeAll(async () => {
     ],
   });
   await t.deps.registry.loadAtStart();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 

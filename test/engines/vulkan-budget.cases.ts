@@ -85,7 +85,7 @@ beforeAll(async () => {
       { ...base, id: "brief", keep_alive_s: 1 },
     ],
   });
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 }, 60_000);
 
 afterAll(async () => {

@@ -92,8 +92,8 @@ beforeAll(async () => {
   }
   expect(context).toBeGreaterThan(0);
   t = await rentalApp(true);
-  user = t.key({ creditUsd: 5 });
-  renter = t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"] });
+  user = await t.key({ creditUsd: 5 });
+  renter = await t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"] });
 }, 60_000);
 
 afterAll(async () => {
@@ -190,7 +190,7 @@ test("share_gpus: while a request streams on a model on the GPU, or holds one pl
 test("without share_gpus the GPU is not listed free, nor rentable, while a model is loaded on it (or on the CPU inside its runtime), idle or not", async () => {
   const app = await rentalApp(false);
   try {
-    const key = app.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"] });
+    const key = await app.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"] });
     const [nodeId] = await nodeIds(app, key);
     expect(nodeId).toBeString();
     expect((await chat(app, key, "m")).status).toBe(200);

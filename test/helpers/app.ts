@@ -9,13 +9,12 @@ import type { EngineFactories } from "../../src/3-engines/registry";
 import { memoryLogger, type Logger } from "../../src/lib/log";
 import { createServices, type AppDeps } from "../../src/services";
 import { openStore } from "../../src/4-store/db";
-import { rentalsRepo } from "../../src/4-store/rentals";
 
 export const BASE = "http://localhost";
 
 /** Ends every active rental: rentals outlive a server by design; a test's must not outlive the test. */
-export async function endRentals(deps: Pick<AppDeps, "db" | "rentals" | "accounts">): Promise<void> {
-  for (const r of rentalsRepo(deps.db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+export async function endRentals(deps: Pick<AppDeps, "rentals" | "accounts">): Promise<void> {
+  for (const r of await deps.rentals.refreshActive()) await deps.rentals.remove((await deps.accounts.principalById(r.key_id))!, r.id).catch(() => {});
 }
 
 export function tempDir(prefix = "appliance-test-"): string {
@@ -28,7 +27,7 @@ export interface TestApp {
   dir: string;
   logs: Record<string, any>[];
   /** A new account with one key; returns the full key. */
-  key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number; maxActiveRentals?: number }): string;
+  key(opts?: { account?: string; kind?: "free" | "premium"; scopes?: Scope[]; creditUsd?: number; rpm?: number; inflight?: number; maxActiveRentals?: number }): Promise<string>;
   request(method: string, path: string, opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
   /** Stops the batch worker and the engines, then closes the store and removes the temp dir. */
   close(): Promise<void>;
@@ -59,18 +58,18 @@ export function testApp(
     deps,
     dir,
     logs: logger.lines,
-    key(k = {}) {
+    async key(k = {}) {
       const account = k.account ?? `acct${++counter}`;
-      if (!deps.db.query("SELECT 1 FROM accounts WHERE name = ?").get(account))
-        deps.accounts.createAccount(account, { creditMicros: k.creditUsd ? Math.round(k.creditUsd * 1e6) : undefined });
-      return deps.accounts.createKey({
+      if (!(await deps.accounts.getAccount(account).catch(() => null)))
+        await deps.accounts.createAccount(account, { creditMicros: k.creditUsd ? Math.round(k.creditUsd * 1e6) : undefined });
+      return (await deps.accounts.createKey({
         account,
         kind: k.kind ?? "premium",
         scopes: k.scopes,
         rpm: k.rpm,
         inflight: k.inflight,
         maxActiveRentals: k.maxActiveRentals,
-      }).key;
+      })).key;
     },
     request(method, path, r = {}) {
       const headers: Record<string, string> = { ...r.headers };

@@ -39,7 +39,7 @@ export async function onnxTestApp(o: TransformersFactoryOptions & { config?: Rec
       new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (url, init) => t.app.handle(new Request(url, init)) }),
     embedder: (id = "embed") => t.deps.registry.engine(id, "embedding") as TransformersEmbeddingEngine,
     classifier: (id = "nli") => t.deps.registry.engine(id, "classifier") as TransformersClassifierEngine,
-    usageRow: (requestId: string) => t.deps.db.query<Record<string, any>, [string]>("SELECT * FROM usage WHERE request_id = ?").get(requestId),
+    usageRow: (requestId: string) => t.deps.db!.query<Record<string, any>, [string]>("SELECT * FROM usage WHERE request_id = ?").get(requestId),
   });
 }
 

@@ -102,7 +102,7 @@ test("a thread the server no longer holds (expired, dropped) is replayed by the 
     const thread = client().beta.messages.thread({ model: "demo-chat", max_tokens: 8 });
     await thread.send({ role: "user", content: "hi" });
     // As an expiry or a key's bounds would: the thread is gone from the store.
-    demo.server.deps.db.run("DELETE FROM message_threads");
+    demo.server.deps.db!.run("DELETE FROM message_threads");
     return thread.send({ role: "user", content: "still there?" });
   });
   const turns = turnsOf(sent).map((t) => ({ status: t.status, thread: (t.body as Body).thread?.type, messages: (t.body as Body).messages.length }));

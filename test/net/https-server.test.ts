@@ -156,7 +156,7 @@ test("a renewed certificate is served to new connections while a stream on the o
 }, 60_000);
 
 test("a rental's notebook is reached at https://…/rentals/{id}/ on this port with its token, HTTP and WebSocket; refused without it", async () => {
-  const { key: renter } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "renter", scopes: ["inference", "rental"] });
+  const { key: renter } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "renter", scopes: ["inference", "rental"] });
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${server.url}${path}`, { method, tls: { ca: readFileSync(ca) }, headers: { authorization: `Bearer ${renter}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) } as RequestInit).then((r) => r.json() as Promise<any>);
   const node = (await call("GET", "/api/v1/gpus")).data[0].node_id;

@@ -81,7 +81,7 @@ if (mode === "fit") {
       extraModels: [{ id: "wide", name: "Wide", kind: "chat", files: { model: path }, max_context: 131_072, context: "auto", slots: "auto" }],
     });
     try {
-      const key = t.key({ creditUsd: 5 });
+      const key = await t.key({ creditUsd: 5 });
       const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "wide", messages: [{ role: "user", content: "hi" }], max_tokens: 2 } });
       expect(res.status).toBe(200);
       expect(t.deps.registry.status().find((s) => s.id === "wide")).toMatchObject({ device: "vulkan:0", context_size: LIMIT_CONTEXT, slots: 1 });

@@ -1,3 +1,4 @@
+import { sqliteAccountStore } from "../../src/4-store/accounts";
 import { afterAll, afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
 import { rmSync } from "node:fs";
@@ -40,9 +41,9 @@ async function onSqlite(): Promise<Opened> {
   const dir = tempDir();
   dirs.push(dir);
   const db: Database = openStore(dir, { synchronous: "normal" });
-  const accounts = createAccountService(db, validateConfig({}).limits, clock);
-  accounts.createAccount("a");
-  const keys: [string, string] = [accounts.createKey({ account: "a", kind: "premium" }).info.id, accounts.createKey({ account: "a", kind: "premium" }).info.id];
+  const accounts = createAccountService(sqliteAccountStore(db), validateConfig({}).limits, clock);
+  await accounts.createAccount("a");
+  const keys: [string, string] = [(await accounts.createKey({ account: "a", kind: "premium" })).info.id, (await accounts.createKey({ account: "a", kind: "premium" })).info.id];
   const count = db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM message_thread_messages WHERE thread_id = ?");
   return { store: sqliteThreadStore(db), keys, messageCount: async (id) => count.get(id)!.n, close: async () => db.close() };
 }
@@ -246,9 +247,9 @@ describe("the server's sweep", () => {
     const dir = tempDir();
     dirs.push(dir);
     const first = openStore(dir, { synchronous: "normal" });
-    const accounts = createAccountService(first, validateConfig({}).limits, clock);
-    accounts.createAccount("sweep");
-    const key = accounts.createKey({ account: "sweep", kind: "premium" }).info.id;
+    const accounts = createAccountService(sqliteAccountStore(first), validateConfig({}).limits, clock);
+    await accounts.createAccount("sweep");
+    const key = (await accounts.createKey({ account: "sweep", kind: "premium" })).info.id;
     const gone = sqliteThreadStore(first);
     // The live one first: a write sweeps what expired before its own `now`.
     await gone.create(thread({ keyId: key, now: Date.now(), expiresAt: Date.now() + HOUR }), roomy);
@@ -257,7 +258,7 @@ describe("the server's sweep", () => {
     first.close();
     const s = await startServer(validateConfig({ server: { data_dir: dir, port: 0 } }), { logger: memoryLogger(), banner: () => {} });
     try {
-      expect(s.deps.db.query("SELECT COUNT(*) AS n FROM message_threads").get()).toEqual({ n: 1 });
+      expect(s.deps.db!.query("SELECT COUNT(*) AS n FROM message_threads").get()).toEqual({ n: 1 });
     } finally {
       await s.stop();
     }

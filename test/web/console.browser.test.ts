@@ -101,7 +101,7 @@ test("sign in, create a key and use it, toggle its rental scope, revoke it and s
 }, 60_000);
 
 test("usage shows a chat request made with a key", async () => {
-  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "usage" });
+  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "usage" });
   const res = await api("/v1/chat/completions", key, { method: "POST", body: JSON.stringify({ model: "chat", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }) });
   expect(res.status).toBe(200);
   // The page keeps to its own CSP (issue 41): no violation reported, by the page's event or the console.
@@ -136,8 +136,8 @@ test("usage shows a chat request made with a key", async () => {
 }, 60_000);
 
 test("the playground streams a chat answer with one's own key", async () => {
-  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "playground" });
-  const before = (server.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
+  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "playground" });
+  const before = (server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
   await page.goto(`${server.url}/console#/playground`);
   await page.getByLabel("API key").fill(key);
   await page.locator("#pg-model").selectOption("chat");
@@ -148,7 +148,7 @@ test("the playground streams a chat answer with one's own key", async () => {
   expect(await page.locator("#pg-error").isVisible().catch(() => false)).toBe(false);
   const streamed = ((await page.locator("#pg-answer").textContent()) ?? "") + ((await page.locator("#pg-reasoning").textContent().catch(() => "")) ?? "");
   expect(streamed.length).toBeGreaterThan(0);
-  const after = (server.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
+  const after = (server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
   expect(after).toBe(before + 1);
   await shot("playground-chat");
 }, 60_000);
@@ -166,7 +166,7 @@ async function createBatch(key: string, lines: number, maxTokens: number): Promi
 }
 
 test("batches: a finished batch shows full progress and its output downloads; a running one is cancelled", async () => {
-  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "batches" });
+  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "batches" });
   const done = await createBatch(key, 2, 4);
   const status = (id: string) => api(`/v1/batches/${id}`, key).then((r) => r.json() as Promise<any>);
   expect((await eventually(() => status(done), (b) => b.status === "completed", 60_000)).status).toBe("completed");
@@ -196,7 +196,7 @@ test("batches: a finished batch shows full progress and its output downloads; a 
 }, 150_000);
 
 test("rentals: a running rental shows live status and a JupyterLab link that opens, and is stopped from the browser", async () => {
-  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "rentals", scopes: ["inference", "rental"] });
+  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "rentals", scopes: ["inference", "rental"] });
   await page.goto(`${server.url}/console#/rentals`);
   const gpuRow = page.locator("#gpus-table tbody tr").first();
   expect(await gpuRow.textContent()).toContain("NVIDIA GeForce RTX 4090");
@@ -222,7 +222,7 @@ test("rentals: a running rental shows live status and a JupyterLab link that ope
 }, 60_000);
 
 test("the playground generates an image with one's own key", async () => {
-  const { key } = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "image" });
+  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "image" });
   await page.goto(`${server.url}/console#/playground`);
   await page.getByLabel("API key").fill(key);
   await page.locator("#pg-image-model").selectOption("turbo");
@@ -232,7 +232,7 @@ test("the playground generates an image with one's own key", async () => {
   await img.waitFor({ timeout: 60_000 });
   const size = await img.evaluate((el: HTMLImageElement) => el.decode().then(() => [el.naturalWidth, el.naturalHeight]));
   expect(size).toEqual([256, 256]);
-  const used = server.deps.db.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/images/generations'").get() as { n: number };
+  const used = server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/images/generations'").get() as { n: number };
   expect(used.n).toBe(1);
   await shot("playground-image");
 }, 90_000);

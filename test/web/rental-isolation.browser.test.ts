@@ -93,11 +93,11 @@ test("a page the renter serves on /rentals/{id}/ cannot read or act on the conso
   await page.locator("#keys-table").waitFor();
   const session = await page.evaluate(async () => (await fetch("/console/api/session")).status);
   expect(session).toBe(200); // the session the renter's page is after is there
-  const keysBefore = server.deps.accounts.listKeys("admin").length;
+  const keysBefore = (await server.deps.accounts.listKeys("admin")).length;
 
   // A renter (another account) rents a GPU and writes a page into the notebook's files.
-  server.deps.accounts.createAccount("mallory", { role: "user", creditMicros: 5_000_000, note: "test" });
-  const { key } = server.deps.accounts.createKey({ account: "mallory", kind: "premium", name: "renter", scopes: ["inference", "rental"] });
+  await server.deps.accounts.createAccount("mallory", { role: "user", creditMicros: 5_000_000, note: "test" });
+  const { key } = await server.deps.accounts.createKey({ account: "mallory", kind: "premium", name: "renter", scopes: ["inference", "rental"] });
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${server.url}${path}`, { method, tls: { rejectUnauthorized: false }, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) } as RequestInit).then((r) => r.json() as Promise<any>);
   const node = (await call("GET", "/api/v1/gpus")).data[0].node_id;
@@ -128,5 +128,5 @@ test("a page the renter serves on /rentals/{id}/ cannot read or act on the conso
   // A path that leaves the rental only after the server decodes it stays the notebook's: it never reaches the console.
   expect(results.fetch_keys_via_dotdot).toBe(404);
   // The form never reached the console: no key was made.
-  expect(server.deps.accounts.listKeys("admin").length).toBe(keysBefore);
+  expect((await server.deps.accounts.listKeys("admin")).length).toBe(keysBefore);
 }, 90_000);

@@ -1,4 +1,3 @@
-import type { Database } from "bun:sqlite";
 import { Elysia } from "elysia";
 import { modelControl, type ModelsRegistry } from "../../2-services/residency/service";
 import { adminKeysOnly } from "../http/admin";
@@ -11,9 +10,9 @@ import { adminKeysOnly } from "../http/admin";
  * A key of any scope authenticates (src/1-api/http/auth.ts); only keys of admin accounts are
  * answered, as GET /metrics. Ids may contain "/": the POSTs are one wildcard route.
  */
-export function adminModelsRoutes(deps: { db: Database; registry: ModelsRegistry }) {
+export function adminModelsRoutes(deps: { registry: ModelsRegistry }) {
   const models = modelControl(deps.registry);
-  const adminOnly = adminKeysOnly(deps.db, "/api/v1/admin");
+  const adminOnly = adminKeysOnly("/api/v1/admin");
   return new Elysia({ name: "admin-models" })
     .get("/api/v1/admin/models", ({ request }) => (adminOnly(request), models.list()))
     .post("/api/v1/admin/models/*", ({ request, params }) => (adminOnly(request), models.act(params["*"]))); // decoded by the edge (src/app.ts)

@@ -40,49 +40,49 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: 
       headers.append("set-cookie", deviceCookie(request, device));
       return Response.json({ account: { id: session.accountId, name: session.account, role: session.role }, csrf: session.csrf }, { headers });
     })
-    .post("/console/api/logout", ({ request }) => {
-      signedIn(request);
-      auth.signOut(cookieValue(request));
+    .post("/console/api/logout", async ({ request }) => {
+      await signedIn(request);
+      await auth.signOut(cookieValue(request));
       return Response.json({ ok: true }, { headers: { "set-cookie": sessionCookie(request, null) } });
     })
-    .get("/console/api/session", ({ request }) => {
-      const s = signedIn(request);
+    .get("/console/api/session", async ({ request }) => {
+      const s = await signedIn(request);
       return { account: { id: s.accountId, name: s.account, role: s.role }, csrf: s.csrf };
     })
-    .get("/console/api/account", ({ request }) => views.account(signedIn(request).accountId))
-    .get("/console/api/keys", ({ request }) => views.keys(signedIn(request).account))
-    .post("/console/api/keys", ({ request, body }) => views.createKey(signedIn(request).account, bodyOf(body)))
-    .post("/console/api/keys/:id/revoke", ({ request, params }) => views.revokeKey(signedIn(request).account, params.id))
-    .post("/console/api/keys/:id/rotate", ({ request, params }) => views.rotateKey(signedIn(request).account, params.id))
-    .patch("/console/api/keys/:id", ({ request, params, body }) => views.updateKey(signedIn(request).account, params.id, bodyOf(body)))
-    .get("/console/api/usage", ({ request, query }) => views.usage(signedIn(request).accountId, query.days === undefined ? 30 : Number(query.days)))
-    .get("/console/api/batches", ({ request }) => views.batches(signedIn(request).accountId))
-    .post("/console/api/batches/:id/cancel", ({ request, params }) => views.cancelBatch(signedIn(request).accountId, params.id))
+    .get("/console/api/account", async ({ request }) => views.account((await signedIn(request)).accountId))
+    .get("/console/api/keys", async ({ request }) => views.keys((await signedIn(request)).account))
+    .post("/console/api/keys", async ({ request, body }) => views.createKey((await signedIn(request)).account, bodyOf(body)))
+    .post("/console/api/keys/:id/revoke", async ({ request, params }) => views.revokeKey((await signedIn(request)).account, params.id))
+    .post("/console/api/keys/:id/rotate", async ({ request, params }) => views.rotateKey((await signedIn(request)).account, params.id))
+    .patch("/console/api/keys/:id", async ({ request, params, body }) => views.updateKey((await signedIn(request)).account, params.id, bodyOf(body)))
+    .get("/console/api/usage", async ({ request, query }) => views.usage((await signedIn(request)).accountId, query.days === undefined ? 30 : Number(query.days)))
+    .get("/console/api/batches", async ({ request }) => views.batches((await signedIn(request)).accountId))
+    .post("/console/api/batches/:id/cancel", async ({ request, params }) => views.cancelBatch((await signedIn(request)).accountId, params.id))
     .get("/console/api/files/:id/content", async ({ request, params }) => {
-      const { file, name } = await views.fileContent(signedIn(request).accountId, params.id);
+      const { file, name } = await views.fileContent((await signedIn(request)).accountId, params.id);
       return new Response(file, { headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${name.replace(/["\\\r\n]/g, "_")}"` } });
     })
-    .get("/console/api/gpus", ({ request }) => (signedIn(request), views.gpus()))
-    .get("/console/api/rentals", ({ request }) => views.rentals(signedIn(request).accountId))
-    .post("/console/api/rentals/:id/stop", ({ request, params }) => views.stopRental(signedIn(request).accountId, params.id))
-    .get("/console/api/models", ({ request }) => (signedIn(request), views.models()))
-    .get("/console/api/docs", ({ request }) => (signedIn(request), docList()))
-    .get("/console/api/docs/:page", ({ request, params }) => (signedIn(request), docPage(params.page)))
-    .get("/console/api/admin/accounts", ({ request }) => {
-      requireAdmin(signedIn(request));
+    .get("/console/api/gpus", async ({ request }) => (await signedIn(request), views.gpus()))
+    .get("/console/api/rentals", async ({ request }) => views.rentals((await signedIn(request)).accountId))
+    .post("/console/api/rentals/:id/stop", async ({ request, params }) => views.stopRental((await signedIn(request)).accountId, params.id))
+    .get("/console/api/models", async ({ request }) => (await signedIn(request), views.models()))
+    .get("/console/api/docs", async ({ request }) => (await signedIn(request), docList()))
+    .get("/console/api/docs/:page", async ({ request, params }) => (await signedIn(request), docPage(params.page)))
+    .get("/console/api/admin/accounts", async ({ request }) => {
+      requireAdmin(await signedIn(request));
       return views.admin.accounts();
     })
-    .post("/console/api/admin/accounts/:name/credit", ({ request, params, body }) => {
-      requireAdmin(signedIn(request));
+    .post("/console/api/admin/accounts/:name/credit", async ({ request, params, body }) => {
+      requireAdmin(await signedIn(request));
       return views.admin.credit(params.name, bodyOf(body));
     })
     // A model id with "/" comes percent-encoded (%2F) in one segment; the edge decodes it.
-    .post("/console/api/admin/models/:id/load", ({ request, params }) => {
-      requireAdmin(signedIn(request));
+    .post("/console/api/admin/models/:id/load", async ({ request, params }) => {
+      requireAdmin(await signedIn(request));
       return views.admin.loadModel(params.id);
     })
-    .post("/console/api/admin/models/:id/unload", ({ request, params }) => {
-      requireAdmin(signedIn(request));
+    .post("/console/api/admin/models/:id/unload", async ({ request, params }) => {
+      requireAdmin(await signedIn(request));
       return views.admin.unloadModel(params.id);
     });
 }

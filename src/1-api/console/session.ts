@@ -80,8 +80,8 @@ export function assertSameOrigin(req: Request): void {
 }
 
 /** The signed-in session, with the CSRF check for anything but reads. */
-export function requireSession(auth: ConsoleAuth, req: Request): ConsoleSession {
-  const session = auth.session(cookieValue(req));
+export async function requireSession(auth: ConsoleAuth, req: Request): Promise<ConsoleSession> {
+  const session = await auth.session(cookieValue(req));
   if (!session) throw new ApiError("not_signed_in", "not signed in (sign in to the console; API keys are not accepted here)");
   if (!SAFE.has(req.method)) {
     assertSameOrigin(req);

@@ -49,9 +49,9 @@ export function presentedKey(headers: Headers, path: string): string | null {
   return null;
 }
 
-export function authenticateRequest(accounts: AccountService, headers: Headers, path: string): Principal {
+export async function authenticateRequest(accounts: AccountService, headers: Headers, path: string): Promise<Principal> {
   const key = presentedKey(headers, path);
-  const principal = key ? accounts.authenticate(key) : null;
+  const principal = key ? await accounts.authenticate(key) : null;
   if (!principal) throw new ApiError("invalid_api_key", "Invalid API key");
   return principal;
 }

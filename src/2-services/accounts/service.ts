@@ -1,11 +1,8 @@
-import type { Database } from "bun:sqlite";
 import { ApiError } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
 import { newId } from "../../lib/ids";
-import { accountsRepo } from "../../4-store/accounts";
-import { keysRepo, type KeyWithAccount } from "../../4-store/keys";
-import { moveActiveRentals } from "../../4-store/rentals";
+import type { AccountStore, ChangeMark, KeyWithAccount, NewKey } from "../../4-store/accounts";
 import { displayKey, generateKey, hashKey, hashKeyBase64, looksLikeKey, sameHash } from "./key-format";
 import { SCOPES, type AccountInfo, type KeyInfo, type KeyKind, type Principal, type Scope } from "./types";
 
@@ -33,29 +30,29 @@ export interface KeySettings {
 
 export type AccountService = ReturnType<typeof createAccountService>;
 
-export function createAccountService(db: Database, limits: Config["limits"], clock: Clock) {
-  const accounts = accountsRepo(db);
-  const keys = keysRepo(db);
+export function createAccountService(store: AccountStore, limits: Config["limits"], clock: Clock) {
   const lastTouched = new Map<string, number>();
-  const cache = createPrincipalCache(db);
+  const cache = createPrincipalCache(store.changes());
 
-  function accountByRef(ref: string) {
-    const row = accounts.byName(ref) ?? accounts.byId(ref);
+  async function accountByRef(ref: string) {
+    const row = (await store.accountByName(ref)) ?? (await store.accountById(ref));
     if (!row) throw new ApiError("not_found", `account not found: ${ref}`, { param: "account" });
     return row;
   }
 
-  function keyByRef(ref: string): KeyWithAccount {
-    const row = looksLikeKey(ref) ? keys.byHash(hashKey(ref)) : keys.byId(ref);
+  async function keyByRef(ref: string): Promise<KeyWithAccount> {
+    const row = looksLikeKey(ref) ? await store.keyByHash(hashKey(ref)) : await store.keyById(ref);
     if (!row) throw new ApiError("not_found", `key not found: ${ref}`, { param: "key" });
     return row;
   }
 
-  function activeKey(ref: string): KeyWithAccount {
-    const row = keyByRef(ref);
+  async function activeKey(ref: string): Promise<KeyWithAccount> {
+    const row = await keyByRef(ref);
     if (row.revoked_at !== null) throw new ApiError("conflict", `key ${row.id} is revoked`, { param: "key" });
     return row;
   }
+
+  const keyInfo = async (id: string) => toKeyInfo((await store.keyById(id))!);
 
   function toKeyInfo(row: KeyWithAccount): KeyInfo {
     return {
@@ -75,8 +72,8 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
     };
   }
 
-  function toAccountInfo(id: string): AccountInfo {
-    const row = accounts.byId(id)!;
+  async function toAccountInfo(id: string): Promise<AccountInfo> {
+    const row = (await store.accountById(id))!;
     return {
       id: row.id,
       name: row.name,
@@ -85,38 +82,39 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
       trial_tokens_used: row.trial_tokens_used,
       trial_tokens_remaining: Math.max(0, limits.free_trial_tokens - row.trial_tokens_used),
       created_at: row.created_at,
-      active_keys: keys.listByAccount(row.id).filter((k) => k.revoked_at === null).length,
+      active_keys: (await store.keysByAccount(row.id)).filter((k) => k.revoked_at === null).length,
     };
   }
 
-  function insertKey(
+  function newKey(
     accountId: string,
     kind: KeyKind,
     s: { name: string; scopes: string; max_active_rentals: number | null; rpm_limit: number | null; inflight_limit: number | null },
     rotatedFrom: string | null,
-  ): { key: string; id: string } {
+  ): { key: string; row: NewKey } {
     const key = generateKey();
-    const id = newId("key_");
-    keys.insert({
-      id,
-      account_id: accountId,
-      kind,
-      name: s.name,
-      scopes: s.scopes,
-      max_active_rentals: s.max_active_rentals,
-      rpm_limit: s.rpm_limit,
-      inflight_limit: s.inflight_limit,
-      secret_hash: hashKey(key),
-      last4: key.slice(-4),
-      created_at: clock.now(),
-      rotated_from: rotatedFrom,
-    });
-    return { key, id };
+    return {
+      key,
+      row: {
+        id: newId("key_"),
+        account_id: accountId,
+        kind,
+        name: s.name,
+        scopes: s.scopes,
+        max_active_rentals: s.max_active_rentals,
+        rpm_limit: s.rpm_limit,
+        inflight_limit: s.inflight_limit,
+        secret_hash: hashKey(key),
+        last4: key.slice(-4),
+        created_at: clock.now(),
+        rotated_from: rotatedFrom,
+      },
+    };
   }
 
-  function lookup(digest: string): Principal | null {
+  async function lookup(digest: string): Promise<Principal | null> {
     const hash = Buffer.from(digest, "base64");
-    const row = keys.byHash(hash);
+    const row = await store.keyByHash(hash);
     if (!row || row.revoked_at !== null || !sameHash(row.secret_hash, hash)) return null;
     const principal = toPrincipal(row);
     cache.set(digest, principal);
@@ -129,6 +127,7 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
       keyId: row.id,
       accountId: row.account_id,
       accountName: row.account_name,
+      role: row.account_role,
       kind: row.kind,
       scopes: parseScopes(row.scopes),
       display: displayKey(row.last4),
@@ -138,49 +137,37 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
     };
   }
 
+  const freeCapsFixed = (param: string) =>
+    new ApiError("invalid_request", "rpm and in-flight caps are fixed on the free key; set them on premium keys", { param });
+
   return {
-    createAccount(name: string, opts: { role?: "user" | "admin"; creditMicros?: number; note?: string } = {}): AccountInfo {
+    async createAccount(name: string, opts: { role?: "user" | "admin"; creditMicros?: number; note?: string } = {}): Promise<AccountInfo> {
       if (!ACCOUNT_NAME.test(name))
         throw new ApiError("invalid_request", "account name: 1–64 characters, letters, digits and . _ @ -", { param: "name" });
-      if (accounts.byName(name)) throw new ApiError("conflict", `account already exists: ${name}`, { param: "name" });
+      if (opts.creditMicros) assertCredit(opts.creditMicros);
       const id = newId("acct_");
-      db.transaction(() => {
-        accounts.insert({ id, name, role: opts.role ?? "user", created_at: clock.now() });
-        if (opts.creditMicros) {
-          assertCredit(opts.creditMicros);
-          accounts.credit(id, opts.creditMicros, opts.note ?? "initial credit", clock.now());
-        }
-      }).immediate();
+      const first = opts.creditMicros ? { micros: opts.creditMicros, note: opts.note ?? "initial credit" } : undefined;
+      if (!(await store.createAccount({ id, name, role: opts.role ?? "user", created_at: clock.now() }, first)))
+        throw new ApiError("conflict", `account already exists: ${name}`, { param: "name" });
       return toAccountInfo(id);
     },
 
-    getAccount: (ref: string) => toAccountInfo(accountByRef(ref).id),
-    listAccounts: () => accounts.list().map((a) => toAccountInfo(a.id)),
-    accountCount: () => accounts.count(),
+    getAccount: async (ref: string) => toAccountInfo((await accountByRef(ref)).id),
+    listAccounts: async () => Promise.all((await store.listAccounts()).map((a) => toAccountInfo(a.id))),
+    accountCount: () => store.countAccounts(),
 
-    credit(ref: string, micros: number, note = "credit"): AccountInfo {
+    async credit(ref: string, micros: number, note = "credit"): Promise<AccountInfo> {
       assertCredit(micros);
-      const account = accountByRef(ref);
-      accounts.credit(account.id, micros, note, clock.now());
+      const account = await accountByRef(ref);
+      await store.credit(account.id, micros, note, clock.now());
       return toAccountInfo(account.id);
     },
 
-    createKey(opts: CreateKeyOptions): { key: string; info: KeyInfo } {
-      const account = accountByRef(opts.account);
+    async createKey(opts: CreateKeyOptions): Promise<{ key: string; info: KeyInfo }> {
+      const account = await accountByRef(opts.account);
       const kind = opts.kind ?? "free";
       const scopes = normaliseScopes(opts.scopes ?? ["inference"]);
-      if (kind === "free") {
-        if (opts.rpm != null || opts.inflight != null)
-          throw new ApiError("invalid_request", "rpm and in-flight caps are fixed on the free key; set them on premium keys", {
-            param: opts.rpm != null ? "rpm" : "inflight",
-          });
-        if (keys.hadFreeKey(account.id))
-          throw new ApiError(
-            "conflict",
-            `account ${account.name} already has its free key; create a premium key or rotate the free one`,
-            { param: "kind" },
-          );
-      }
+      if (kind === "free" && (opts.rpm != null || opts.inflight != null)) throw freeCapsFixed(opts.rpm != null ? "rpm" : "inflight");
       const s = {
         name: opts.name ?? "",
         scopes: scopes.join(","),
@@ -188,57 +175,53 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
         rpm_limit: checkCap(opts.rpm, "rpm"),
         inflight_limit: checkCap(opts.inflight, "inflight"),
       };
-      const { key, id } = db.transaction(() => insertKey(account.id, kind, s, null)).immediate();
-      return { key, info: toKeyInfo(keys.byId(id)!) };
+      const { key, row } = newKey(account.id, kind, s, null);
+      if (!(await store.insertKey(row)))
+        throw new ApiError("conflict", `account ${account.name} already has its free key; create a premium key or rotate the free one`, { param: "kind" });
+      return { key, info: await keyInfo(row.id) };
     },
 
-    listKeys(accountRef?: string): KeyInfo[] {
-      const rows = accountRef ? keys.listByAccount(accountByRef(accountRef).id) : keys.listAll();
+    async listKeys(accountRef?: string): Promise<KeyInfo[]> {
+      const rows = accountRef ? await store.keysByAccount((await accountByRef(accountRef)).id) : await store.allKeys();
       return rows.map(toKeyInfo);
     },
 
-    getKey: (ref: string) => toKeyInfo(keyByRef(ref)),
+    getKey: async (ref: string) => toKeyInfo(await keyByRef(ref)),
 
-    revokeKey(ref: string): KeyInfo {
-      const row = keyByRef(ref);
-      keys.revoke(row.id, clock.now());
+    async revokeKey(ref: string): Promise<KeyInfo> {
+      const row = await keyByRef(ref);
+      await store.revokeKey(row.id, clock.now());
       cache.clear();
-      return toKeyInfo(keys.byId(row.id)!);
+      return keyInfo(row.id);
     },
 
     /** New secret, same settings; the old key is revoked in the same transaction. */
-    rotateKey(ref: string): { key: string; info: KeyInfo; old: KeyInfo } {
-      const { key, id, oldId } = db
-        .transaction(() => {
-          const old = activeKey(ref);
-          keys.revoke(old.id, clock.now());
-          const made = insertKey(old.account_id, old.kind, old, old.id);
-          moveActiveRentals(db, old.id, made.id); // they keep running for the new secret; revoking stops them
-          return { ...made, oldId: old.id };
-        })
-        .immediate();
+    async rotateKey(ref: string): Promise<{ key: string; info: KeyInfo; old: KeyInfo }> {
+      const old = await activeKey(ref);
+      const { key, row } = newKey(old.account_id, old.kind, old, old.id);
+      // Active rentals move to the new key in the same transaction: they keep running for the new secret.
+      const rotated = await store.rotateKey(old.id, row, clock.now());
       cache.clear();
-      return { key, info: toKeyInfo(keys.byId(id)!), old: toKeyInfo(keys.byId(oldId)!) };
+      if (!rotated) throw new ApiError("conflict", `key ${old.id} is revoked`, { param: "key" });
+      return { key, info: await keyInfo(row.id), old: await keyInfo(old.id) };
     },
 
-    setScope(ref: string, scope: string, enabled: boolean): KeyInfo {
-      const row = activeKey(ref);
+    async setScope(ref: string, scope: string, enabled: boolean): Promise<KeyInfo> {
+      const row = await activeKey(ref);
       const [checked] = normaliseScopes([scope]);
       const current = new Set(parseScopes(row.scopes));
       if (enabled) current.add(checked!);
       else current.delete(checked!);
-      keys.update({ ...row, scopes: SCOPES.filter((s) => current.has(s)).join(",") });
+      await store.updateKey({ ...row, scopes: SCOPES.filter((s) => current.has(s)).join(",") });
       cache.clear();
-      return toKeyInfo(keys.byId(row.id)!);
+      return keyInfo(row.id);
     },
 
-    setKey(ref: string, settings: KeySettings): KeyInfo {
-      const row = activeKey(ref);
+    async setKey(ref: string, settings: KeySettings): Promise<KeyInfo> {
+      const row = await activeKey(ref);
       if (row.kind === "free" && (settings.rpm !== undefined || settings.inflight !== undefined))
-        throw new ApiError("invalid_request", "rpm and in-flight caps are fixed on the free key; set them on premium keys", {
-          param: settings.rpm !== undefined ? "rpm" : "inflight",
-        });
-      keys.update({
+        throw freeCapsFixed(settings.rpm !== undefined ? "rpm" : "inflight");
+      await store.updateKey({
         id: row.id,
         scopes: row.scopes,
         name: settings.name ?? row.name,
@@ -248,47 +231,51 @@ export function createAccountService(db: Database, limits: Config["limits"], clo
         inflight_limit: settings.inflight !== undefined ? checkCap(settings.inflight, "inflight") : row.inflight_limit,
       });
       cache.clear();
-      return toKeyInfo(keys.byId(row.id)!);
+      return keyInfo(row.id);
+    },
+
+    /** Forget cached principals (their limits come from the config, which a reload changes). */
+    dropCache(): void {
+      cache.clear();
     },
 
     /**
      * The principal of a key by id, revoked or not: work the key started while it was valid
      * (batch lines) goes on in its name.
      */
-    /** Forget cached principals (their limits come from the config, which a reload changes). */
-    dropCache(): void {
-      cache.clear();
-    },
-    principalById(keyId: string): Principal | null {
-      const row = keys.byId(keyId);
+    async principalById(keyId: string): Promise<Principal | null> {
+      const row = await store.keyById(keyId);
       return row ? toPrincipal(row) : null;
     },
 
     /** Key → principal, or null for an unknown, malformed or revoked key. */
-    authenticate(key: string): Principal | null {
+    async authenticate(key: string): Promise<Principal | null> {
       if (!looksLikeKey(key)) return null;
       const digest = hashKeyBase64(key);
-      const principal = cache.get(digest) ?? lookup(digest);
+      const principal = cache.get(digest) ?? (await lookup(digest));
       if (!principal) return null;
       const now = clock.now();
       if (now - (lastTouched.get(principal.keyId) ?? 0) >= LAST_USED_RESOLUTION_MS) {
         lastTouched.set(principal.keyId, now);
-        keys.touch(principal.keyId, now);
+        store.touchKey(principal.keyId, now);
       }
       return principal;
     },
+
+    /** Stops watching for key changes made elsewhere. */
+    close: () => cache.stop(),
   };
 }
 
 /**
- * Valid keys seen recently, by hash. Dropped whenever this process changes a key, and whenever
- * SQLite's data_version shows a commit by another connection (the CLI revoking a key while the
- * server runs). That check costs a few microseconds, so it runs at most every `recheckMs`: a
- * change made by another process takes effect within that time, one made here at once.
+ * Valid keys seen recently, by hash. Dropped whenever this process changes a key, and whenever the
+ * store's change mark moves (SQLite: a commit by another connection, such as the CLI revoking a key
+ * while the server runs; PostgreSQL: a key change notified or polled from any process). The mark
+ * is read at most every `recheckMs`: a change made elsewhere takes effect within that time (plus,
+ * on PostgreSQL, the notification's delay or one poll), one made here at once.
  */
-function createPrincipalCache(db: Database, recheckMs = 100, max = 10_000) {
+function createPrincipalCache(mark: ChangeMark, recheckMs = 100, max = 10_000) {
   const entries = new Map<string, Principal>(); // base64 SHA-256 of the key → principal
-  const dataVersion = db.query<{ data_version: number }, []>("PRAGMA data_version");
   let seen = -1;
   let checkedAt = -Infinity;
   return {
@@ -296,7 +283,7 @@ function createPrincipalCache(db: Database, recheckMs = 100, max = 10_000) {
       const now = performance.now();
       if (now - checkedAt >= recheckMs) {
         checkedAt = now;
-        const v = dataVersion.get()!.data_version;
+        const v = mark.read();
         if (v !== seen) {
           entries.clear();
           seen = v;
@@ -310,6 +297,7 @@ function createPrincipalCache(db: Database, recheckMs = 100, max = 10_000) {
       entries.set(digest, p);
     },
     clear: () => entries.clear(),
+    stop: () => mark.stop(),
   };
 }
 

@@ -7,6 +7,8 @@ export interface Principal {
   keyId: string;
   accountId: string;
   accountName: string;
+  /** The account's role: admin accounts' keys reach /metrics and /api/v1/admin. */
+  role: "user" | "admin";
   kind: KeyKind;
   scopes: readonly Scope[];
   /** `sk-apl-…abcd`, safe to log. */

@@ -14,7 +14,8 @@ const DAY = 86_400_000;
 export type Limits = ReturnType<typeof createLimits>;
 
 /** `counters`: where the windows and leases live (default: this process's memory, for the SQLite store). */
-export function createLimits(db: Database, cfg: Config["limits"], clock: Clock, counters: CounterStore = memoryCounters(db, clock)) {
+export function createLimits(db: Database | null, cfg: Config["limits"], clock: Clock, shared?: CounterStore) {
+  const counters = shared ?? memoryCounters(db ?? noStore(), clock);
   /** A lease id of this process (ids only need to be unique). */
   let leases = 0;
   const leaseId = (what: string) => `${what}:${process.pid}:${++leases}:${clock.now()}`;
@@ -108,4 +109,8 @@ function rateHeaders(limit: number, remaining: number, resetMs: number): Record<
     "x-ratelimit-remaining-requests": String(remaining),
     "x-ratelimit-reset-requests": `${Math.max(0, Math.ceil(resetMs) / 1000)}s`,
   };
+}
+
+function noStore(): never {
+  throw new Error("the limits need a SQLite handle or a shared counter store");
 }

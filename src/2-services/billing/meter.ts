@@ -65,13 +65,13 @@ export type Meter = ReturnType<typeof createMeter>;
  * holds in this process's memory).
  */
 export function createMeter(
-  db: Database,
+  db: Database | null,
   config: Pick<Config, "limits" | "prices">,
   limits: Limits,
   clock: Clock,
-  store: { ledger: Ledger; holds: HoldStore } = sqliteMeterStore(db),
+  store?: { ledger: Ledger; holds: HoldStore },
 ) {
-  const { ledger, holds } = store;
+  const { ledger, holds } = store ?? sqliteMeterStore(db ?? noStore());
   const commits = groupCommit(ledger);
 
   /** Free keys spend the account's token trial on token-metered work; images have their own quota. */
@@ -287,4 +287,8 @@ function groupCommit(ledger: Ledger) {
 export function sqliteMeterStore(db: Database): { ledger: Ledger; holds: HoldStore } {
   const usage = usageRepo(db);
   return { ledger: sqliteLedger(db), holds: memoryHolds((id) => usage.balance(id) ?? null) };
+}
+
+function noStore(): never {
+  throw new Error("the meter needs a SQLite handle or a store");
 }

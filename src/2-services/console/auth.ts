@@ -1,10 +1,10 @@
-import type { Database } from "bun:sqlite";
 import { timingSafeEqual } from "node:crypto";
 import type { AccountService } from "../accounts/service";
 import { ApiError } from "../../lib/errors";
 import type { Clock } from "../../lib/clock";
 import { randomBase62 } from "../../lib/ids";
-import { sessionsRepo } from "../../4-store/sessions";
+import type { SessionStore } from "../../4-store/sessions";
+import type { BucketStore } from "../../4-store/signin-buckets";
 import { deviceTokenId, mintDeviceToken } from "./devices";
 import { hostAllowList, type HostAllowList } from "./hosts";
 import { createSigninThrottle } from "./throttle";
@@ -33,16 +33,18 @@ const sha256hex = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest
 export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;
 
 export function createConsoleAuth(o: {
-  db: Database;
+  sessions: SessionStore;
   clock: Clock;
+  /** Where the sign-in throttle's buckets live: the store's, shared by every process (PostgreSQL), or this process's memory (default). */
+  buckets?: BucketStore;
   accounts: AccountService;
   /** Names the console answers to besides the built-in ones (hosts.ts). */
   allowedHosts?: string[];
   /** The password check; tests count its calls. */
   verify?: (password: string, hash: string) => Promise<boolean>;
 }) {
-  const repo = sessionsRepo(o.db);
-  const throttle = createSigninThrottle(o.clock);
+  const repo = o.sessions;
+  const throttle = o.buckets ? createSigninThrottle(o.clock, o.buckets) : createSigninThrottle(o.clock);
   const verify = o.verify ?? ((password: string, hash: string) => Bun.password.verify(password, hash));
   const allowsHost: HostAllowList = hostAllowList(o.allowedHosts ?? []);
   // Verified against when the account does not exist, so a wrong name costs as long as a wrong password.
@@ -61,15 +63,12 @@ export function createConsoleAuth(o: {
      * counting and its sign-in back-off starts over (both follow the password hash).
      */
     async setPassword(accountRef: string, password: unknown): Promise<void> {
-      const account = o.accounts.getAccount(accountRef);
+      const account = await o.accounts.getAccount(accountRef);
       const hash = await Bun.password.hash(checkPassword(password), { algorithm: "argon2id" });
-      o.db.transaction(() => {
-        repo.setPasswordHash(account.id, hash);
-        repo.removeAccount(account.id);
-      }).immediate();
+      await repo.setPassword(account.id, hash);
     },
 
-    hasPassword: (accountId: string) => repo.passwordHash(accountId) !== null,
+    hasPassword: async (accountId: string) => (await repo.passwordHash(accountId)) !== null,
 
     /**
      * Checks the password; returns the new session's cookie value, its view and a device token for
@@ -83,11 +82,11 @@ export function createConsoleAuth(o: {
     ): Promise<{ token: string; session: ConsoleSession; device: string }> {
       if (typeof name !== "string" || name === "" || name.length > 64) throw new ApiError("invalid_request", "account is required", { param: "account" });
       if (typeof password !== "string" || password === "" || password.length > 1024) throw new ApiError("invalid_request", "password is required", { param: "password" });
-      let account: ReturnType<AccountService["getAccount"]> | null = null;
+      let account: Awaited<ReturnType<AccountService["getAccount"]>> | null = null;
       try {
-        account = o.accounts.getAccount(name);
+        account = await o.accounts.getAccount(name);
       } catch {}
-      const hash = account ? repo.passwordHash(account.id) : null;
+      const hash = account ? await repo.passwordHash(account.id) : null;
       const now = o.clock.now();
       // One decision, charged as a failure, before the password is verified (throttle.ts). The account
       // is keyed by its id (a name and an id share one bucket) and its password version, so a new
@@ -105,8 +104,7 @@ export function createConsoleAuth(o: {
       const token = randomBase62(43);
       const csrf = randomBase62(32);
       const at = o.clock.now();
-      repo.sweep(at, at - SESSION_IDLE_MS);
-      repo.insert({ id_hash: sha256(token), account_id: account.id, csrf, created_at: at, expires_at: at + SESSION_MAX_MS });
+      await repo.open({ id_hash: sha256(token), account_id: account.id, csrf, created_at: at, expires_at: at + SESSION_MAX_MS }, { now: at, idleBefore: at - SESSION_IDLE_MS });
       return {
         token,
         session: { accountId: account.id, account: account.name, role: account.role, csrf },
@@ -118,19 +116,19 @@ export function createConsoleAuth(o: {
     allowsHost,
 
     /** The session of a cookie value, or null (unknown, expired or idle too long). */
-    session(token: string | null): ConsoleSession | null {
+    async session(token: string | null): Promise<ConsoleSession | null> {
       if (!token || token.length > 128) return null;
       const hash = sha256(token);
-      const row = repo.byHash(hash);
+      const row = await repo.byHash(hash);
       const now = o.clock.now();
       if (!row || row.expires_at <= now || now - row.last_seen_at >= SESSION_IDLE_MS) return null;
-      const account = o.accounts.getAccount(row.account_id);
-      if (now - row.last_seen_at > 60_000) repo.touch(hash, now);
+      const account = await o.accounts.getAccount(row.account_id);
+      if (now - row.last_seen_at > 60_000) await repo.touch(hash, now);
       return { accountId: account.id, account: account.name, role: account.role, csrf: row.csrf };
     },
 
-    signOut(token: string | null): void {
-      if (token) repo.remove(sha256(token));
+    async signOut(token: string | null): Promise<void> {
+      if (token) await repo.remove(sha256(token));
     },
 
     /** Whether `given` is the session's CSRF token (constant time). */

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { AccountService } from "../accounts/service";
-import type { Principal } from "../accounts/types";
+import type { KeyInfo, Principal } from "../accounts/types";
 import { ApiError } from "../../lib/errors";
 import type { BatchesService } from "../batches/service";
 import { unixSeconds, type Clock } from "../../lib/clock";
@@ -9,6 +9,7 @@ import { toGpuEntry } from "../rentals/inventory";
 import type { RentalsService } from "../rentals/service";
 import type { Registry } from "../../3-engines/registry";
 import { modelControl } from "../residency/service";
+import type { UsageReports } from "../../4-store/reports";
 
 // What the console shows of one account, read through the same services the API uses (batches,
 // files, rentals, accounts): the console adds only account-wide views (an account's keys share its
@@ -18,6 +19,8 @@ export interface ConsoleDeps {
   db: Database;
   clock: Clock;
   accounts: AccountService;
+  /** The usage rows' reads (the Usage page). */
+  usage: UsageReports;
   batches: BatchesService;
   files: FilesService;
   rentals: RentalsService;
@@ -30,76 +33,56 @@ const ENDED = new Set(["completed", "failed", "expired", "cancelled"]);
 export type ConsoleViews = ReturnType<typeof createConsoleViews>;
 
 export function createConsoleViews(d: ConsoleDeps) {
-  const q = {
-    usageByDay: d.db.query<
-      { day: string; model: string; endpoint: string; requests: number; input_tokens: number; output_tokens: number; cost_micros: number },
-      { account: string; since: number }
-    >(
-      `SELECT date(created_at / 1000, 'unixepoch') AS day, model, endpoint, COUNT(*) AS requests,
-              SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, SUM(cost_micros) AS cost_micros
-         FROM usage WHERE account_id = $account AND created_at >= $since
-        GROUP BY day, model, endpoint ORDER BY day, model, endpoint`,
-    ),
-    recent: d.db.query<
-      { created_at: number; model: string; endpoint: string; input_tokens: number; output_tokens: number; cost_micros: number; batch: number; last4: string },
-      { account: string; limit: number }
-    >(
-      `SELECT u.created_at, u.model, u.endpoint, u.input_tokens, u.output_tokens, u.cost_micros, u.batch, k.last4
-         FROM usage u JOIN api_keys k ON k.id = u.key_id
-        WHERE u.account_id = $account ORDER BY u.created_at DESC, u.id DESC LIMIT $limit`,
-    ),
-  };
-
   const models = modelControl(d.registry);
 
   /** A resource of this account, as its key: another account's is "not found", as in the API. */
-  function ownerOf(row: { key_id: string; account_id: string } | null | undefined, accountId: string, what: string, id: string): Owner & { principal: Principal } {
+  async function ownerOf(row: { key_id: string; account_id: string } | null | undefined, accountId: string, what: string, id: string): Promise<Owner & { principal: Principal }> {
     if (!row || row.account_id !== accountId) throw new ApiError("not_found", `No such ${what}: ${id}`);
-    const principal = d.accounts.principalById(row.key_id)!;
+    const principal = (await d.accounts.principalById(row.key_id))!;
     return { keyId: row.key_id, accountId, principal };
   }
   /** One of the account's keys by id (a full key is not a reference here). */
-  function ownKey(accountName: string, keyId: string) {
-    const info = keyId.startsWith("key_") ? d.accounts.listKeys(accountName).find((k) => k.id === keyId) : undefined;
+  async function ownKey(accountName: string, keyId: string) {
+    const info = keyId.startsWith("key_") ? (await d.accounts.listKeys(accountName)).find((k) => k.id === keyId) : undefined;
     if (!info) throw new ApiError("not_found", `No such key: ${keyId}`, { param: "key" });
     return info;
   }
 
   return {
-    account(accountId: string) {
-      const a = d.accounts.getAccount(accountId);
+    async account(accountId: string) {
+      const a = await d.accounts.getAccount(accountId);
       return { id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, trial_tokens_used: a.trial_tokens_used };
     },
 
-    keys: (accountName: string) => ({ data: d.accounts.listKeys(accountName).map(keyView) }),
-    createKey(accountName: string, body: { kind?: unknown; name?: unknown; rental?: unknown }) {
+    keys: async (accountName: string) => ({ data: (await d.accounts.listKeys(accountName)).map(keyView) }),
+    async createKey(accountName: string, body: { kind?: unknown; name?: unknown; rental?: unknown }) {
       if (body.kind !== "free" && body.kind !== "premium") throw new ApiError("invalid_request", 'kind must be "free" or "premium"', { param: "kind" });
       if (body.name !== undefined && (typeof body.name !== "string" || body.name.length > 64)) throw new ApiError("invalid_request", "name: up to 64 characters", { param: "name" });
-      const made = d.accounts.createKey({ account: accountName, kind: body.kind, name: (body.name as string | undefined)?.trim() || undefined, scopes: body.rental === true ? ["inference", "rental"] : ["inference"] });
+      const made = await d.accounts.createKey({ account: accountName, kind: body.kind, name: (body.name as string | undefined)?.trim() || undefined, scopes: body.rental === true ? ["inference", "rental"] : ["inference"] });
       return { key: made.key, info: keyView(made.info) };
     },
-    revokeKey: (accountName: string, keyId: string) => ({ info: keyView(d.accounts.revokeKey(ownKey(accountName, keyId).id)) }),
-    rotateKey(accountName: string, keyId: string) {
-      const made = d.accounts.rotateKey(ownKey(accountName, keyId).id);
+    revokeKey: async (accountName: string, keyId: string) => ({ info: keyView(await d.accounts.revokeKey((await ownKey(accountName, keyId)).id)) }),
+    async rotateKey(accountName: string, keyId: string) {
+      const made = await d.accounts.rotateKey((await ownKey(accountName, keyId)).id);
       return { key: made.key, info: keyView(made.info) };
     },
-    updateKey(accountName: string, keyId: string, body: { rental?: unknown; max_active_rentals?: unknown }) {
-      const key = ownKey(accountName, keyId);
+    async updateKey(accountName: string, keyId: string, body: { rental?: unknown; max_active_rentals?: unknown }) {
+      const key = await ownKey(accountName, keyId);
       if (body.rental !== undefined && typeof body.rental !== "boolean") throw new ApiError("invalid_request", "rental must be true or false", { param: "rental" });
       if (body.max_active_rentals !== undefined && (typeof body.max_active_rentals !== "number" || !Number.isInteger(body.max_active_rentals)))
         throw new ApiError("invalid_request", "max_active_rentals must be a whole number ≥ 0", { param: "max_active_rentals" });
       let info = key;
-      if (body.max_active_rentals !== undefined) info = d.accounts.setKey(key.id, { maxActiveRentals: body.max_active_rentals as number });
-      if (body.rental !== undefined) info = d.accounts.setScope(key.id, "rental", body.rental);
+      if (body.max_active_rentals !== undefined) info = await d.accounts.setKey(key.id, { maxActiveRentals: body.max_active_rentals as number });
+      if (body.rental !== undefined) info = await d.accounts.setScope(key.id, "rental", body.rental);
       return { info: keyView(info) };
     },
 
-    usage(accountId: string, days: number) {
+    async usage(accountId: string, days: number) {
       if (!Number.isInteger(days) || days < 1 || days > 366) throw new ApiError("invalid_request", "days must be 1–366", { param: "days" });
       const since = d.clock.now() - days * 86_400_000;
       return {
-        days: q.usageByDay.all({ account: accountId, since }).map(({ cost_micros, ...r }) => ({ ...r, cost_usd: usd(cost_micros) })),
-        recent: q.recent.all({ account: accountId, limit: 50 }).map(({ cost_micros, last4, batch, ...r }) => ({
+        days: (await d.usage.byDay(accountId, since)).map(({ cost_micros, ...r }) => ({ ...r, cost_usd: usd(cost_micros) })),
+        recent: (await d.usage.recent(accountId, 50)).map(({ cost_micros, last4, batch, ...r }) => ({
           ...r,
           created_at: unixSeconds(r.created_at),
           batch: batch === 1,
@@ -114,11 +97,11 @@ export function createConsoleViews(d: ConsoleDeps) {
       return { data: data.map((b) => ({ ...b, ended: ENDED.has(b.status) })) };
     },
     async cancelBatch(accountId: string, id: string) {
-      const owner = ownerOf(await d.batches.ownerOf(id), accountId, "batch", id);
+      const owner = await ownerOf(await d.batches.ownerOf(id), accountId, "batch", id);
       return d.batches.cancel(owner, id);
     },
     async fileContent(accountId: string, id: string) {
-      const owner = ownerOf(await d.files.byId(id), accountId, "file", id);
+      const owner = await ownerOf(await d.files.byId(id), accountId, "file", id);
       return { file: await d.files.content(owner, id), name: (await d.files.get(owner, id)).filename };
     },
 
@@ -152,22 +135,22 @@ export function createConsoleViews(d: ConsoleDeps) {
     },
 
     admin: {
-      accounts: () => ({
-        data: d.accounts.listAccounts().map((a) => ({ id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, active_keys: a.active_keys })),
+      accounts: async () => ({
+        data: (await d.accounts.listAccounts()).map((a) => ({ id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, active_keys: a.active_keys })),
       }),
       loadModel: (id: string) => models.load(id),
       unloadModel: (id: string) => models.unload(id),
-      credit(name: string, body: { usd?: unknown }) {
+      async credit(name: string, body: { usd?: unknown }) {
         if (typeof body.usd !== "number" || !Number.isFinite(body.usd) || body.usd <= 0 || body.usd > 1_000_000)
           throw new ApiError("invalid_request", "usd must be a number > 0 and ≤ 1,000,000", { param: "usd" });
-        const a = d.accounts.credit(name, Math.round(body.usd * 1_000_000), "console credit");
+        const a = await d.accounts.credit(name, Math.round(body.usd * 1_000_000), "console credit");
         return { id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, active_keys: a.active_keys };
       },
     },
   };
 }
 
-function keyView(k: ReturnType<AccountService["getKey"]>) {
+function keyView(k: KeyInfo) {
   return {
     id: k.id,
     kind: k.kind,

@@ -1,7 +1,7 @@
-import type { Database } from "bun:sqlite";
 import type { Registry } from "../../3-engines/registry";
-import type { RentalTotals } from "../../4-store/rentals";
 import type { BatchCounts } from "../../4-store/batches";
+import type { RentalTotals } from "../../4-store/rentals";
+import type { UsageReports } from "../../4-store/reports";
 import { VERSION } from "../../lib/version";
 import type { Metrics } from "./metrics";
 import { CONTENT_TYPE, MetricsRegistry } from "./registry";
@@ -12,12 +12,14 @@ import { CONTENT_TYPE, MetricsRegistry } from "./registry";
 // per-batch counters, and the usage table only past the last row already summed (usage rows
 // are never updated or deleted, and their ids only grow).
 
-export type ScrapeDeps = { db: Database; registry: Registry; metrics: Metrics; rentals: { totals(): Promise<RentalTotals> }; batches: { counts(): Promise<BatchCounts> } };
+export type ScrapeDeps = { registry: Registry; metrics: Metrics; rentals: { totals(): Promise<RentalTotals> }; usage: UsageReports; batches: { counts(): Promise<BatchCounts> } };
 
 const BATCH_STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] as const;
 const KEY_KINDS = ["free", "premium"] as const;
 
 interface StoreTotals {
+  /** The last summing: scrapes at once take turns, so no row is summed twice. */
+  turn: Promise<unknown>;
   usageAfter: number;
   costMicros: Map<string, number>;
   images: Map<string, number>;
@@ -30,7 +32,7 @@ export async function scrape(deps: ScrapeDeps): Promise<string> {
   const r = new MetricsRegistry();
   collectModels(r, deps.registry);
   await collectDevices(r, deps.registry);
-  collectStore(r, deps, await deps.rentals.totals(), await deps.batches.counts());
+  collectStore(r, deps, await deps.rentals.totals(), await usageTotals(deps), await deps.batches.counts());
   collectProcess(r);
   return deps.metrics.registry.render() + r.render();
 }
@@ -88,8 +90,7 @@ async function collectDevices(r: MetricsRegistry, registry: Registry) {
   }
 }
 
-function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotals, counts: BatchCounts) {
-  const { db } = deps;
+function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotals, t: StoreTotals, counts: BatchCounts) {
   const lines = r.gauge("appliance_batch_lines", "Batch lines by state.", ["state"]);
   lines.set({ state: "pending" }, counts.pending);
   lines.set({ state: "completed" }, counts.completed);
@@ -102,7 +103,6 @@ function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotal
   r.counter("appliance_rental_gpu_minutes_total", "GPU minutes billed to rentals.").inc({}, rentals.minutes);
   r.counter("appliance_rental_credits_consumed_usd_total", "Credit charged for GPU rentals, in USD.").inc({}, rentals.costMicros / 1e6);
 
-  const t = usageTotals(deps);
   const credits = r.counter("appliance_credits_consumed_usd_total", "Credit charged for inference (the usage table's cost), in USD, by key kind.", ["kind"]);
   for (const k of KEY_KINDS) credits.inc({ kind: k }, (t.costMicros.get(k) ?? 0) / 1e6);
   const images = r.counter("appliance_images_generated_total", "Images generated and charged.", ["model"]);
@@ -111,15 +111,17 @@ function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotal
 }
 
 /** Sums the usage rows added since the last scrape into the running totals. */
-function usageTotals(deps: ScrapeDeps): StoreTotals {
+async function usageTotals(deps: ScrapeDeps): Promise<StoreTotals> {
   let t = totalsOf.get(deps.metrics);
-  if (!t) totalsOf.set(deps.metrics, (t = { usageAfter: 0, costMicros: new Map(), images: new Map() }));
-  const rows = deps.db
-    .query<{ kind: string; model: string; cost: number; images: number; last: number }, [number]>(
-      `SELECT k.kind AS kind, u.model AS model, SUM(u.cost_micros) AS cost, SUM(u.images) AS images, MAX(u.id) AS last
-       FROM usage u JOIN api_keys k ON k.id = u.key_id WHERE u.id > ? GROUP BY k.kind, u.model`,
-    )
-    .all(t.usageAfter);
+  if (!t) totalsOf.set(deps.metrics, (t = { turn: Promise.resolve(), usageAfter: 0, costMicros: new Map(), images: new Map() }));
+  const totals = t;
+  const summed = totals.turn.then(() => sumNewRows(deps, totals));
+  totals.turn = summed.catch(() => {});
+  return summed;
+}
+
+async function sumNewRows(deps: ScrapeDeps, t: StoreTotals): Promise<StoreTotals> {
+  const rows = await deps.usage.sumsAfter(t.usageAfter);
   const known = new Set(deps.registry.list().map((m) => m.id));
   for (const row of rows) {
     t.usageAfter = Math.max(t.usageAfter, row.last);

@@ -13,7 +13,7 @@ let client: Anthropic;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = anthropicClient(t, { apiKey: key });
 });
 afterAll(() => t.close());
@@ -93,7 +93,7 @@ describe("context overflow in Anthropic's words", () => {
   });
 
   test("the OpenAI formats keep their own wording", async () => {
-    const openai = t.openai(t.key({ creditUsd: 1 }));
+    const openai = t.openai(await t.key({ creditUsd: 1 }));
     const err = await openai.chat.completions.create({ model: "tight", max_tokens: 32000, messages: [{ role: "user", content: "word ".repeat(60) }] }).catch((e) => e);
     expect(err.code).toBe("context_length_exceeded");
     expect(err.message).toContain("context window is 256 tokens");

@@ -16,7 +16,7 @@ let key: string;
 let client: Anthropic;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = anthropicClient(t, { apiKey: key });
 });
 afterAll(() => t.close());
@@ -41,7 +41,7 @@ describe("error types through the official client", () => {
   });
 
   test("a key without the inference scope is PermissionDeniedError (403 permission_error)", async () => {
-    const err = await sdkError(anthropicClient(t, { apiKey: t.key({ scopes: ["rental"] }) }).messages.create({ model: "chat", max_tokens: 1, messages: hi }));
+    const err = await sdkError(anthropicClient(t, { apiKey: await t.key({ scopes: ["rental"] }) }).messages.create({ model: "chat", max_tokens: 1, messages: hi }));
     expect(err).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect(err.type).toBe("permission_error");
   });
@@ -78,7 +78,7 @@ describe("error types through the official client", () => {
   });
 
   test("past the key's rate limit is RateLimitError (429 rate_limit_error) with Retry-After", async () => {
-    const limited = anthropicClient(t, { apiKey: t.key({ rpm: 1, creditUsd: 1 }) });
+    const limited = anthropicClient(t, { apiKey: await t.key({ rpm: 1, creditUsd: 1 }) });
     await sdkError(limited.messages.create({ model: "nope", max_tokens: 1, messages: hi }));
     const err = await sdkError(limited.messages.create({ model: "nope", max_tokens: 1, messages: hi }));
     expect(err).toBeInstanceOf(Anthropic.RateLimitError);
@@ -87,7 +87,7 @@ describe("error types through the official client", () => {
   });
 
   test("a key without balance is 402 billing_error", async () => {
-    const err = await sdkError(anthropicClient(t, { apiKey: t.key({ kind: "premium" }) }).messages.create({ model: "chat", max_tokens: 1, messages: hi }));
+    const err = await sdkError(anthropicClient(t, { apiKey: await t.key({ kind: "premium" }) }).messages.create({ model: "chat", max_tokens: 1, messages: hi }));
     expect(err.status).toBe(402);
     expect(err.type).toBe("billing_error");
   });
@@ -181,10 +181,10 @@ describe("failures of the chat service", () => {
   let f: TestApp;
   let fkey: string;
   let fail: "before" | "during" = "during";
-  beforeAll(() => {
+  beforeAll(async () => {
     // The real app with a chat service that fails before the answer or in the middle of it.
     f = testApp({ override: (deps) => ({ chat: failingChat(deps.chat, () => fail) }) });
-    fkey = f.key({ creditUsd: 1 });
+    fkey = await f.key({ creditUsd: 1 });
   });
   afterAll(() => f.close());
 

@@ -13,7 +13,7 @@ let key: string;
 let client: Anthropic;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = anthropicClient(t, { apiKey: key });
 });
 afterAll(() => t.close());

@@ -25,15 +25,15 @@ afterAll(() => t.close());
 
 for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
   test(`${path} accepts the key in x-api-key`, async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const res = await t.request("POST", path, { body, headers: { "x-api-key": key } });
     expect(res.status).toBe(404);
     expect((await res.json()).error.type).toBe("not_found_error");
   });
 
   test(`${path} with a wrong, revoked or empty x-api-key is 401 authentication_error`, async () => {
-    const revoked = t.key();
-    t.deps.accounts.revokeKey(revoked);
+    const revoked = await t.key();
+    await t.deps.accounts.revokeKey(revoked);
     for (const k of ["sk-apl-" + "A".repeat(44), revoked, ""]) {
       const res = await t.request("POST", path, { body, headers: { "x-api-key": k } });
       const b = await res.json();
@@ -45,7 +45,7 @@ for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
 }
 
 test("an x-api-key on another route is not a key there", async () => {
-  const key = t.key({ creditUsd: 1 });
+  const key = await t.key({ creditUsd: 1 });
   const res = await t.request("POST", "/v1/chat/completions", { body: { model: "chat", messages: body.messages }, headers: { "x-api-key": key } });
   expect(res.status).toBe(401);
 });

@@ -55,7 +55,7 @@ const LONG = { ...base, max_tokens: 3000, messages: [user("Count slowly.")] };
 
 describe("create and continue", () => {
   test("a continue sends only the new turn and is answered, and billed, as the whole conversation sent unthreaded", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, system: "Be brief.", messages: [user("Hello there")], thread: create });
     expect(first.id).toMatch(/^msg_/);
     const second = await ok(key, { ...base, messages: [user("And then?")], thread: cont(first.id) });
@@ -65,7 +65,7 @@ describe("create and continue", () => {
     expect(prompt(second)).toBe(prompt(whole));
     expect(prompt(second)).toBeGreaterThan(prompt(first));
     // The usage row of the continue charges the whole prompt it ran.
-    const rows = t.deps.db.query<{ input_tokens: number; cached_tokens: number }, []>("SELECT input_tokens, cached_tokens FROM usage ORDER BY rowid DESC LIMIT 2").all();
+    const rows = t.deps.db!.query<{ input_tokens: number; cached_tokens: number }, []>("SELECT input_tokens, cached_tokens FROM usage ORDER BY rowid DESC LIMIT 2").all();
     expect(rows[0]!.input_tokens).toBe(rows[1]!.input_tokens);
     // The thread goes on from its latest reply, and each reply is continued once.
     const third = await ok(key, { ...base, messages: [user("Last one.")], thread: cont(second.id) });
@@ -75,7 +75,7 @@ describe("create and continue", () => {
   }, 60_000);
 
   test("a tool round trip: the continue carries only the tool_result, and the thread's tools and system answer it", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const tools = [{ name: "lookup", description: "Looks up a word", input_schema: { type: "object", properties: { word: { type: "string", maxLength: 8 } }, required: ["word"] } }];
     const first = await ok(key, {
       ...base,
@@ -103,7 +103,7 @@ describe("create and continue", () => {
   }, 60_000);
 
   test("streamed turns create and continue a thread; the reply kept is the one the stream folds into", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const stream = async (body: object) => {
       const res = await t.request("POST", "/v1/messages", { key, body: { ...body, stream: true }, headers: BETA });
       expect(res.status).toBe(200);
@@ -118,7 +118,7 @@ describe("create and continue", () => {
   }, 60_000);
 
   test("count_tokens with a continue counts the prompt the turn would run, without taking the thread", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, system: "Count me.", messages: [user("One")], thread: create });
     const count = async (body: object) => {
       const r = await post(key, body, "/v1/messages/count_tokens");
@@ -135,8 +135,8 @@ describe("create and continue", () => {
 
 describe("what a continue may not do", () => {
   test("another key's thread is not found, and neither is an id no thread has", async () => {
-    const owner = t.key({ creditUsd: 5 });
-    const stranger = t.key({ creditUsd: 5 });
+    const owner = await t.key({ creditUsd: 5 });
+    const stranger = await t.key({ creditUsd: 5 });
     const first = await ok(owner, { ...base, messages: [user("Mine")], thread: create });
     const r = await post(stranger, { ...base, messages: [user("Yours?")], thread: cont(first.id) });
     expectThreadError(r, 404, "thread_not_found", "thread.previous_message_id");
@@ -147,7 +147,7 @@ describe("what a continue may not do", () => {
   }, 60_000);
 
   test("the model must stay; system and tools come from the thread and may be repeated only unchanged", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, system: "Be brief.", messages: [user("Hi")], thread: create });
     const model = await post(key, { ...base, model: "small-chat", messages: [user("x")], thread: cont(first.id) });
     expectThreadError(model, 400, "thread_fingerprint_mismatch", "model");
@@ -159,7 +159,7 @@ describe("what a continue may not do", () => {
   }, 60_000);
 
   test("a continue in flight holds its reply: a second one is thread_continue_in_flight until the first ends", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, messages: [user("Go")], thread: create });
     const res = await t.request("POST", "/v1/messages", { key, body: { ...LONG, stream: true, thread: cont(first.id) }, headers: BETA });
     const reader = res.body!.getReader();
@@ -170,7 +170,7 @@ describe("what a continue may not do", () => {
   }, 60_000);
 
   test("a thread field that is neither create nor continue is a 400 naming it", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const bad = async (thread: unknown, param: string) => {
       const r = await post(key, { ...base, messages: [user("x")], thread });
       expect(r.status).toBe(400);
@@ -185,13 +185,13 @@ describe("what a continue may not do", () => {
 
 describe("the server holds the whole reply or none of it", () => {
   test("a streamed create cut before message_stop keeps nothing", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const id = await cutStream(key, { ...LONG, thread: create });
     expectThreadError(await post(key, { ...base, messages: [user("x")], thread: cont(id) }), 404, "thread_not_found");
   }, 60_000);
 
   test("a streamed continue cut before message_stop keeps nothing and releases the thread for the next continue", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, messages: [user("Start")], thread: create });
     const cut = await cutStream(key, { ...LONG, thread: cont(first.id) });
     expectThreadError(await post(key, { ...base, messages: [user("x")], thread: cont(cut) }), 404, "thread_not_found");
@@ -200,7 +200,7 @@ describe("the server holds the whole reply or none of it", () => {
   }, 60_000);
 
   test("a continue that fails (a model error) releases the thread", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, messages: [user("Start")], thread: create });
     // max_tokens past the model's context: refused by the chat layer after the thread was claimed.
     const refused = await post(key, { ...base, max_tokens: 100_000, messages: [user("x")], thread: cont(first.id) });
@@ -212,7 +212,7 @@ describe("the server holds the whole reply or none of it", () => {
 describe("per key, bounded, expiring", () => {
   test("a thread not continued for ttl_s is gone", async () => {
     t.deps.config.threads.ttl_s = 60;
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const first = await ok(key, { ...base, messages: [user("Soon gone")], thread: create });
     clock.advance(30_000);
     const second = await ok(key, { ...base, messages: [user("Still here")], thread: cont(first.id) });
@@ -224,8 +224,8 @@ describe("per key, bounded, expiring", () => {
 
   test("past max_per_key the least recently used thread of the key is dropped; other keys keep theirs", async () => {
     t.deps.config.threads.max_per_key = 2;
-    const key = t.key({ creditUsd: 5 });
-    const other = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
+    const other = await t.key({ creditUsd: 5 });
     const theirs = await ok(other, { ...base, messages: [user("Theirs")], thread: create });
     const a = await ok(key, { ...base, messages: [user("A")], thread: create });
     clock.advance(1000);
@@ -241,7 +241,7 @@ describe("per key, bounded, expiring", () => {
 
   test("past max_mb_per_key the oldest threads go, and a thread larger than that is refused with thread_unsupported_request", async () => {
     t.deps.config.threads.max_mb_per_key = 2000 / (1024 * 1024); // 2000 bytes
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i}`).join(" ");
     const a = await ok(key, { ...base, messages: [user(words(150))], thread: create }); // ~800 bytes with its reply
     clock.advance(1000);
@@ -258,7 +258,7 @@ describe("per key, bounded, expiring", () => {
 
 describe("[threads] enabled = false", () => {
   test("create is thread_unsupported_request and continue thread_not_found: the codes after which the SDK sends the whole conversation", async () => {
-    const key = t.key({ creditUsd: 5 });
+    const key = await t.key({ creditUsd: 5 });
     const kept = await ok(key, { ...base, messages: [user("Before")], thread: create });
     t.deps.config.threads.enabled = false;
     expectThreadError(await post(key, { ...base, messages: [user("x")], thread: create }), 400, "thread_unsupported_request", "thread");

@@ -11,7 +11,7 @@ let client: OpenAI;
 const clock = new ManualClock(Date.now());
 beforeAll(async () => {
   t = await chatTestApp({ clock, extraModels: [{ id: "embed", name: "Embed", kind: "embedding", files: { model: await ensureOnnxModel("embed") }, max_context: 512, load: "first_use" }] });
-  client = new OpenAI({ apiKey: t.key({ account: "erring", creditUsd: 5 }), baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
+  client = new OpenAI({ apiKey: await t.key({ account: "erring", creditUsd: 5 }), baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
 });
 afterAll(() => t.close());
 
@@ -46,7 +46,7 @@ test("a file with bad lines fails validation, every problem listed by line numbe
   ]);
   expect(b.errors!.data![1]!.message).toContain("already used on line 1");
   expect(b.output_file_id).toBeNull();
-  expect(t.deps.db.query("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
 });
 
 test("a line's field that takes several shapes is worded as a live request's 400 is, not \"expected union value\"", async () => {

@@ -14,7 +14,7 @@ let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp({ slots: 3 }); // batch lines get 2 of them
   t.deps.batchWorker.start();
-  client = t.openai(t.key({ account: "gate", creditUsd: 5 }));
+  client = t.openai(await t.key({ account: "gate", creditUsd: 5 }));
 });
 afterAll(() => t.close());
 

@@ -12,7 +12,7 @@ let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp({ slots: 2, extraModels: [{ id: "embed", name: "Embed", kind: "embedding", files: { model: await ensureOnnxModel("embed") }, max_context: 512, load: "first_use" }] });
   t.deps.batchWorker.start();
-  key = t.key({ account: "batcher", creditUsd: 5 });
+  key = await t.key({ account: "batcher", creditUsd: 5 });
   client = new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
 });
 afterAll(() => t.close());
@@ -44,11 +44,11 @@ test("an embeddings batch runs every line and delivers the output file in line o
 });
 
 test("batch lines cost exactly half the live price, charged once per completed line", async () => {
-  const account = t.deps.accounts.getAccount("batcher");
+  const account = await t.deps.accounts.getAccount("batcher");
   const before = account.balance_micros;
   const fileId = await uploadLines(client, [10, 11, 12].map(emb));
   const b = await waitForBatch(client, (await client.batches.create({ input_file_id: fileId, endpoint: "/v1/embeddings", completion_window: "24h" })).id);
-  const rows = t.deps.db.query<{ input_tokens: number; cost_micros: number; batch: number }, [string]>(
+  const rows = t.deps.db!.query<{ input_tokens: number; cost_micros: number; batch: number }, [string]>(
     "SELECT input_tokens, cost_micros, batch FROM usage WHERE request_id LIKE ?",
   ).all(`req_${b.id.slice(6)}_%`);
   expect(rows).toHaveLength(3);
@@ -57,7 +57,7 @@ test("batch lines cost exactly half the live price, charged once per completed l
     expect(r.batch).toBe(1);
     expect(r.cost_micros).toBe(costMicros(price, { inputTokens: r.input_tokens, outputTokens: 0, images: 0 }, 5000));
   }
-  expect(t.deps.accounts.getAccount("batcher").balance_micros).toBe(before - rows.reduce((n, r) => n + r.cost_micros, 0));
+  expect((await t.deps.accounts.getAccount("batcher")).balance_micros).toBe(before - rows.reduce((n, r) => n + r.cost_micros, 0));
 });
 
 test("a mixed chat batch: good lines in the output file, failing ones in the error file, the batch goes on", async () => {
@@ -80,7 +80,7 @@ test("a mixed chat batch: good lines in the output file, failing ones in the err
   ]);
   expect(errors[0].response.body.error.type).toBe("invalid_request_error");
   // Only completed lines are billed.
-  const billed = t.deps.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE ?").get(`req_${b.id.slice(6)}_%`)!.n;
+  const billed = t.deps.db!.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE ?").get(`req_${b.id.slice(6)}_%`)!.n;
   expect(billed).toBe(2);
 });
 
@@ -94,12 +94,12 @@ test("a responses batch answers with response objects", async () => {
     ["r1", "response", "incomplete"],
     ["r2", "response", "incomplete"],
   ]);
-  const row = t.deps.db.query<{ endpoint: string }, [string]>("SELECT endpoint FROM usage WHERE request_id = ?").get(out[0].response.request_id)!;
+  const row = t.deps.db!.query<{ endpoint: string }, [string]>("SELECT endpoint FROM usage WHERE request_id = ?").get(out[0].response.request_id)!;
   expect(row.endpoint).toBe("/v1/responses");
 });
 
 test("the key's batches are listed newest first, with after / limit / has_more", async () => {
-  const k = t.key({ creditUsd: 1 });
+  const k = await t.key({ creditUsd: 1 });
   const c = new OpenAI({ apiKey: k, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
   const fileId = await uploadLines(c, [emb(0)]);
   const ids: string[] = [];

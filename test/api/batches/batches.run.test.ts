@@ -10,7 +10,7 @@ let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp({ slots: 1 });
   t.deps.batchWorker.start();
-  key = t.key({ account: "runner", creditUsd: 5 });
+  key = await t.key({ account: "runner", creditUsd: 5 });
   client = new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
 });
 afterAll(() => t.close());
@@ -56,6 +56,6 @@ test("cancel stops the lines not yet started, keeps what finished, and delivers 
   expect(new Set(errors.map((e) => e.error.code))).toEqual(new Set(["batch_cancelled"]));
   expect([...out, ...errors].map((l) => l.custom_id).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `c${i}`).sort());
   // Cancelled lines cost nothing: one usage row per completed line.
-  const rows = t.deps.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE ?").get(`req_${b.id.slice(6)}_%`)!.n;
+  const rows = t.deps.db!.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE ?").get(`req_${b.id.slice(6)}_%`)!.n;
   expect(rows).toBe(completed);
 }, 60_000);

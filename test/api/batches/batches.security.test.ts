@@ -36,8 +36,8 @@ beforeAll(() => {
 afterAll(() => t.close());
 
 test("another key of the same account can neither see nor cancel the batch, nor use the file (spec §5.6)", async () => {
-  const owner = t.key({ account: "team", creditUsd: 1 });
-  const sibling = t.key({ account: "team" });
+  const owner = await t.key({ account: "team", creditUsd: 1 });
+  const sibling = await t.key({ account: "team" });
   const id = await makeBatch(t, owner);
   expect((await t.request("GET", `/v1/batches/${id}`, { key: sibling })).status).toBe(404);
   expect((await t.request("POST", `/v1/batches/${id}/cancel`, { key: sibling })).status).toBe(404);

@@ -57,7 +57,7 @@ export function consoleClient(t: TestApp, o: { address?: string } = {}): Console
 
 /** An account with a console password (and credit). */
 export async function consoleAccount(t: TestApp, name: string, o: { password?: string; admin?: boolean; creditUsd?: number } = {}) {
-  t.deps.accounts.createAccount(name, { role: o.admin ? "admin" : "user", creditMicros: o.creditUsd ? Math.round(o.creditUsd * 1e6) : undefined });
+  await t.deps.accounts.createAccount(name, { role: o.admin ? "admin" : "user", creditMicros: o.creditUsd ? Math.round(o.creditUsd * 1e6) : undefined });
   const password = o.password ?? `pw-${name}-0123456789`;
   await t.deps.console.auth.setPassword(name, password);
   return password;

@@ -54,7 +54,7 @@ test("usage range, admin credit, unknown routes", async () => {
   await expectError(await admin.call("POST", "/console/api/admin/accounts/err-a/credit", { usd: -1 }), 400, null, "usd");
   await expectError(await admin.call("POST", "/console/api/admin/accounts/err-a/credit", { usd: "5" }), 400, null, "usd");
   await expectError(await admin.call("POST", "/console/api/admin/accounts/nobody/credit", { usd: 5 }), 404, "not_found");
-  expect(t.deps.accounts.getAccount("err-a").balance_micros).toBe(0);
+  expect((await t.deps.accounts.getAccount("err-a")).balance_micros).toBe(0);
 });
 
 test("a session cookie with a bad percent-escape is no session, never a 500", async () => {

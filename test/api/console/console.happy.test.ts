@@ -37,7 +37,7 @@ test("sign in, create a key shown once, use it on /v1/models, toggle the rental 
   expect((await c.json("PATCH", `/console/api/keys/${made.info.id}`, { rental: true })).info.scopes).toEqual(["inference", "rental"]);
   expect((await t.request("GET", "/api/v1/gpus", { key: made.key })).status).toBe(200);
   expect((await c.json("PATCH", `/console/api/keys/${made.info.id}`, { max_active_rentals: 3 })).info.max_active_rentals).toBe(3);
-  expect(t.deps.accounts.authenticate(made.key)!.maxActiveRentals).toBe(3);
+  expect((await t.deps.accounts.authenticate(made.key))!.maxActiveRentals).toBe(3);
 
   const rotated = await c.json("POST", `/console/api/keys/${made.info.id}/rotate`);
   expect(rotated.key).not.toBe(made.key);
@@ -78,6 +78,6 @@ test("admin: every account, and credit one; models listed for the playground", a
   const accounts = (await c.json("GET", "/console/api/admin/accounts")).data;
   expect(accounts.map((a: any) => a.name)).toEqual(expect.arrayContaining(["alice", "bob", "root"]));
   expect(await c.json("POST", "/console/api/admin/accounts/bob/credit", { usd: 2.5 })).toMatchObject({ name: "bob", balance_usd: 2.5 });
-  expect(t.deps.accounts.getAccount("bob").balance_micros).toBe(2_500_000);
+  expect((await t.deps.accounts.getAccount("bob")).balance_micros).toBe(2_500_000);
   expect(await c.json("GET", "/console/api/models")).toEqual({ data: [] });
 });

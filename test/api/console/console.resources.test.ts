@@ -19,7 +19,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 test("batches of every key of the account are listed, cancellable, and their files downloadable", async () => {
-  const { key } = t.deps.accounts.createKey({ account: "res-a", kind: "premium" });
+  const { key } = await t.deps.accounts.createKey({ account: "res-a", kind: "premium" });
   const client = new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (url, init) => t.app.handle(new Request(url, init)) });
   const line = JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/embeddings", body: { model: "none", input: "x" } });
   const file = await client.files.create({ file: new File([line + "\n"], "in.jsonl"), purpose: "batch" });
@@ -37,7 +37,7 @@ test("batches of every key of the account are listed, cancellable, and their fil
 });
 
 test("rentals of the account are listed with their key, and stopped from the console", async () => {
-  const { key } = t.deps.accounts.createKey({ account: "res-a", kind: "premium", scopes: ["inference", "rental"] });
+  const { key } = await t.deps.accounts.createKey({ account: "res-a", kind: "premium", scopes: ["inference", "rental"] });
   const [gpu] = (await c.json("GET", "/console/api/gpus")).data;
   expect(gpu).toMatchObject({ gpu_model: "NVIDIA GeForce RTX 4090", price_per_hour: 0.6 });
   const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key, body: { node_id: gpu.node_id, type: "jupyter" } })).json();

@@ -21,7 +21,7 @@ const code = async (res: Response) => ((await res.json()) as any).error.code;
 test("a session cannot read or act on another account's keys, batches, files or rentals", async () => {
   const pa = await consoleAccount(t, "sec-a");
   await consoleAccount(t, "sec-b");
-  const b = t.deps.accounts.createKey({ account: "sec-b", kind: "premium" });
+  const b = await t.deps.accounts.createKey({ account: "sec-b", kind: "premium" });
   const a = consoleClient(t);
   await a.signIn("sec-a", pa);
   for (const [method, path, body] of [
@@ -36,7 +36,7 @@ test("a session cannot read or act on another account's keys, batches, files or 
     const res = await a.call(method, path, body);
     expect(res.status).toBe(404);
   }
-  expect(t.deps.accounts.getKey(b.info.id)).toMatchObject({ revoked_at: null, scopes: ["inference"] });
+  expect(await t.deps.accounts.getKey(b.info.id)).toMatchObject({ revoked_at: null, scopes: ["inference"] });
   expect((await a.json("GET", "/console/api/keys")).data).toEqual([]);
   expect((await a.call("GET", "/console/api/admin/accounts")).status).toBe(403);
   expect(await code(await a.call("POST", "/console/api/admin/accounts/sec-a/credit", { usd: 100 }))).toBe("admin_only");
@@ -116,16 +116,16 @@ test("the cookie is HttpOnly, SameSite=Strict, scoped to /console; the password 
   expect(cookie).toContain("HttpOnly");
   expect(cookie).toContain("SameSite=Strict");
   expect(cookie).toContain("Path=/console");
-  const row = t.deps.db.query("SELECT password_hash FROM accounts WHERE name = 'cookie-a'").get() as { password_hash: string };
+  const row = t.deps.db!.query("SELECT password_hash FROM accounts WHERE name = 'cookie-a'").get() as { password_hash: string };
   expect(row.password_hash).toStartWith("$argon2id$");
   expect(row.password_hash).not.toContain(pw);
   const token = cookie.split(";")[0]!.split("=")[1]!;
-  expect(JSON.stringify(t.deps.db.query("SELECT * FROM console_sessions").all())).not.toContain(token);
+  expect(JSON.stringify(t.deps.db!.query("SELECT * FROM console_sessions").all())).not.toContain(token);
 });
 
 test("API keys cannot sign in or stand in for a session", async () => {
   const pw = await consoleAccount(t, "keys-a");
-  const { key } = t.deps.accounts.createKey({ account: "keys-a", kind: "premium" });
+  const { key } = await t.deps.accounts.createKey({ account: "keys-a", kind: "premium" });
   const c = consoleClient(t);
   expect(await code(await c.signIn("keys-a", key))).toBe("invalid_credentials");
   expect((await c.signIn(key, key)).status).toBe(401);

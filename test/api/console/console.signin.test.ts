@@ -1,3 +1,4 @@
+import { sessionStoreOf } from "../../../src/4-store/store";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { ManualClock } from "../../../src/lib/clock";
@@ -24,7 +25,7 @@ beforeAll(() => {
       console: {
         views: d.console.views,
         auth: createConsoleAuth({
-          db: d.db,
+          sessions: sessionStoreOf(d.store),
           clock,
           accounts: d.accounts,
           verify: async (password, hash) => {
@@ -165,7 +166,7 @@ test("wrong passwords are refused alike for unknown accounts, and an account's i
   const wrong = await c.signIn("alike-a", "wrong-password");
   expect([unknown.status, wrong.status]).toEqual([401, 401]);
   expect(((await unknown.json()) as any).error.message).toBe(((await wrong.json()) as any).error.message);
-  const id = t.deps.accounts.getAccount("alike-a").id;
+  const id = (await t.deps.accounts.getAccount("alike-a")).id;
   for (let i = 1; i < SIGNIN_FREE_FAILURES; i++) await remote().signIn(i % 2 ? id : "alike-a", "wrong-password");
   expect((await remote().signIn(id, pw)).status).toBe(429);
   expect((await remote().signIn("alike-a", pw)).status).toBe(429);

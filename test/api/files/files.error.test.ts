@@ -3,7 +3,7 @@ import { BASE, testApp } from "../../helpers/app";
 
 const t = testApp();
 afterAll(() => t.close());
-const key = t.key({ creditUsd: 1 });
+const key = await t.key({ creditUsd: 1 });
 
 function post(body: BodyInit, headers: Record<string, string> = {}) {
   return t.app.handle(new Request(`${BASE}/v1/files`, { method: "POST", headers: { authorization: `Bearer ${key}`, ...headers }, body }));

@@ -6,7 +6,7 @@ import { BASE, testApp } from "../../helpers/app";
 
 const t = testApp();
 afterAll(() => t.close());
-const key = t.key({ creditUsd: 1 });
+const key = await t.key({ creditUsd: 1 });
 const client = new OpenAI({ apiKey: key, baseURL: `${BASE}/v1`, maxRetries: 0, fetch: (u, i) => t.app.handle(new Request(u, i)) });
 const JSONL = '{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":"hi"}}\n';
 
@@ -33,7 +33,7 @@ test("retrieve, content, list and delete", async () => {
 });
 
 test("the list is newest first and pages with after / has_more", async () => {
-  const k = t.key({ creditUsd: 1 });
+  const k = await t.key({ creditUsd: 1 });
   const made: string[] = [];
   for (let i = 0; i < 5; i++) made.push((await t.app.handle(upload(k, `f${i}.jsonl`)).then((r) => r.json())).id);
   const first = await (await t.request("GET", "/v1/files?limit=2", { key: k })).json();
@@ -62,11 +62,11 @@ function upload(key: string, name: string, purpose = "batch", content = JSONL) {
 }
 
 test("the sweeper removes result files past their 30 days and leftovers of interrupted uploads", async () => {
-  const owner = t.deps.accounts.authenticate(key)!;
+  const owner = (await t.deps.accounts.authenticate(key))!;
   const result = await t.deps.files.createResult(owner, "out.jsonl", (sink) => sink.write(Buffer.from("{}\n")));
   expect(result.expires_at! - result.created_at).toBe(30 * 86400);
   Bun.write(join(t.dir, "files", "file-orphan"), "x");
-  t.deps.db.run("UPDATE files SET expires_at = 1 WHERE id = ?", [result.id]);
+  t.deps.db!.run("UPDATE files SET expires_at = 1 WHERE id = ?", [result.id]);
   expect(await t.deps.files.sweep()).toBe(1);
   expect(existsSync(join(t.dir, "files", result.id))).toBe(false);
   expect(existsSync(join(t.dir, "files", "file-orphan"))).toBe(false);

@@ -69,10 +69,10 @@ function chunkedUpload(t: TestApp, key: string, bytes: number, chunk = 64 * 1024
   );
 }
 
-describe("the account's storage quota", () => {
+describe("the account's storage quota", async () => {
   const t = testApp({ config: { files: { quota_mb: 1, min_free_disk_mb: 0 } } });
   afterAll(() => t.close());
-  const key = t.key({ account: "filler", creditUsd: 1 });
+  const key = await t.key({ account: "filler", creditUsd: 1 });
   const client = sdk(t, key);
 
   test("an upload that would pass it is refused with 413 storage_quota_exceeded; one ending exactly at it is kept", async () => {
@@ -85,7 +85,7 @@ describe("the account's storage quota", () => {
     expect(r.error.message).toContain(`${MIB} of ${MIB} bytes`);
     expect((await client.files.list()).data.map((f) => f.id).sort()).toEqual([a.id, b.id].sort());
     expect(onDisk(t).sort()).toEqual([a.id, b.id].sort()); // the refused upload left nothing
-    const account = t.deps.db.query<{ id: string }, []>("SELECT id FROM accounts WHERE name = 'filler'").get()!.id;
+    const account = t.deps.db!.query<{ id: string }, []>("SELECT id FROM accounts WHERE name = 'filler'").get()!.id;
     expect(await t.deps.files.usedBytes(account)).toBe(MIB);
   });
 
@@ -97,14 +97,14 @@ describe("the account's storage quota", () => {
   });
 
   test("the quota is the account's: its other keys share it, another account is unaffected", async () => {
-    const sameAccount = sdk(t, t.key({ account: "filler" }));
+    const sameAccount = sdk(t, await t.key({ account: "filler" }));
     expect((await refusal(upload(sameAccount, 10))).error.code).toBe("storage_quota_exceeded");
-    const other = sdk(t, t.key({ account: "neighbour", creditUsd: 1 }));
+    const other = sdk(t, await t.key({ account: "neighbour", creditUsd: 1 }));
     expect((await upload(other, MIB)).bytes).toBe(MIB);
   });
 
   test("a Content-Length past the room left is refused before the body is read", async () => {
-    const roomy = t.key({ account: "announcer", creditUsd: 1 });
+    const roomy = await t.key({ account: "announcer", creditUsd: 1 });
     let pulled = 0;
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {
@@ -127,7 +127,7 @@ describe("the account's storage quota", () => {
   }, 10_000);
 
   test("a chunked upload (no length) past the quota is cut while it streams, and what was written is removed", async () => {
-    const chunker = t.key({ account: "chunker", creditUsd: 1 });
+    const chunker = await t.key({ account: "chunker", creditUsd: 1 });
     const before = onDisk(t);
     const res = await chunkedUpload(t, chunker, 3 * MIB);
     expect(res.status).toBe(413);
@@ -142,7 +142,7 @@ describe("the account's storage quota", () => {
   });
 
   test("uploads arriving at once cannot pass the quota together", async () => {
-    const pair = t.key({ account: "pair", creditUsd: 1 });
+    const pair = await t.key({ account: "pair", creditUsd: 1 });
     const statuses = await Promise.all([chunkedUpload(t, pair, 700_000, 16 * 1024), chunkedUpload(t, pair, 700_000, 16 * 1024)].map((p) => p.then((r) => r.status)));
     expect(statuses.sort()).toEqual([200, 413]);
   });
@@ -154,7 +154,7 @@ describe("the free-space floor", () => {
 
   test("an upload that would leave less free space than the floor is refused with 507, not retried, nothing kept", async () => {
     const seen: Request[] = [];
-    const client = sdk(t, t.key({ creditUsd: 1 }), { maxRetries: 2, seen });
+    const client = sdk(t, await t.key({ creditUsd: 1 }), { maxRetries: 2, seen });
     const r = await refusal(upload(client, 1000));
     expect(r.status).toBe(507);
     expect(r.error).toMatchObject({ type: "server_error", code: "insufficient_storage" });
@@ -164,7 +164,7 @@ describe("the free-space floor", () => {
   });
 
   test("a chunked upload is refused too", async () => {
-    const res = await chunkedUpload(t, t.key({ creditUsd: 1 }), 1000);
+    const res = await chunkedUpload(t, await t.key({ creditUsd: 1 }), 1000);
     expect(res.status).toBe(507);
     expect(onDisk(t)).toEqual([]);
   });
@@ -173,7 +173,7 @@ describe("the free-space floor", () => {
 test("batch results are written for an account at its quota, and under the floor", async () => {
   const t = await chatTestApp({ config: { files: { quota_mb: 1, min_free_disk_mb: 0 } } });
   try {
-    const client = t.openai(t.key({ account: "full", creditUsd: 5 }));
+    const client = t.openai(await t.key({ account: "full", creditUsd: 5 }));
     const lines = Array.from({ length: 3 }, (_, i) => ({
       custom_id: `r${i}`,
       url: "/v1/chat/completions",

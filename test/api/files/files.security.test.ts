@@ -32,8 +32,8 @@ const t = testApp();
 afterAll(() => t.close());
 
 test("another key of the same account cannot see, read or delete the file (spec §5.6)", async () => {
-  const owner = t.key({ account: "team", creditUsd: 1 });
-  const sibling = t.key({ account: "team" });
+  const owner = await t.key({ account: "team", creditUsd: 1 });
+  const sibling = await t.key({ account: "team" });
   const fd = new FormData();
   fd.append("purpose", "batch");
   fd.append("file", new Blob(["{}\n"]), "mine.jsonl");

@@ -65,14 +65,14 @@ export function authSuite(group: AuthGroup) {
       });
 
       test(`${label} with a revoked key is 401`, async () => {
-        const key = t.key({ scopes: [group.scope] });
-        t.deps.accounts.revokeKey(key);
+        const key = await t.key({ scopes: [group.scope] });
+        await t.deps.accounts.revokeKey(key);
         const res = await send({ authorization: `Bearer ${key}` });
         expect(expectAuthError(res, await res.json(), group.format, 401, "invalid_api_key")).toBe("Invalid API key");
       });
 
       test(`${label} with a key lacking the ${group.scope} scope is 403`, async () => {
-        const key = t.key({ scopes: otherScopes });
+        const key = await t.key({ scopes: otherScopes });
         const res = await send({ authorization: `Bearer ${key}` });
         const msg = expectAuthError(res, await res.json(), group.format, 403, "missing_scope");
         expect(msg).toContain(group.scope);
@@ -80,7 +80,7 @@ export function authSuite(group: AuthGroup) {
 
       test(`${label} accepts a valid key of any account and any User-Agent`, async () => {
         for (const ua of ["curl/8.0", "OpenAI/Python 1.0", "claude-cli/2.0 (external, cli)"]) {
-          const key = t.key({ scopes: [group.scope], creditUsd: 1 });
+          const key = await t.key({ scopes: [group.scope], creditUsd: 1 });
           const res = await send({ authorization: `Bearer ${key}`, "user-agent": ua });
           expect(res.status).not.toBe(401);
           expect(res.status).not.toBe(403);
@@ -90,8 +90,8 @@ export function authSuite(group: AuthGroup) {
 
     if (group.owned) {
       test("another account's key gets 404 for this key's resources", async () => {
-        const owner = t.key({ scopes: [group.scope], creditUsd: 1 });
-        const stranger = t.key({ scopes: [group.scope], creditUsd: 1 });
+        const owner = await t.key({ scopes: [group.scope], creditUsd: 1 });
+        const stranger = await t.key({ scopes: [group.scope], creditUsd: 1 });
         for (const r of await group.owned!(t, owner)) {
           const res = await t.request(r.method, r.path, { key: stranger, body: r.body });
           expect(res.status).toBe(404);

@@ -13,11 +13,11 @@ import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../../../src/lib/bounded-json";
 let t: TestApp;
 let key: string;
 let adminKey: string;
-beforeAll(() => {
+beforeAll(async () => {
   t = testApp({ config: { ...manifestConfig(), server: { max_body_mb: 3 } } });
-  key = t.key({ scopes: ["inference", "rental"] });
-  t.deps.accounts.createAccount("edge-admin", { role: "admin" });
-  adminKey = t.key({ account: "edge-admin" });
+  key = await t.key({ scopes: ["inference", "rental"] });
+  await t.deps.accounts.createAccount("edge-admin", { role: "admin" });
+  adminKey = await t.key({ account: "edge-admin" });
 });
 afterAll(() => t.close());
 

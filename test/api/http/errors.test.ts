@@ -70,7 +70,7 @@ describe("failures inside the app", () => {
   afterAll(() => t.close());
 
   test("an unexpected failure is a 500 naming the request id, logged, with no internals leaked", async () => {
-    const res = await t.request("GET", "/v1/models/any", { key: t.key() });
+    const res = await t.request("GET", "/v1/models/any", { key: await t.key() });
     expect(res.status).toBe(500);
     const id = res.headers.get("x-request-id")!;
     const body = await res.json();

@@ -21,7 +21,7 @@ const dir = tempDir();
 
 beforeAll(async () => {
   t = testApp();
-  key = t.key({ scopes: ["inference"] });
+  key = await t.key({ scopes: ["inference"] });
   const banner: string[] = [];
   server = await startServer(validateConfig({ server: { data_dir: dir, port: 0 }, rentals: { discover: false } }), { logger: memoryLogger(), banner: (l) => banner.push(l) });
   serverKey = /sk-apl-[0-9A-Za-z]{44}/.exec(banner.join("\n"))![0];

@@ -19,7 +19,7 @@ import { testApp } from "../../helpers/app";
 // swept here with a value none of its variants accepts; a table pins the wording.
 
 const t = testApp();
-const key = t.key({ scopes: ["inference"] });
+const key = await t.key({ scopes: ["inference"] });
 afterAll(() => t.close());
 
 const post = async (path: string, body: unknown) => {

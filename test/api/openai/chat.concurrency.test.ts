@@ -6,7 +6,7 @@ let t: TestApp;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp({ slots: 1, queue: 1, queueWaitS: 20 });
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 
@@ -56,7 +56,7 @@ test("an aborted stream releases its slot at once, and what was generated is bil
   controller.abort();
   for (let i = 0; i < 50 && stats().busy > 0; i++) await Bun.sleep(20);
   expect(stats()).toEqual({ slots: 1, busy: 0, queued: 0, batchQueued: 0 });
-  const row = t.deps.db.query<{ output_tokens: number }, [string]>("SELECT output_tokens FROM usage WHERE request_id = ?").get(requestId);
+  const row = t.deps.db!.query<{ output_tokens: number }, [string]>("SELECT output_tokens FROM usage WHERE request_id = ?").get(requestId);
   expect(row!.output_tokens).toBeGreaterThan(0);
   expect(row!.output_tokens).toBeLessThan(3000);
   // The slot works for the next request.

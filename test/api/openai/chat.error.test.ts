@@ -8,7 +8,7 @@ let client: OpenAI;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = t.openai(key);
 });
 afterAll(() => t.close());

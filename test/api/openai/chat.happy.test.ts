@@ -7,7 +7,7 @@ let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp();
-  client = t.openai(t.key({ creditUsd: 5 }));
+  client = t.openai(await t.key({ creditUsd: 5 }));
 });
 afterAll(() => t.close());
 
@@ -59,7 +59,7 @@ describe("plain answers", () => {
   });
 
   test("the raw stream is SSE ending in data: [DONE]", async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const res = await t.request("POST", "/v1/chat/completions", { key, body: { model: "chat", messages: user("hi"), max_tokens: 3, stream: true } });
     expect(res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
     const body = await res.text();

@@ -13,7 +13,7 @@ let t: TestApp;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 50 });
+  key = await t.key({ creditUsd: 50 });
 });
 afterAll(() => t.close());
 

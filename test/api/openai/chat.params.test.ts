@@ -9,7 +9,7 @@ let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp();
-  client = t.openai(t.key({ creditUsd: 5 }));
+  client = t.openai(await t.key({ creditUsd: 5 }));
 });
 afterAll(() => t.close());
 

@@ -27,7 +27,7 @@ let key: string;
 type OpenAI = import("openai").default;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 50 });
+  key = await t.key({ creditUsd: 50 });
 });
 afterAll(() => t.close());
 

@@ -11,7 +11,7 @@ let t: TestApp & { openai: (key: string) => OpenAI };
 let client: OpenAI;
 beforeAll(async () => {
   t = await chatTestApp();
-  client = t.openai(t.key({ creditUsd: 5 }));
+  client = t.openai(await t.key({ creditUsd: 5 }));
 });
 afterAll(() => t.close());
 
@@ -55,7 +55,7 @@ for (const p of paths) {
 }
 
 test("Messages, which has no seed, draws a fresh one per request too", async () => {
-  const key = t.key({ creditUsd: 5 });
+  const key = await t.key({ creditUsd: 5 });
   const body = { model: "chat", max_tokens: 32, temperature: 1, messages: [{ role: "user", content: "Surprise me." }] };
   const texts: string[] = [];
   for (let i = 0; i < 3; i++) {

@@ -28,7 +28,7 @@ async function visionModels() {
 beforeAll(async () => {
   [red, blue, jpeg] = await Promise.all([png("#ff0000"), png("#0000ff"), sharp({ create: { width: 64, height: 48, channels: 3, background: "#00aa44" } }).jpeg().toBuffer()]);
   t = await chatTestApp({ extraModels: await visionModels() });
-  key = t.key({ kind: "premium", creditUsd: 5 });
+  key = await t.key({ kind: "premium", creditUsd: 5 });
   imageServer = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(new Uint8Array(red), { headers: { "content-type": "image/png" } }) });
 }, 120_000);
 
@@ -158,7 +158,7 @@ test("3 images → 400 naming the limit; a text file disguised as PNG → 400 na
 test("a URL served by a local server works when the admin allows private and http URLs", async () => {
   const allowed = await chatTestApp({ extraModels: await visionModels(), config: { image_input: { allow_private_urls: true, allow_http_urls: true } } });
   try {
-    const k = allowed.key({ kind: "premium", creditUsd: 5 });
+    const k = await allowed.key({ kind: "premium", creditUsd: 5 });
     const r = await allowed.openai(k).chat.completions.create({ model: "vision", messages: [userWith("What is it?", `http://127.0.0.1:${imageServer.port}/red.png`)], max_tokens: 2 });
     const text = await allowed.openai(k).chat.completions.create({ model: "vision", messages: [userWith("What is it?")], max_tokens: 2 });
     expect(r.usage!.prompt_tokens).toBe(text.usage!.prompt_tokens + (await imageTokens(red, "image/png")));

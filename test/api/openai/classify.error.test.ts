@@ -5,7 +5,7 @@ let t: OnnxTestApp;
 let key: string;
 beforeAll(async () => {
   t = await onnxTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 

@@ -5,7 +5,7 @@ let t: OnnxTestApp;
 let key: string;
 beforeAll(async () => {
   t = await onnxTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 
@@ -90,9 +90,9 @@ describe("billing", () => {
   });
 
   test("a free key spends its token trial by the input tokens", async () => {
-    const free = t.key({ kind: "free", account: "nli-trial" });
+    const free = await t.key({ kind: "free", account: "nli-trial" });
     const { body } = await classify({ pairs: PAIRS }, free);
-    const used = t.deps.db.query<{ trial_tokens_used: number }, []>("SELECT trial_tokens_used FROM accounts WHERE name = 'nli-trial'").get()!;
+    const used = t.deps.db!.query<{ trial_tokens_used: number }, []>("SELECT trial_tokens_used FROM accounts WHERE name = 'nli-trial'").get()!;
     expect(used.trial_tokens_used).toBe(body.usage.prompt_tokens);
   });
 });

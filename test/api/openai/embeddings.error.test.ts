@@ -6,7 +6,7 @@ let t: OnnxTestApp;
 let key: string;
 beforeAll(async () => {
   t = await onnxTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 
@@ -98,7 +98,7 @@ test("a client that leaves while its request waits harms nothing: dropped, not c
   expect(left.status).toBe(499);
   expect(t.usageRow(left.headers.get("x-request-id")!)).toBeNull();
   expect(t.usageRow(done.headers.get("x-request-id")!)).not.toBeNull();
-  expect(await t.deps.meter.held(t.deps.accounts.authenticate(key)!.accountId)).toEqual({ micros: 0, tokens: 0 });
+  expect(await t.deps.meter.held((await t.deps.accounts.authenticate(key))!.accountId)).toEqual({ micros: 0, tokens: 0 });
   expect((await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: "still here" } })).status).toBe(200);
   expect(t.logs.filter((l) => l.msg === "unhandled error")).toEqual([]);
 });

@@ -6,7 +6,7 @@ let t: OnnxTestApp;
 let client: OpenAI;
 beforeAll(async () => {
   t = await onnxTestApp();
-  client = t.openai(t.key({ creditUsd: 5 }));
+  client = t.openai(await t.key({ creditUsd: 5 }));
 });
 afterAll(() => t.close());
 
@@ -31,7 +31,7 @@ describe("vectors", () => {
   });
 
   test("base64 is the little-endian float32 bytes of the float vectors", async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const body = { model: "embed", input: SENTENCES };
     const floats = await (await t.request("POST", "/v1/embeddings", { key, body: { ...body, encoding_format: "float" } })).json();
     const b64 = await (await t.request("POST", "/v1/embeddings", { key, body: { ...body, encoding_format: "base64" } })).json();
@@ -55,7 +55,7 @@ describe("vectors", () => {
   });
 
   test("token arrays are accepted as one input or many, with the template's special tokens added", async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const embedder = t.embedder();
     const [ids] = await embedder.tokenize(["the cat is sleeping"]);
     const inner = ids!.slice(1, -1);
@@ -78,7 +78,7 @@ describe("vectors", () => {
 
 describe("billing", () => {
   test("a premium request leaves one usage row with the endpoint, tokens and the embedding price", async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const res = await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: SENTENCES } });
     const body = await res.json();
     const row = t.usageRow(res.headers.get("x-request-id")!)!;
@@ -91,17 +91,17 @@ describe("billing", () => {
   });
 
   test("a free key spends its token trial by the input tokens", async () => {
-    const key = t.key({ kind: "free", account: "embed-trial" });
+    const key = await t.key({ kind: "free", account: "embed-trial" });
     const res = await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: SENTENCES } });
     expect(res.status).toBe(200);
-    const used = t.deps.db.query<{ trial_tokens_used: number }, []>("SELECT trial_tokens_used FROM accounts WHERE name = 'embed-trial'").get()!;
+    const used = t.deps.db!.query<{ trial_tokens_used: number }, []>("SELECT trial_tokens_used FROM accounts WHERE name = 'embed-trial'").get()!;
     expect(used.trial_tokens_used).toBe((await res.json()).usage.prompt_tokens);
   });
 });
 
 describe("micro-batching", () => {
   test("concurrent requests share model runs and each gets its own vectors", async () => {
-    const key = t.key({ creditUsd: 1 });
+    const key = await t.key({ creditUsd: 1 });
     const inputs = Array.from({ length: 12 }, (_, i) => `request number ${i} is about ${SENTENCES[i % 3]}`);
     const serial: number[][] = [];
     for (const input of inputs)

@@ -18,8 +18,8 @@ afterAll(() => t.close());
 const body = { model: "embed", input: ["hello", "world"] };
 
 test("a free key past its trial gets 402 free_quota_exhausted and the model never runs", async () => {
-  const key = t.key({ kind: "free", account: "embed-spent" });
-  t.deps.db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'embed-spent'");
+  const key = await t.key({ kind: "free", account: "embed-spent" });
+  t.deps.db!.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'embed-spent'");
   const runs = t.embedder().runs;
   const res = await t.request("POST", "/v1/embeddings", { key, body });
   expect(res.status).toBe(402);
@@ -28,14 +28,14 @@ test("a free key past its trial gets 402 free_quota_exhausted and the model neve
 });
 
 test("a premium key with no balance gets 402 insufficient_balance", async () => {
-  const key = t.key({ kind: "premium" });
+  const key = await t.key({ kind: "premium" });
   const res = await t.request("POST", "/v1/embeddings", { key, body });
   expect(res.status).toBe(402);
   expect((await res.json()).error.code).toBe("insufficient_balance");
 });
 
 test("error messages do not echo the input text", async () => {
-  const key = t.key({ creditUsd: 1 });
+  const key = await t.key({ creditUsd: 1 });
   const secret = "my-secret-password-1234 ".repeat(200);
   const res = await t.request("POST", "/v1/embeddings", { key, body: { model: "embed", input: ["ok", secret] } });
   expect(res.status).toBe(400);

@@ -7,9 +7,9 @@ import { imagesTestApp, imageStats, type ImagesTestApp } from "../../helpers/ima
 
 let t: ImagesTestApp;
 let key: string;
-beforeAll(() => {
+beforeAll(async () => {
   t = imagesTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
 });
 afterAll(() => t.close());
 
@@ -53,7 +53,7 @@ for (const c of cases)
 test("refusals take no worker and write no usage", async () => {
   for (const c of cases) await post(c.body);
   expect(imageStats(t)).toEqual({ slots: 1, busy: 0, queued: 0 });
-  expect(t.deps.db.query("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
 });
 
 test("an unknown model is 404 model not found", async () => {

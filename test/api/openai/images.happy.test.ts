@@ -11,9 +11,9 @@ import { imagesTestApp, imageStats, pngInfo, type ImagesTestApp } from "../../he
 let t: ImagesTestApp;
 let client: OpenAI;
 let key: string;
-beforeAll(() => {
+beforeAll(async () => {
   t = imagesTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = t.openai(key);
 });
 afterAll(() => t.close());
@@ -88,7 +88,7 @@ test("the Z-Image bundle layout is served through the same endpoint: n images wi
 test("each request is billed once: a usage row with its images and 3000 micro-dollars per image", async () => {
   const res = await t.request("POST", "/v1/images/generations", { key, body: { ...small, n: 3, seed: 1 } });
   expect(res.status).toBe(200);
-  const row = t.deps.db
+  const row = t.deps.db!
     .query<{ images: number; cost_micros: number; endpoint: string; model: string; input_tokens: number; output_tokens: number }, [string]>(
       "SELECT images, cost_micros, endpoint, model, input_tokens, output_tokens FROM usage WHERE request_id = ?",
     )

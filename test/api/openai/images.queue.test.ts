@@ -17,9 +17,9 @@ const until = async (cond: () => boolean) => {
 describe("the default queue", () => {
   let t: ImagesTestApp;
   let client: OpenAI;
-  beforeAll(() => {
+  beforeAll(async () => {
     t = imagesTestApp({ slots: 1 });
-    client = t.openai(t.key({ creditUsd: 5 }));
+    client = t.openai(await t.key({ creditUsd: 5 }));
   });
   afterAll(() => t.close());
 
@@ -34,9 +34,9 @@ describe("the default queue", () => {
 describe("past the queue", () => {
   let t: ImagesTestApp;
   let key: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     t = imagesTestApp({ slots: 1, queue: 1, queueWaitS: 0.3 });
-    key = t.key({ creditUsd: 5 });
+    key = await t.key({ creditUsd: 5 });
   });
   afterAll(() => t.close());
 

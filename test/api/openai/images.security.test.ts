@@ -27,7 +27,7 @@ const until = async (cond: () => boolean) => {
   expect(cond()).toBe(true);
 };
 const usageRows = (t: ImagesTestApp, keyFilter = "") =>
-  (t.deps.db.query(`SELECT COUNT(*) AS n FROM usage ${keyFilter}`).get() as { n: number }).n;
+  (t.deps.db!.query(`SELECT COUNT(*) AS n FROM usage ${keyFilter}`).get() as { n: number }).n;
 
 describe("free key image limits", () => {
   const clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0));
@@ -41,7 +41,7 @@ describe("free key image limits", () => {
   };
 
   test("the third image in a minute is 429 with Retry-After; the sixth of the day is 429 daily", async () => {
-    const key = t.key({ kind: "free" });
+    const key = await t.key({ kind: "free" });
     expect((await gen(key, 2)).body.data).toHaveLength(2);
     const third = await gen(key, 1);
     expect([third.status, third.body.error!.code]).toEqual([429, "rate_limit_exceeded"]);
@@ -59,7 +59,7 @@ describe("free key image limits", () => {
   });
 
   test("n counts each image: n=3 on a free key is refused by the meter as a 400 naming n", async () => {
-    const key = t.key({ kind: "free" });
+    const key = await t.key({ kind: "free" });
     const r = await gen(key, 3);
     expect([r.status, r.body.error!.param]).toEqual([400, "n"]);
     expect(r.body.error!.message).toContain("at most 2 images per minute");
@@ -67,9 +67,9 @@ describe("free key image limits", () => {
   });
 
   test("a free key's images cost nothing but are recorded with their count", async () => {
-    const key = t.key({ kind: "free", account: "free-billing" });
+    const key = await t.key({ kind: "free", account: "free-billing" });
     const res = await t.request("POST", "/v1/images/generations", { key, body: { ...quick, n: 2 } });
-    const row = t.deps.db.query("SELECT images, cost_micros FROM usage WHERE request_id = ?").get(res.headers.get("x-request-id")!);
+    const row = t.deps.db!.query("SELECT images, cost_micros FROM usage WHERE request_id = ?").get(res.headers.get("x-request-id")!);
     expect(row).toEqual({ images: 2, cost_micros: 0 });
   });
 });
@@ -80,7 +80,7 @@ describe("payment", () => {
   afterAll(() => t.close());
 
   test("a premium key without balance gets 402 insufficient_balance and no image", async () => {
-    const res = await t.request("POST", "/v1/images/generations", { key: t.key({ kind: "premium" }), body: quick });
+    const res = await t.request("POST", "/v1/images/generations", { key: await t.key({ kind: "premium" }), body: quick });
     expect(res.status).toBe(402);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("insufficient_balance");
     expect(imageStats(t).busy).toBe(0);
@@ -90,9 +90,9 @@ describe("payment", () => {
 describe("image workers", () => {
   let t: ImagesTestApp;
   let key: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     t = imagesTestApp({ slots: 1, queue: 0 }); // busy means busy at once: no request waits
-    key = t.key({ creditUsd: 5 });
+    key = await t.key({ creditUsd: 5 });
   });
   afterAll(() => t.close());
 
@@ -128,7 +128,7 @@ describe("image workers", () => {
   });
 
   test("a busy refusal spends none of a free key's per-minute image allowance", async () => {
-    const free = t.key({ kind: "free" });
+    const free = await t.key({ kind: "free" });
     const controller = new AbortController();
     const pending = postImages(t, key, slow, controller.signal).catch(() => null);
     await until(() => imageStats(t).busy === 1);

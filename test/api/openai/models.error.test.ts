@@ -5,7 +5,7 @@ import { manifestConfig } from "../../helpers/models";
 
 const t = testApp({ config: manifestConfig() });
 afterAll(() => t.close());
-const key = t.key({ creditUsd: 1 });
+const key = await t.key({ creditUsd: 1 });
 
 test("an unknown model id is 404 model not found, naming the id", async () => {
   const res = await t.request("GET", "/v1/models/gpt-9", { key });
@@ -54,7 +54,7 @@ test("an unknown path outside /v1 is 404 without needing a key", async () => {
 test("a body larger than server.max_body_mb is 413 in the wire format's envelope", async () => {
   const small = testApp({ config: { server: { max_body_mb: 0.001 } } });
   try {
-    const k = small.key();
+    const k = await small.key();
     const big = { key: k, body: "x".repeat(2000), headers: { "content-length": "2000" } };
     const res = await small.request("POST", "/v1/chat/completions", big);
     expect(res.status).toBe(413);

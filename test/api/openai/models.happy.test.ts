@@ -6,7 +6,7 @@ import { manifestConfig } from "../../helpers/models";
 
 const t = testApp({ config: manifestConfig() });
 afterAll(() => t.close());
-const key = t.key({ creditUsd: 1 });
+const key = await t.key({ creditUsd: 1 });
 
 test("GET /v1/models lists every configured model with the spec's fields and its kind", async () => {
   const res = await t.request("GET", "/v1/models", { key });
@@ -57,7 +57,7 @@ test("a model id containing a slash can be retrieved", async () => {
 });
 
 test("every response carries a request id and the key's rate-limit state", async () => {
-  const free = t.key({ kind: "free" });
+  const free = await t.key({ kind: "free" });
   const res = await t.request("GET", "/v1/models", { key: free });
   expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9A-Za-z]{24}$/);
   expect(res.headers.get("x-ratelimit-limit-requests")).toBe("20");

@@ -17,7 +17,7 @@ const t = testApp({ config: manifestConfig() });
 afterAll(() => t.close());
 
 test("x-api-key is not accepted outside /v1/messages, except on the model list for Anthropic clients", async () => {
-  const key = t.key();
+  const key = await t.key();
   const res = await t.request("GET", "/v1/models", { headers: { "x-api-key": key } });
   expect(res.status).toBe(401);
   const anthropic = await t.request("GET", "/v1/models", { headers: { "x-api-key": key, "anthropic-version": "2023-06-01" } });
@@ -27,7 +27,7 @@ test("x-api-key is not accepted outside /v1/messages, except on the model list f
 });
 
 test("x-api-key is accepted on /v1/messages paths", async () => {
-  const key = t.key();
+  const key = await t.key();
   const res = await t.request("POST", "/v1/messages/not-a-route", { headers: { "x-api-key": key }, body: {} });
   expect(res.status).toBe(404); // authenticated; the route does not exist
   expect((await res.json()).error.type).toBe("not_found_error");
@@ -44,7 +44,7 @@ test("a bad key is refused before the body is read", async () => {
 });
 
 test("the bearer scheme is case-insensitive and surrounding spaces are tolerated", async () => {
-  const key = t.key();
+  const key = await t.key();
   for (const auth of [`bearer ${key}`, `BEARER  ${key} `]) {
     const res = await t.request("GET", "/v1/models", { headers: { authorization: auth } });
     expect(res.status).toBe(200);

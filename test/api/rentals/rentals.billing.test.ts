@@ -18,7 +18,7 @@ async function rentOne(o: { price: number; creditUsd: number; hours?: number }) 
   const clock = new ManualClock(Date.UTC(2026, 10, 1, 9, 0, 0));
   const t = testApp({ config: rentalConfig({ price: o.price }), clock });
   apps.push(t);
-  const key = t.key({ creditUsd: o.creditUsd, scopes: ["inference", "rental"] });
+  const key = await t.key({ creditUsd: o.creditUsd, scopes: ["inference", "rental"] });
   const [node] = await nodeIds(t, key);
   const res = await t.request("POST", "/api/v1/rentals", { key, body: { node_id: node, type: "jupyter", ...(o.hours === undefined ? {} : { hours: o.hours }) } });
   expect(res.status).toBe(200);
@@ -27,8 +27,8 @@ async function rentOne(o: { price: number; creditUsd: number; hours?: number }) 
   const get = () => getRental(t, key, rental_id);
   const running = await until(async () => (await tick(), get()), (r) => r.status === "running");
   expect(running.status).toBe("running");
-  const balance = () => (t.deps.db.query("SELECT balance_micros AS b FROM accounts WHERE id = (SELECT account_id FROM rentals WHERE id = ?)").get(rental_id) as { b: number }).b;
-  const charges = () => t.deps.db.query("SELECT request_id, cost_micros, endpoint, model FROM usage WHERE request_id LIKE ? ORDER BY created_at, request_id").all(`${rental_id}:%`) as any[];
+  const balance = () => (t.deps.db!.query("SELECT balance_micros AS b FROM accounts WHERE id = (SELECT account_id FROM rentals WHERE id = ?)").get(rental_id) as { b: number }).b;
+  const charges = () => t.deps.db!.query("SELECT request_id, cost_micros, endpoint, model FROM usage WHERE request_id LIKE ? ORDER BY created_at, request_id").all(`${rental_id}:%`) as any[];
   const advance = async (ms: number) => {
     clock.advance(ms);
     await tick();

@@ -31,7 +31,7 @@ describe("refusals", () => {
   const post = (key: string, body: unknown, headers?: Record<string, string>) => t.request("POST", "/api/v1/rentals", { key, body, headers });
 
   test("a malformed body is 400 naming the field", async () => {
-    const key = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+    const key = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
     const [node] = await nodeIds(t, key);
     await expectError(await post(key, "{"), 400, "invalid_json");
     await expectError(await post(key, [1, 2]), 400, null);
@@ -42,12 +42,12 @@ describe("refusals", () => {
     for (const hours of [0, -1, "2", 48.5, true])
       expect(await expectError(await post(key, { node_id: node, type: "jupyter", hours }), 400, null, "hours")).toContain("≤ 48");
     await expectError(await post(key, { node_id: node, type: "jupyter" }, { "idempotency-key": "k".repeat(256) }), 400, null, "Idempotency-Key");
-    expect(t.deps.db.query("SELECT count(*) AS n FROM rentals").get()).toEqual({ n: 0 }); // nothing was created or started
+    expect(t.deps.db!.query("SELECT count(*) AS n FROM rentals").get()).toEqual({ n: 0 }); // nothing was created or started
     expect(await nodeIds(t, key)).toHaveLength(3);
   });
 
   test("an unknown node is 404 node_not_found; another key's rental is 404 not_found", async () => {
-    const key = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+    const key = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
     await expectError(await post(key, { node_id: "00000000-0000-5000-8000-000000000000", type: "jupyter" }), 404, "node_not_found", "node_id");
     await expectError(await t.request("GET", "/api/v1/rentals/rent_nope", { key }), 404, "not_found");
     await expectError(await t.request("DELETE", "/api/v1/rentals/rent_nope", { key }), 404, "not_found");
@@ -55,14 +55,14 @@ describe("refusals", () => {
   });
 
   test("a taken node is 409 node_unavailable; max_active_rentals is 409 max_active_rentals_reached; stopping frees both", async () => {
-    const a = t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 1 });
-    const b = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+    const a = await t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 1 });
+    const b = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
     const [n1, n2] = await nodeIds(t, a);
     const first = await (await post(a, { node_id: n1, type: "jupyter" })).json();
     expect(first.status).toBe("pending");
     expect(await expectError(await post(b, { node_id: n1, type: "jupyter" }), 409, "node_unavailable", "node_id")).toContain(n1!);
     expect(await expectError(await post(a, { node_id: n2, type: "jupyter" }), 409, "max_active_rentals_reached")).toContain("max_active_rentals");
-    const none = t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 0 });
+    const none = await t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 0 });
     await expectError(await post(none, { node_id: n2, type: "jupyter" }), 409, "max_active_rentals_reached");
 
     await t.request("DELETE", `/api/v1/rentals/${first.rental_id}`, { key: a });
@@ -74,7 +74,7 @@ describe("refusals", () => {
   }, 30_000);
 
   test("a balance below one minute is 402 insufficient_balance", async () => {
-    const poor = t.key({ creditUsd: 0.009, scopes: [...RENTAL] }); // one minute at 0.6/h is 0.01
+    const poor = await t.key({ creditUsd: 0.009, scopes: [...RENTAL] }); // one minute at 0.6/h is 0.01
     const [node] = await nodeIds(t, poor);
     expect(await expectError(await post(poor, { node_id: node, type: "jupyter" }), 402, "insufficient_balance")).toContain("0.01");
     expect(await nodeIds(t, poor)).toContain(node!);
@@ -82,27 +82,27 @@ describe("refusals", () => {
 
   test("a free key with the rental scope is refused with 403 naming the premium key, also when its account has a balance; nothing starts", async () => {
     // Rentals are paid from the prepaid balance, which nothing else lets a free key spend.
-    const free = t.key({ kind: "free", creditUsd: 5, scopes: [...RENTAL] });
+    const free = await t.key({ kind: "free", creditUsd: 5, scopes: [...RENTAL] });
     const [node] = await nodeIds(t, free); // the GPUs may still be listed
-    const before = (t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
+    const before = (t.deps.db!.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
     for (const headers of [undefined, { "idempotency-key": "free-1" }]) {
       const msg = await expectError(await post(free, { node_id: node, type: "jupyter" }, headers), 403, "premium_key_required");
       expect(msg).toContain("premium key");
       expect(msg).toContain("free key cannot spend");
     }
-    expect((t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n).toBe(before);
+    expect((t.deps.db!.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n).toBe(before);
     expect(await nodeIds(t, free)).toContain(node!);
-    expect(t.deps.accounts.getAccount(t.deps.accounts.authenticate(free)!.accountId).balance_micros).toBe(5_000_000);
+    expect((await t.deps.accounts.getAccount((await t.deps.accounts.authenticate(free))!.accountId)).balance_micros).toBe(5_000_000);
   });
 
   test("one Idempotency-Key with another body is 422 idempotency_key_reused", async () => {
-    const key = t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 3 });
+    const key = await t.key({ creditUsd: 1, scopes: [...RENTAL], maxActiveRentals: 3 });
     const [n1, n2] = await nodeIds(t, key);
     const first = await (await post(key, { node_id: n1, type: "jupyter" }, { "idempotency-key": "once" })).json();
     expect(await expectError(await post(key, { node_id: n2, type: "jupyter" }, { "idempotency-key": "once" }), 422, "idempotency_key_reused", "Idempotency-Key")).toContain("different body");
     expect(await expectError(await post(key, { node_id: n1, type: "jupyter", hours: 2 }, { "idempotency-key": "once" }), 422, "idempotency_key_reused")).toBeTruthy();
     // Keys are per API key: another key using the same string rents on its own.
-    const other = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+    const other = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
     expect((await post(other, { node_id: n2, type: "jupyter" }, { "idempotency-key": "once" })).status).toBe(200);
     await t.request("DELETE", `/api/v1/rentals/${first.rental_id}`, { key });
     for (const r of (await (await t.request("GET", "/api/v1/rentals", { key: other })).json()).data) await t.request("DELETE", `/api/v1/rentals/${r.rental_id}`, { key: other });
@@ -114,7 +114,7 @@ describe("launches that go wrong", () => {
     const t = testApp({ config });
     await t.deps.rentals.start();
     try {
-      const key = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+      const key = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
       const [nodeId] = await nodeIds(t, key);
       await run(t, key, nodeId!);
     } finally {
@@ -157,7 +157,7 @@ describe("launches that go wrong", () => {
     const t = testApp({ config: rentalConfig({ command: ["/nonexistent/jupyter-lab"] }) });
     await t.deps.rentals.start();
     try {
-      const key = t.key({ creditUsd: 1, scopes: [...RENTAL] });
+      const key = await t.key({ creditUsd: 1, scopes: [...RENTAL] });
       expect(await nodeIds(t, key)).toEqual([]);
       const nodeId = nodeIdFor(GPU_UUIDS[0]!);
       const msg = await expectError(await t.request("POST", "/api/v1/rentals", { key, body: { node_id: nodeId, type: "jupyter" } }), 409, "node_unavailable", "node_id");

@@ -12,7 +12,7 @@ let key: string;
 beforeAll(async () => {
   t = testApp({ config: rentalConfig({ nodes: 2 }) });
   await t.deps.rentals.start();
-  key = t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"], maxActiveRentals: 2 });
+  key = await t.key({ account: "renter", creditUsd: 5, scopes: ["inference", "rental"], maxActiveRentals: 2 });
 });
 afterAll(async () => {
   await t.deps.rentals.stop();
@@ -73,7 +73,7 @@ test("a jupyter rental starts, answers with its token, keeps its log, stops, and
 test("50 concurrent POSTs with one Idempotency-Key create exactly one rental and one process", async () => {
   const [nodeId] = await nodeIds(t, key);
   const body = { node_id: nodeId, type: "jupyter", hours: 1 };
-  const count = () => (t.deps.db.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
+  const count = () => (t.deps.db!.query("SELECT count(*) AS n FROM rentals").get() as { n: number }).n;
   const before = count();
   const answers = await Promise.all(
     Array.from({ length: 50 }, () => t.request("POST", "/api/v1/rentals", { key, body, headers: { "idempotency-key": "retry-me-1" } })),

@@ -23,7 +23,7 @@ let access: string;
 beforeAll(async () => {
   const config = validateConfig({ ...rentalConfig({ access: "proxy", command: [process.execPath, ECHO] }), server: { data_dir: dir, port: 0 } });
   server = await startServer(config, { logger: memoryLogger(), banner: () => {} });
-  apiKey = server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "rentals", scopes: ["inference", "rental"] }).key;
+  apiKey = (await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "rentals", scopes: ["inference", "rental"] })).key;
   const api = (method: string, path: string, body?: unknown) =>
     fetch(server.url + path, { method, headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
   const [gpu] = (await api("GET", "/api/v1/gpus")).data;

@@ -18,8 +18,8 @@ authSuite({
     { method: "DELETE", path: "/api/v1/rentals/rent_x" },
   ],
   owned: async (t, ownerKey) => {
-    const p = t.deps.accounts.authenticate(ownerKey)!;
-    const repo = rentalsRepo(t.deps.db);
+    const p = (await t.deps.accounts.authenticate(ownerKey))!;
+    const repo = rentalsRepo(t.deps.db!);
     repo.insert({ id: "rent_owned", key_id: p.keyId, account_id: p.accountId, node_id: "n", type: "jupyter", price_per_hour_micros: 600_000, hours: null, token: "t".repeat(40), launcher: "process", created_at: Date.now() });
     repo.transition("rent_owned", ["pending"], "failed", { failure: "test", stop_reason: "error", stopped_at: Date.now() });
     return [
@@ -41,8 +41,8 @@ afterAll(async () => {
 });
 
 test("another key of the same account can neither see, read the log of, nor stop a running rental; its token is never logged nor on the command line", async () => {
-  const owner = t.key({ account: "lab", creditUsd: 1, scopes: ["inference", "rental"] });
-  const sibling = t.key({ account: "lab", scopes: ["inference", "rental"] });
+  const owner = await t.key({ account: "lab", creditUsd: 1, scopes: ["inference", "rental"] });
+  const sibling = await t.key({ account: "lab", scopes: ["inference", "rental"] });
   const [node] = await nodeIds(t, owner);
   const { rental_id } = await (await t.request("POST", "/api/v1/rentals", { key: owner, body: { node_id: node, type: "jupyter" } })).json();
   const running = await until(() => getRental(t, owner, rental_id), (r) => r.status !== "pending");
@@ -67,9 +67,9 @@ test("another key of the same account can neither see, read the log of, nor stop
 }, 30_000);
 
 test("a key that loses the rental scope is refused with 403 naming the scope", async () => {
-  const key = t.key({ creditUsd: 1, scopes: ["inference", "rental"] });
+  const key = await t.key({ creditUsd: 1, scopes: ["inference", "rental"] });
   expect((await t.request("GET", "/api/v1/rentals", { key })).status).toBe(200);
-  t.deps.accounts.setScope(key, "rental", false);
+  await t.deps.accounts.setScope(key, "rental", false);
   const res = await t.request("GET", "/api/v1/rentals", { key });
   expect(res.status).toBe(403);
   const body = await res.json();

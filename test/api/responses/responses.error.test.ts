@@ -16,7 +16,7 @@ let client: OpenAI;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = t.openai(key);
 });
 afterAll(() => t.close());
@@ -142,7 +142,7 @@ describe("failures around a stream", () => {
   async function stream(error: unknown) {
     const f = testApp({ override: () => ({ chat: failing(error) }) });
     try {
-      const res = await f.request("POST", "/v1/responses", { key: f.key({ creditUsd: 1 }), body: { model: "chat", input: "hi", stream: true } });
+      const res = await f.request("POST", "/v1/responses", { key: await f.key({ creditUsd: 1 }), body: { model: "chat", input: "hi", stream: true } });
       expect(res.status).toBe(200);
       return { events: parseSse(await res.text()), logs: f.logs, json: null };
     } finally {
@@ -167,7 +167,7 @@ describe("failures around a stream", () => {
   test("a failure during a non-streamed answer is a plain error response", async () => {
     const f = testApp({ override: () => ({ chat: failing(new ApiError("model_unavailable", "the worker went away")) }) });
     try {
-      const res = await f.request("POST", "/v1/responses", { key: f.key({ creditUsd: 1 }), body: { model: "chat", input: "hi" } });
+      const res = await f.request("POST", "/v1/responses", { key: await f.key({ creditUsd: 1 }), body: { model: "chat", input: "hi" } });
       expect(res.status).toBe(503);
       expect((await res.json()).error).toMatchObject({ code: "model_unavailable", message: "the worker went away" });
     } finally {

@@ -11,7 +11,7 @@ let client: OpenAI;
 let key: string;
 beforeAll(async () => {
   t = await chatTestApp();
-  key = t.key({ creditUsd: 5 });
+  key = await t.key({ creditUsd: 5 });
   client = t.openai(key);
 });
 afterAll(() => t.close());
@@ -45,7 +45,7 @@ describe("plain answers", () => {
     expect(r.usage!.output_tokens).toBeLessThanOrEqual(12);
     expect(r.usage!.total_tokens).toBe(r.usage!.input_tokens + r.usage!.output_tokens);
     expect(r.usage!.output_tokens_details.reasoning_tokens).toBe(0);
-    const row = t.deps.db.query("SELECT endpoint, input_tokens, output_tokens FROM usage WHERE request_id = ?").get(response.headers.get("x-request-id")!);
+    const row = t.deps.db!.query("SELECT endpoint, input_tokens, output_tokens FROM usage WHERE request_id = ?").get(response.headers.get("x-request-id")!);
     expect(row).toEqual({ endpoint: "/v1/responses", input_tokens: r.usage!.input_tokens, output_tokens: r.usage!.output_tokens });
   });
 

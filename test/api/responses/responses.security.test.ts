@@ -22,8 +22,8 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 test("a free key past its trial gets 402 free_quota_exhausted before any generation", async () => {
-  const key = t.key({ kind: "free", account: "trial-spent" });
-  t.deps.db.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'trial-spent'");
+  const key = await t.key({ kind: "free", account: "trial-spent" });
+  t.deps.db!.run("UPDATE accounts SET trial_tokens_used = 250000 WHERE name = 'trial-spent'");
   const res = await t.request("POST", "/v1/responses", { key, body: { model: "chat", input: "hi", max_output_tokens: 3 } });
   expect(res.status).toBe(402);
   expect((await res.json()).error.code).toBe("free_quota_exhausted");
@@ -31,7 +31,7 @@ test("a free key past its trial gets 402 free_quota_exhausted before any generat
 });
 
 test("a premium key with no balance gets 402 insufficient_balance, streamed or not", async () => {
-  const key = t.key({ kind: "premium" });
+  const key = await t.key({ kind: "premium" });
   for (const stream of [false, true]) {
     const res = await t.request("POST", "/v1/responses", { key, body: { model: "chat", input: "hi", max_output_tokens: 3, stream } });
     expect(res.status).toBe(402);

@@ -24,7 +24,7 @@ const request = (pattern: string) => ({
 });
 
 test("a grammar whose parse states grow past the bound ends its request with schema_too_complex, and the slot serves the next one", async () => {
-  const key = t.key({ creditUsd: 1 });
+  const key = await t.key({ creditUsd: 1 });
   // two bounded repetitions, one inside the other: every "a" may end an inner round or not
   const res = await t.request("POST", "/v1/chat/completions", { key, body: request("^(a{0,10}){0,60}$") });
   expect(res.status).toBe(400);
@@ -38,17 +38,17 @@ test("a grammar whose parse states grow past the bound ends its request with sch
 });
 
 test("a streamed request over the budget ends with an error event, and nothing is charged", async () => {
-  const key = t.key({ account: "streamer", creditUsd: 1 });
+  const key = await t.key({ account: "streamer", creditUsd: 1 });
   const res = await t.request("POST", "/v1/chat/completions", { key, body: { ...request("^(a{0,10}){0,60}$"), stream: true } });
   const text = await res.text();
   expect(text).toContain("schema_too_complex");
-  expect(t.deps.db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'streamer')").get()!.n).toBe(0);
+  expect(t.deps.db!.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'streamer')").get()!.n).toBe(0);
 });
 
 test("a grammar slower a token than the budget ends its request with schema_too_complex; requests without a grammar are not held to it", async () => {
   const slow = await chatTestApp({ builtIn: true, grammarBudget: { msPerToken: 0, msAllowance: 0 } });
   try {
-    const key = slow.key({ creditUsd: 1 });
+    const key = await slow.key({ creditUsd: 1 });
     const res = await slow.request("POST", "/v1/chat/completions", { key, body: request("^a{0,600}$") });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/took more than 0 ms a token to follow/);

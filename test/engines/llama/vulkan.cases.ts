@@ -34,9 +34,9 @@ beforeAll(async () => {
   t = await chatTestApp({
     device: "vulkan",
   });
-  t.deps.accounts.createAccount("ops-admin", { role: "admin" });
-  admin = t.key({ account: "ops-admin", kind: "free" });
-  user = t.key({ kind: "premium", creditUsd: 5 });
+  await t.deps.accounts.createAccount("ops-admin", { role: "admin" });
+  admin = await t.key({ account: "ops-admin", kind: "free" });
+  user = await t.key({ kind: "premium", creditUsd: 5 });
 }, 120_000);
 
 afterAll(async () => {

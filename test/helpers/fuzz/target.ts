@@ -7,7 +7,6 @@ import { validateConfig } from "../../../src/lib/config";
 import { memoryLogger } from "../../../src/lib/log";
 import { startServer } from "../../../src/main";
 import type { AppDeps } from "../../../src/services";
-import { rentalsRepo } from "../../../src/4-store/rentals";
 import { BASE, tempDir, testApp } from "../app";
 import { multipartBody } from "./bodies";
 import type { FuzzWorld, OpenApiLike } from "./operations";
@@ -78,7 +77,7 @@ export async function fuzzTarget(o: { http?: boolean } = {}): Promise<FuzzTarget
     handle = (req) => fetch(req, { redirect: "manual" });
     shutdown = async () => {
       // Rentals outlive a server by design; the fuzzer's must not outlive the run.
-      for (const r of rentalsRepo(deps.db).active()) await deps.rentals.remove(deps.accounts.principalById(r.key_id)!, r.id).catch(() => {});
+      for (const r of await deps.rentals.refreshActive()) await deps.rentals.remove((await deps.accounts.principalById(r.key_id))!, r.id).catch(() => {});
       await s.stop({ timeoutMs: 5000 });
       rmSync(dir, { recursive: true, force: true });
     };
@@ -107,13 +106,13 @@ async function prepare(
   shutdown: () => Promise<void>,
 ): Promise<FuzzTarget> {
   // An admin account, so GET /metrics is reached past its role check too.
-  deps.accounts.createAccount("fuzz", { role: "admin", creditMicros: 1_000_000_000 });
-  const key = deps.accounts.createKey({ account: "fuzz", kind: "premium", scopes: ["inference", "rental"] }).key;
-  deps.accounts.createAccount(CONSOLE_ACCOUNT, { role: "admin", creditMicros: 1_000_000_000 });
+  await deps.accounts.createAccount("fuzz", { role: "admin", creditMicros: 1_000_000_000 });
+  const key = (await deps.accounts.createKey({ account: "fuzz", kind: "premium", scopes: ["inference", "rental"] })).key;
+  await deps.accounts.createAccount(CONSOLE_ACCOUNT, { role: "admin", creditMicros: 1_000_000_000 });
   await deps.console.auth.setPassword(CONSOLE_ACCOUNT, PASSWORD);
-  deps.accounts.createAccount(LOGIN_ACCOUNT, {});
+  await deps.accounts.createAccount(LOGIN_ACCOUNT, {});
   await deps.console.auth.setPassword(LOGIN_ACCOUNT, PASSWORD);
-  const victim = deps.accounts.createKey({ account: CONSOLE_ACCOUNT, kind: "premium", name: "victim" }).info.id;
+  const victim = (await deps.accounts.createKey({ account: CONSOLE_ACCOUNT, kind: "premium", name: "victim" })).info.id;
 
   const call = async (method: string, path: string, body?: string, headers: Record<string, string> = {}) => {
     const res = await handle(new Request(base + path, { method, body, headers: { authorization: `Bearer ${key}`, ...headers } }));
