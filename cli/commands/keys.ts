@@ -39,8 +39,8 @@ export function keysCommand(): Command {
     .option("--inflight <n>", "in-flight requests cap (premium keys; 0 = none)", intOption("--inflight"))
     .option("--json", "print JSON (includes the full key, once)")
     .action((opts, c: Command) =>
-      withAccounts(c, (accounts) => {
-        const r = accounts.createKey({
+      withAccounts(c, async (accounts) => {
+        const r = await accounts.createKey({
           account: opts.account,
           kind: opts.premium ? "premium" : "free",
           name: opts.name,
@@ -60,8 +60,8 @@ export function keysCommand(): Command {
     .option("--all", "include revoked keys")
     .option("--json", "print JSON")
     .action((opts: { account?: string; all?: boolean; json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => {
-        const keys = accounts.listKeys(opts.account).filter((k) => opts.all || k.revoked_at === null);
+      withAccounts(c, async (accounts) => {
+        const keys = (await accounts.listKeys(opts.account)).filter((k) => opts.all || k.revoked_at === null);
         emit(opts.json, keys, (list) =>
           table(
             list.map((k) => ({
@@ -85,7 +85,7 @@ export function keysCommand(): Command {
     .description("revoke a key (by id or full key); it stops working at once, and its running GPU rentals stop, billed to now")
     .option("--json", "print JSON")
     .action((key: string, opts: { json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => emit(opts.json, accounts.revokeKey(key), human)),
+      withAccounts(c, async (accounts) => emit(opts.json, await accounts.revokeKey(key), human)),
     );
 
   cmd
@@ -93,8 +93,8 @@ export function keysCommand(): Command {
     .description("replace a key's secret: same settings, new key, the old one revoked (its GPU rentals move to the new key)")
     .option("--json", "print JSON (includes the new key, once)")
     .action((key: string, opts: { json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => {
-        const r = accounts.rotateKey(key);
+      withAccounts(c, async (accounts) => {
+        const r = await accounts.rotateKey(key);
         emit(opts.json, { key: r.key, ...r.info, revoked: r.old.id }, () => `${shownOnce(r)}\nRevoked ${r.old.id}.`);
       }),
     );
@@ -104,9 +104,9 @@ export function keysCommand(): Command {
     .description("turn a scope on or off, e.g. `keys scope key_… rental on` (the GPU Rentals scope)")
     .option("--json", "print JSON")
     .action((key: string, scope: string, state: string, opts: { json?: boolean }, c: Command) =>
-      withAccounts(c, (accounts) => {
+      withAccounts(c, async (accounts) => {
         if (state !== "on" && state !== "off") throw new UsageError(`state must be "on" or "off", got "${state}"`);
-        emit(opts.json, accounts.setScope(key, scope, state === "on"), human);
+        emit(opts.json, await accounts.setScope(key, scope, state === "on"), human);
       }),
     );
 
@@ -119,10 +119,10 @@ export function keysCommand(): Command {
     .option("--inflight <n>", "in-flight requests cap (premium keys; 0 = none)", intOption("--inflight"))
     .option("--json", "print JSON")
     .action((key: string, opts, c: Command) =>
-      withAccounts(c, (accounts) =>
+      withAccounts(c, async (accounts) =>
         emit(
           opts.json,
-          accounts.setKey(key, { name: opts.name, maxActiveRentals: opts.maxActiveRentals, rpm: opts.rpm, inflight: opts.inflight }),
+          await accounts.setKey(key, { name: opts.name, maxActiveRentals: opts.maxActiveRentals, rpm: opts.rpm, inflight: opts.inflight }),
           human,
         ),
       ),

@@ -1,0 +1,248 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { SQL } from "bun";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import { ensureOnnxModel } from "../../models/onnx/cache";
+import { SIGNIN_FAILURES_PER_ADDRESS } from "../../src/2-services/console/throttle";
+import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
+import { tempDir } from "../helpers/app";
+import { CLI, cli, serveCli } from "../helpers/cli";
+import { freshDatabase } from "../helpers/postgres";
+
+// Issue 44: three real appliance processes on one PostgreSQL are one appliance for money, limits,
+// keys and sign-ins. Everything is set up through the CLI against the same database (the CLI works
+// on the configured store), and checked in the database itself afterwards:
+// - 900 concurrent billed requests over 6 keys near small balances: each account's balance is its
+//   credit minus its usage to the µ$, never below one request's reservation, each request id charged once;
+// - a key's requests per minute and requests in flight are exact across the three;
+// - a process killed with -9 while holding credit: its holds are released by the others, and none
+//   of the requests they held is ever charged;
+// - 60 wrong sign-ins at once across the three check no more passwords than the budget;
+// - a key revoked by the CLI is refused by all three within 1 s.
+
+const PRICE_PER_M = 1000; // $ per million input tokens: one token costs 1000 µ$
+const dirs: string[] = [];
+const children: Subprocess[] = [];
+let url = "";
+let sql: SQL;
+let servers: { url: string; child: Subprocess; pid: number }[] = [];
+let configPath = "";
+
+afterAll(async () => {
+  for (const c of children) c.kill("SIGKILL");
+  await sql?.close();
+  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+});
+
+const env = () => ({ APPLIANCE_CONFIG: configPath, APPLIANCE_STORE_URL: url });
+const admin = (args: string[]) => {
+  const dir = tempDir("appliance-multi-cli-");
+  dirs.push(dir);
+  const r = cli(dir, args, env());
+  if (r.code !== 0) throw new Error(`appliance ${args.join(" ")} failed: ${r.stderr}`);
+  return r;
+};
+/** The CLI with one line on its stdin (a password). */
+const adminWithInput = (args: string[], stdin: string) => {
+  const dir = tempDir("appliance-multi-cli-");
+  dirs.push(dir);
+  const r = Bun.spawnSync([process.execPath, CLI, ...args], { env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "x"), APPLIANCE_DATA_DIR: dir, ...env() }, stdin: Buffer.from(stdin), stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`appliance ${args.join(" ")} failed: ${r.stderr}`);
+  return r;
+};
+const newKey = (account: string, extra: string[] = []) => {
+  const made = admin(["keys", "create", "--account", account, "--premium", "--json", ...extra]).json<{ key: string; id: string }>();
+  return { key: made.key, info: { id: made.id } };
+};
+
+function embed(server: string, key: string, input: string | string[]) {
+  return fetch(`${server}/v1/embeddings`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "embed", input }),
+  });
+}
+
+/** Runs `jobs` with at most `width` at once; the results in order. */
+async function pool<T>(jobs: (() => Promise<T>)[], width: number): Promise<T[]> {
+  const out: T[] = new Array(jobs.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < jobs.length) {
+        const i = next++;
+        out[i] = await jobs[i]!();
+      }
+    }),
+  );
+  return out;
+}
+
+beforeAll(async () => {
+  url = await freshDatabase("appliance_multi");
+  sql = new SQL({ url, max: 2 });
+  const base = tempDir("appliance-multi-");
+  dirs.push(base);
+  const model = await ensureOnnxModel("embed");
+  configPath = join(base, "config.toml");
+  writeFileSync(
+    configPath,
+    [
+      "[engines]",
+      'device = "cpu"',
+      "threads = 1",
+      "[prices]",
+      `embedding_input_per_m = ${PRICE_PER_M}`,
+      "[[models]]",
+      'id = "embed"',
+      'name = "Tiny embed"',
+      'kind = "embedding"',
+      "max_context = 512",
+      'load = "start"',
+      `files = { model = ${JSON.stringify(model)} }`,
+      "",
+    ].join("\n"),
+  );
+  admin(["store", "migrate"]);
+  for (const a of ["team1", "team2", "team3"]) admin(["accounts", "create", a, "--credit", "0.5"]);
+  admin(["accounts", "create", "limits", "--credit", "100"]);
+  admin(["accounts", "create", "signin"]);
+  adminWithInput(["accounts", "password", "signin"], "the-right-password-123\n");
+  servers = await Promise.all(
+    [0, 1, 2].map(async (i) => {
+      const dir = tempDir(`appliance-multi-${i}-`);
+      dirs.push(dir);
+      const s = await serveCli(dir, ["--port", "0"], env());
+      children.push(s.child);
+      return { url: s.url, child: s.child, pid: s.child.pid };
+    }),
+  );
+}, 240_000);
+
+describe("three appliance processes on one PostgreSQL", () => {
+  test("900 concurrent billed requests over 6 keys near small balances: exact to the µ$, overdraft at most one reservation, each request id charged once", async () => {
+    const keys = ["team1", "team1", "team2", "team2", "team3", "team3"].map((a) => newKey(a).key);
+    const jobs = Array.from({ length: 900 }, (_, i) => async () => {
+      const r = await embed(servers[i % 3]!.url, keys[i % 6]!, `request ${i % 7} of the run`);
+      const body = (await r.json()) as { usage?: { prompt_tokens: number }; error?: { code: string } };
+      return { status: r.status, code: body.error?.code, tokens: body.usage?.prompt_tokens ?? 0, id: r.headers.get("x-request-id") };
+    });
+    const results = await pool(jobs, 45);
+    const statuses = new Set(results.map((r) => r.status));
+    expect([...statuses].sort()).toEqual([200, 402]); // answered or refused for the balance; nothing else
+    expect(new Set(results.filter((r) => r.status === 402).map((r) => r.code))).toEqual(new Set(["insufficient_balance"]));
+    const served = results.filter((r) => r.status === 200);
+    const largest = Math.max(...served.map((r) => r.tokens)) * PRICE_PER_M;
+
+    const rows = await sql`SELECT a.name, a.balance_micros,
+        (SELECT COALESCE(SUM(amount_micros), 0) FROM credits c WHERE c.account_id = a.id) AS credit,
+        (SELECT COALESCE(SUM(cost_micros), 0) FROM usage u WHERE u.account_id = a.id) AS spent,
+        (SELECT COUNT(*) FROM usage u WHERE u.account_id = a.id) AS n,
+        (SELECT COUNT(DISTINCT request_id) FROM usage u WHERE u.account_id = a.id) AS ids
+      FROM accounts a WHERE a.name LIKE 'team%' ORDER BY a.name`;
+    let charged = 0;
+    for (const r of rows) {
+      expect(Number(r.balance_micros)).toBe(Number(r.credit) - Number(r.spent));
+      expect(Number(r.balance_micros)).toBeGreaterThanOrEqual(-largest);
+      expect(Number(r.balance_micros)).toBeLessThan(largest); // near zero: the balance was the limit
+      expect(Number(r.ids)).toBe(Number(r.n));
+      charged += Number(r.n);
+    }
+    expect(charged).toBe(served.length);
+    // Every answered request's id has its one usage row.
+    const ids = served.map((r) => r.id!);
+    const [{ n }] = await sql`SELECT COUNT(*) AS n FROM usage WHERE request_id IN ${sql(ids)}`;
+    expect(Number(n)).toBe(ids.length);
+    expect(Number((await sql`SELECT COUNT(*) AS n FROM credit_holds`)[0].n)).toBe(0);
+  }, 180_000);
+
+  test("a key's requests per minute are exact across the three", async () => {
+    const { key } = newKey("limits", ["--rpm", "20"]);
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => embed(servers[i % 3]!.url, key, "rate").then((r) => r.status)));
+    expect(results.filter((s) => s === 200)).toHaveLength(20);
+    expect(results.filter((s) => s === 429)).toHaveLength(40);
+  }, 60_000);
+
+  test("a key's requests in flight never pass its cap, in the database every process admits by", async () => {
+    const { key, info } = newKey("limits", ["--inflight", "2"]);
+    // ~450 tokens: inside the model's 512, long enough to overlap
+    const long = Array.from({ length: 75 }, (_, i) => `word${i}`).join(" ");
+    let most = 0;
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        const [{ n }] = await sql`SELECT COUNT(*) AS n FROM counted_leases WHERE key = ${`inflight:${info.id}`}`;
+        most = Math.max(most, Number(n));
+      }
+    })();
+    const statuses = await Promise.all(Array.from({ length: 30 }, (_, i) => embed(servers[i % 3]!.url, key, long).then((r) => r.status)));
+    polling = false;
+    await poller;
+    expect(most).toBeLessThanOrEqual(2);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0); // it was contended
+    expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
+  }, 60_000);
+
+  test("60 wrong sign-ins at once across the three check no more passwords than the budget", async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        fetch(`${servers[i % 3]!.url}/console/api/login`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ account: "signin", password: `wrong-password-${i}` }),
+        }).then((r) => r.status),
+      ),
+    );
+    const checked = statuses.filter((s) => s === 401).length;
+    expect(checked).toBeGreaterThan(0);
+    expect(checked).toBeLessThanOrEqual(SIGNIN_FAILURES_PER_ADDRESS);
+    expect(statuses.filter((s) => s === 429).length).toBe(60 - checked);
+  }, 60_000);
+
+  test("a key revoked by the CLI is refused by every process within 1 s", async () => {
+    const { key, info } = newKey("limits");
+    for (const s of servers) expect((await fetch(`${s.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+    admin(["keys", "revoke", info.id]);
+    const revokedAt = performance.now();
+    const took = await Promise.all(
+      servers.map(async (s) => {
+        while ((await fetch(`${s.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status !== 401) {
+          if (performance.now() - revokedAt > 5000) throw new Error(`${s.url} still accepts the revoked key`);
+          await Bun.sleep(20);
+        }
+        return performance.now() - revokedAt;
+      }),
+    );
+    for (const ms of took) expect(ms).toBeLessThan(1000);
+  }, 30_000);
+
+  test("a process killed with -9 while holding credit: its holds are released by the others, and nothing is charged for them", async () => {
+    const { key } = newKey("limits");
+    const victim = servers[2]!;
+    const long = Array(8).fill(Array.from({ length: 75 }, (_, i) => `token${i}`).join(" "));
+    const inFlight = Array.from({ length: 24 }, () => embed(victim.url, key, long).catch(() => null));
+    let held: string[] = [];
+    for (let i = 0; i < 500 && held.length === 0; i++) {
+      held = (await sql`SELECT request_id FROM credit_holds WHERE owner LIKE ${`%:${victim.pid}:%`}`).map((r: { request_id: string }) => r.request_id);
+      if (!held.length) await Bun.sleep(5);
+    }
+    expect(held.length).toBeGreaterThan(0);
+    victim.child.kill("SIGKILL");
+    // The holds of that moment: none had settled (a settlement deletes its hold in its transaction).
+    const atKill = (await sql`SELECT request_id FROM credit_holds WHERE owner LIKE ${`%:${victim.pid}:%`}`).map((r: { request_id: string }) => r.request_id);
+    await Promise.all(inFlight);
+    const t0 = Date.now();
+    while (Number((await sql`SELECT COUNT(*) AS n FROM credit_holds WHERE owner LIKE ${`%:${victim.pid}:%`}`)[0].n) > 0) {
+      if (Date.now() - t0 > HOLD_LEASE_MS + 15_000) throw new Error("the killed process's holds were never released");
+      await Bun.sleep(250);
+    }
+    if (atKill.length) expect(Number((await sql`SELECT COUNT(*) AS n FROM usage WHERE request_id IN ${sql(atKill)}`)[0].n)).toBe(0);
+    // The survivors still serve, and the ledger still adds up.
+    expect((await embed(servers[0]!.url, key, "after")).status).toBe(200);
+    const [acct] = await sql`SELECT a.balance_micros, (SELECT SUM(amount_micros) FROM credits WHERE account_id = a.id) AS credit,
+      (SELECT COALESCE(SUM(cost_micros), 0) FROM usage WHERE account_id = a.id) AS spent FROM accounts a WHERE name = 'limits'`;
+    expect(Number(acct.balance_micros)).toBe(Number(acct.credit) - Number(acct.spent));
+  }, 90_000);
+});
