@@ -96,28 +96,42 @@ async function copiedTables(db: Database, sql: SQL): Promise<Table[]> {
 
 async function copyTable(db: Database, tx: SQL, t: Table): Promise<number> {
   const list = t.columns.map((c) => `"${c}"`).join(", ");
-  const read = db.query<Record<string, unknown>, [number, number]>(`SELECT rowid AS _rowid, ${list} FROM "${t.name}" WHERE rowid > ? ORDER BY rowid LIMIT ?`);
-  let after = 0;
+  // Read in key order, a page at a time: by rowid, or by the primary key of a WITHOUT ROWID table.
+  const withoutRowid = db.query<{ wr: number }, [string]>("SELECT wr FROM pragma_table_list WHERE name = ?").get(t.name)?.wr === 1;
+  const key = withoutRowid
+    ? db
+        .query<{ name: string; pk: number }, []>(`PRAGMA table_info("${t.name}")`)
+        .all()
+        .filter((c) => c.pk > 0)
+        .sort((a, b) => a.pk - b.pk)
+        .map((c) => `"${c.name}"`)
+    : ["rowid"];
+  const tuple = `(${key.join(", ")})`;
+  const cursor = key.map((k, i) => `${k} AS _k${i}`).join(", ");
+  const first = db.query<Record<string, unknown>, [number]>(`SELECT ${cursor}, ${list} FROM "${t.name}" ORDER BY ${key.join(", ")} LIMIT ?`);
+  const after = db.query<Record<string, any>, any[]>(
+    `SELECT ${cursor}, ${list} FROM "${t.name}" WHERE ${tuple} > (${key.map(() => "?").join(", ")}) ORDER BY ${key.join(", ")} LIMIT ?`,
+  );
+  let last: unknown[] | null = null;
   let n = 0;
   const later: Record<string, unknown>[] = [];
   for (;;) {
-    const rows = read.all(after, BATCH_ROWS);
+    const rows: Record<string, unknown>[] = last ? after.all(...(last as any[]), BATCH_ROWS) : first.all(BATCH_ROWS);
     if (rows.length === 0) break;
-    after = rows[rows.length - 1]!._rowid as number;
-    const values = rows.map(({ _rowid, ...r }) => {
-      const row = { ...r };
-      if (t.selfRefs.some((c) => row[c] !== null)) later.push(r);
+    const end = rows[rows.length - 1]!;
+    last = key.map((_, i) => end[`_k${i}`]);
+    const values = rows.map((r) => {
+      const row: Record<string, unknown> = {};
+      for (const c of t.columns) row[c] = r[c];
+      if (t.selfRefs.some((c) => row[c] !== null)) later.push({ ...row });
       for (const c of t.selfRefs) row[c] = null;
       return row;
     });
     await tx`INSERT INTO ${tx(t.name)} ${tx(values, ...t.columns)}`;
     n += rows.length;
   }
-  const key = t.columns.includes("id") ? "id" : null;
-  for (const r of later) {
-    if (!key) throw new StoreError(`${t.name} refers to itself but has no id column`);
-    for (const c of t.selfRefs) if (r[c] !== null) await tx.unsafe(`UPDATE "${t.name}" SET "${c}" = $1 WHERE id = $2`, [r[c], r[key]]);
-  }
+  if (later.length && !t.columns.includes("id")) throw new StoreError(`${t.name} refers to itself but has no id column`);
+  for (const r of later) for (const c of t.selfRefs) if (r[c] !== null) await tx.unsafe(`UPDATE "${t.name}" SET "${c}" = $1 WHERE id = $2`, [r[c], r.id]);
   return n;
 }
 
