@@ -1,6 +1,6 @@
 import type { SQL } from "bun";
 import { DB_NOW_MS as NOW } from "./db";
-import type { HoldStore } from "../holds";
+import type { AdmitRule, Hold, HoldStore, Refusal } from "../holds";
 
 // Credit holds on PostgreSQL (the interface: ../holds.ts). An admission is one call of a database
 // function (migration 010) that takes the account's advisory lock (admissions to one account run
@@ -19,17 +19,34 @@ export interface PgHoldStore extends HoldStore {
   heartbeat(): Promise<number>;
 }
 
+type Verdict = { verdict: string; balance: unknown; held: unknown };
+
+const refusal = (r: Verdict): Refusal | null => {
+  if (r.verdict === "ok") return null;
+  if (r.verdict === "balance") return { reason: "balance", balance: Number(r.balance), held: Number(r.held) };
+  return { reason: r.verdict as "unknown_account" | "trial" };
+};
+
 export function postgresHolds(fast: SQL, owner: string, leaseMs = HOLD_LEASE_MS): PgHoldStore {
+  const one = async ({ hold, rule }: Admission): Promise<Refusal | null> => {
+    const [r] = await fast`SELECT verdict, balance, held FROM appliance_admit_hold(${hold.requestId}, ${hold.accountId}, ${hold.micros}, ${hold.tokens}, ${owner}, ${leaseMs}, ${rule.money}, ${rule.trialLimit})`;
+    return refusal(r);
+  };
+  const many = async (items: Admission[]): Promise<(Refusal | null)[]> => {
+    const rows = await fast`SELECT i, verdict, balance, held FROM appliance_admit_holds(
+      ${items.map((x) => x.hold.requestId)}::text[], ${items.map((x) => x.hold.accountId)}::text[], ${items.map((x) => x.hold.micros)}::bigint[],
+      ${items.map((x) => x.hold.tokens)}::bigint[], ${items.map((x) => x.rule.money)}::boolean[], ${items.map((x) => x.rule.trialLimit)}::bigint[], ${owner}, ${leaseMs})`;
+    const out: (Refusal | null)[] = new Array(items.length);
+    for (const r of rows) out[Number(r.i) - 1] = refusal(r);
+    return out;
+  };
+  const group = grouped(one, many);
   return {
     settledWithCharge: true,
-    async admit(hold, rule) {
-      // One round trip: the database function of migration 010 takes the account's advisory lock,
-      // reads the balance and the holds after it, and inserts the hold if there is room.
-      const [r] = await fast`SELECT verdict, balance, held FROM appliance_admit_hold(${hold.requestId}, ${hold.accountId}, ${hold.micros}, ${hold.tokens}, ${owner}, ${leaseMs}, ${rule.money}, ${rule.trialLimit})`;
-      if (r.verdict === "ok") return null;
-      if (r.verdict === "balance") return { reason: "balance", balance: Number(r.balance), held: Number(r.held) };
-      return { reason: r.verdict as "unknown_account" | "trial" };
-    },
+    // Admissions arriving while one call is out wait for it and go together as the next call
+    // (migration 017: one round trip for the group, decided in account order). A lone admission is
+    // one call of migration 010's function, as before.
+    admit: (hold, rule) => group.add({ hold, rule }),
     async release(requestId) {
       await fast`DELETE FROM credit_holds WHERE request_id = ${requestId}`;
     },
@@ -42,5 +59,39 @@ export function postgresHolds(fast: SQL, owner: string, leaseMs = HOLD_LEASE_MS)
       const dropped = await fast.unsafe(`DELETE FROM credit_holds WHERE expires_at < ${NOW} RETURNING request_id`);
       return dropped.length;
     },
+  };
+}
+
+interface Admission {
+  hold: Hold;
+  rule: AdmitRule;
+}
+
+/** Calls made while one is out are sent together when it returns: `one` for a lone call, `many` for a group. */
+function grouped<T, R>(one: (x: T) => Promise<R>, many: (xs: T[]) => Promise<R[]>) {
+  let out = false;
+  let queue: { x: T; done: (r: R) => void; fail: (e: unknown) => void }[] = [];
+  const send = async (batch: typeof queue) => {
+    out = true;
+    try {
+      const results = batch.length === 1 ? [await one(batch[0]!.x)] : await many(batch.map((b) => b.x));
+      batch.forEach((b, i) => b.done(results[i]!));
+    } catch (e) {
+      for (const b of batch) b.fail(e);
+    } finally {
+      out = false;
+      if (queue.length) {
+        const next = queue;
+        queue = [];
+        void send(next);
+      }
+    }
+  };
+  return {
+    add: (x: T) =>
+      new Promise<R>((done, fail) => {
+        if (out) queue.push({ x, done, fail });
+        else void send([{ x, done, fail }]);
+      }),
   };
 }

@@ -49,6 +49,32 @@ export function postgresLedger(money: SQL): Ledger {
     return Number(r.charged) > 0;
   }
 
+  /**
+   * A group's charges in one statement (one round trip, one synchronous commit): the holds go, the
+   * usage rows go in unless their request ids are there already, and each account pays the sum of
+   * its new rows, its row locked first in account order. Resolves the request ids it charged.
+   */
+  async function chargeAll(rows: UsageRow[]): Promise<Set<string>> {
+    const col = <K extends keyof UsageRow>(k: K) => rows.map((r) => r[k]);
+    const charged = await money`
+      WITH input AS (
+        SELECT * FROM unnest(${col("request_id")}::text[], ${col("account_id")}::text[], ${col("key_id")}::text[], ${col("model")}::text[], ${col("endpoint")}::text[],
+          ${col("input_tokens")}::bigint[], ${col("output_tokens")}::bigint[], ${col("cached_tokens")}::bigint[], ${col("images")}::bigint[], ${col("batch")}::bigint[],
+          ${col("cost_micros")}::bigint[], ${col("trial_tokens")}::bigint[], ${col("created_at")}::bigint[])
+          AS t(request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)),
+      gone AS (DELETE FROM credit_holds WHERE request_id IN (SELECT request_id FROM input) RETURNING 1),
+      locked AS (SELECT id FROM accounts WHERE id IN (SELECT account_id FROM input) ORDER BY id FOR NO KEY UPDATE),
+      ins AS (
+        INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
+        SELECT * FROM input ON CONFLICT (request_id) DO NOTHING RETURNING request_id, account_id, cost_micros, trial_tokens),
+      sums AS (SELECT account_id, SUM(cost_micros) AS cost, SUM(trial_tokens) AS trial FROM ins GROUP BY account_id),
+      paid AS (
+        UPDATE accounts a SET balance_micros = a.balance_micros - sums.cost, trial_tokens_used = a.trial_tokens_used + sums.trial
+        FROM sums JOIN locked ON locked.id = sums.account_id WHERE a.id = sums.account_id AND (sums.cost <> 0 OR sums.trial <> 0) RETURNING 1)
+      SELECT request_id FROM ins`;
+    return new Set(charged.map((r: { request_id: string }) => r.request_id));
+  }
+
   async function one(tx: TransactionSQL, { row, effect }: Settlement): Promise<SettleOutcome> {
     try {
       return await tx.savepoint(async (sp) => {
@@ -87,11 +113,11 @@ export function postgresLedger(money: SQL): Ledger {
     // aborts it; then the group is settled again, each in a savepoint, to fail that one alone).
     if (items.every((x) => !x.effect)) {
       try {
-        return await money.begin(async (tx) => {
-          const out: SettleOutcome[] = new Array(items.length);
-          for (const i of byAccount(items)) out[i] = { charged: await charge(tx, items[i]!.row) };
-          return out;
+        const charged = await retrying(() => chargeAll(items.map((x) => x.row)), (error) => {
+          throw error;
         });
+        const once = new Set<string>(); // a request id twice in one group is charged for its first
+        return items.map(({ row }) => ({ charged: charged.has(row.request_id) && !once.has(row.request_id) && once.add(row.request_id).size > 0 }));
       } catch {
         // fall through: one savepoint per settlement
       }
