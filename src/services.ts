@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Database } from "bun:sqlite";
 import type { UsageReports } from "./4-store/reports";
-import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, sessionStoreOf, usageReportsOf, type Store } from "./4-store/store";
+import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, rentalsStoreOf, sessionStoreOf, usageReportsOf, type Store } from "./4-store/store";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -32,10 +32,9 @@ import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
 import { consoleHosts } from "./2-services/console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
-import { rentalsStoreOf } from "./4-store/pg/rentals";
 import { sqliteThreadStore, type ThreadStore } from "./4-store/threads";
 import { postgresThreadStore } from "./4-store/pg/threads";
-import { createHeartbeat, sharedState, type Heartbeat } from "./2-services/shared-state";
+import { createHeartbeat, processOwner, sharedState, type Heartbeat } from "./2-services/shared-state";
 import type { MemoryPlanner } from "./3-engines/residency";
 import { createPlanner } from "./3-engines/planner/planner";
 import { createRentalsService, type RentalsService } from "./2-services/rentals/service";
@@ -100,7 +99,9 @@ export function createServices(
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger({ level: config.server.log_level });
   const storeFailed = (what: string, e: unknown) => logger.warn(`store: ${what} failed`, { error: (e as Error).message });
-  const shared = store.kind === "postgres" ? sharedState(store, clock) : null;
+  // This process's name on what it leases in a shared store (holds, counters, rentals' ticks).
+  const owner = processOwner();
+  const shared = store.kind === "postgres" ? sharedState(store, clock, owner) : null;
   const limits = createLimits(db, config.limits, clock, shared?.counters);
   const meter = createMeter(db, config, limits, clock, shared?.meter);
   const runtime = chatRuntime(config, logger);
@@ -164,7 +165,7 @@ export function createServices(
   const rentals = createRentalsService({
     store: rentalsStoreOf(store),
     // One server per SQLite data dir ("local": its leases are its own after a restart); on PostgreSQL each process is its own owner.
-    owner: store.kind === "sqlite" ? undefined : `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`,
+    owner: store.kind === "sqlite" ? undefined : owner,
     meter,
     clock,
     logger,

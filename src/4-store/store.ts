@@ -10,7 +10,9 @@ import { postgresBatchStore } from "./pg/batches";
 import { connectPostgres, migratePostgres, type PgPools } from "./pg/db";
 import { postgresFileStore } from "./pg/files";
 import { postgresUsageReports } from "./pg/reports";
+import { postgresRentalStore } from "./pg/rentals";
 import { postgresSessionStore } from "./pg/sessions";
+import { sqliteRentalStore, type RentalStore } from "./rentals";
 import { sqliteUsageReports, type UsageReports } from "./reports";
 
 // The store the appliance runs on (issue 44): SQLite in the data dir (the embedded default, one
@@ -96,4 +98,9 @@ export function filesStoreOf(store: Store, filesDir: string): FileStore {
 /** Batches and their lines' leases on this store. */
 export function batchesStoreOf(store: Store): BatchStore {
   return store.kind === "sqlite" ? sqliteBatchStore(store.db) : postgresBatchStore(store.pg.money, store.pg.fast);
+}
+
+/** GPU rentals (their rows, creations and tick leases) on this store. */
+export function rentalsStoreOf(store: Store): RentalStore {
+  return store.kind === "sqlite" ? sqliteRentalStore(store.db) : postgresRentalStore(store.pg);
 }

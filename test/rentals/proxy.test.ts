@@ -3,7 +3,7 @@ import type { Server } from "bun";
 import { rentalUpgrade, rentalWebSocket } from "../../src/1-api/rentals/proxy";
 import { publicBaseOf } from "../../src/2-services/rentals/access";
 import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec } from "../../src/2-services/rentals/launchers/types";
-import { rentalsStoreOf } from "../../src/4-store/pg/rentals";
+import { rentalsStoreOf } from "../../src/4-store/store";
 import { createRentalsService } from "../../src/2-services/rentals/service";
 import { testApp, type TestApp } from "../helpers/app";
 

@@ -17,6 +17,7 @@ import index from "../../../web/docs/index.md" with { type: "text" };
 import limits from "../../../web/docs/limits.md" with { type: "text" };
 import models from "../../../web/docs/models.md" with { type: "text" };
 import operations from "../../../web/docs/operations.md" with { type: "text" };
+import postgresql from "../../../web/docs/postgresql.md" with { type: "text" };
 import rentals from "../../../web/docs/rentals.md" with { type: "text" };
 import threads from "../../../web/docs/threads.md" with { type: "text" };
 
@@ -35,6 +36,7 @@ const PAGES: Record<string, string> = {
   "https": https,
   "rentals": rentals,
   "clients": clients,
+  "postgresql": postgresql,
   "operations": operations,
   "architecture": architecture,
   "benchmarks": benchmarks,

@@ -1,7 +1,6 @@
 import type { PgPools } from "./db";
 import { DB_NOW_MS as NOW } from "./db";
-import { sqliteRentalStore, type CreateOutcome, type RentalCreation, type RentalRow, type RentalStore, type RevokedRental } from "../rentals";
-import type { Store } from "../store";
+import type { CreateOutcome, RentalCreation, RentalRow, RentalStore, RevokedRental } from "../rentals";
 
 // GPU rentals on PostgreSQL (the interface and its rules: ../rentals.ts). What a client is told is
 // done — a creation, a launch intent (committed before the launcher starts anything), a state
@@ -140,12 +139,4 @@ export function postgresRentalStore(pg: Pick<PgPools, "money" | "fast">): Rental
       await fast`UPDATE rentals SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ${owner}`;
     },
   };
-}
-
-/**
- * The rental store of the appliance's store: SQLite's (../rentals.ts) or PostgreSQL's. Here rather
- * than in ../rentals.ts, which this module imports (the house rules allow no import cycle).
- */
-export function rentalsStoreOf(store: Store): RentalStore {
-  return store.kind === "sqlite" ? sqliteRentalStore(store.db) : postgresRentalStore(store.pg);
 }
