@@ -25,9 +25,11 @@ test("a new price applies to the next request; other changes are reported as nee
   const before = await ask();
   const next = validateConfig(structuredClone({ ...t.deps.config, prices: { ...t.deps.config.prices, chat_input_per_m: t.deps.config.prices.chat_input_per_m * 10, chat_output_per_m: t.deps.config.prices.chat_output_per_m * 10 } }));
   next.engines.threads = 2; // needs a restart
+  next.store.url = "postgres://appliance@db.lan/appliance"; // so does another store
   const r = applyReload(t.deps, next);
   expect(r.applied.sort()).toEqual(["prices.chat_input_per_m", "prices.chat_output_per_m"]);
-  expect(r.needsRestart).toEqual(["[engines]"]);
+  expect(r.needsRestart).toEqual(["[engines]", "[store]"]);
+  expect(t.deps.config.store.url).toBe("");
   expect(t.deps.config.engines.threads).toBe(1); // not applied
   const after = await ask();
   // Same request shape, ten times the price (up to rounding to the micro-dollar).

@@ -18,6 +18,7 @@ import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
 import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
 import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 import m017 from "./migrations/017-admit-holds.sql" with { type: "text" };
+import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -39,6 +40,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "015-rental-leases", sql: m015 },
   { name: "016-key-changes", sql: m016 },
   { name: "017-admit-holds", sql: m017 },
+  { name: "018-counter-calls", sql: m018 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Config } from "../lib/config";
-import { openStore } from "./db";
+import { openStore, StoreError } from "./db";
 import { sqliteAccountStore, type AccountStore } from "./accounts";
 import { sqliteSessionStore, type SessionStore } from "./sessions";
 import { postgresAccountStore } from "./pg/accounts";
@@ -56,10 +56,13 @@ export function redactUrl(url: string): string {
 export async function openPostgresStore(url: string, o: { max?: number; migrate?: boolean } = {}): Promise<PostgresStore> {
   const pg = connectPostgres(url, { max: o.max });
   try {
+    // Connects (the pools are lazy): a wrong host, user or password fails here, named.
     if (o.migrate !== false) await migratePostgres(pg.money);
+    else await pg.money`SELECT 1`;
   } catch (e) {
     await pg.close().catch(() => {});
-    throw e;
+    if (e instanceof StoreError) throw e;
+    throw new StoreError(`the PostgreSQL store at ${redactUrl(url)} cannot be used: ${(e as Error).message.replaceAll(url, redactUrl(url))}`);
   }
   return { kind: "postgres", pg, describe: redactUrl(url), close: () => pg.close() };
 }

@@ -45,7 +45,7 @@ export function applyReload(deps: Pick<AppDeps, "config" | "accounts" | "registr
   if (JSON.stringify(curServer) !== JSON.stringify(nextServer)) needsRestart.push("[server]");
   if (JSON.stringify(tlsShape(curTls)) !== JSON.stringify(tlsShape(nextTls))) needsRestart.push("[server.tls]");
   else if (curTls && nextTls) Object.assign(curTls, { cert: nextTls.cert, key: nextTls.key });
-  for (const table of ["engines", "rentals", "image_input"] as const)
+  for (const table of ["engines", "rentals", "image_input", "store"] as const)
     if (JSON.stringify(current[table]) !== JSON.stringify(next[table])) needsRestart.push(`[${table}]`);
   deps.accounts.dropCache(); // cached principals carry rpm/in-flight defaults from [limits]
   return { applied, needsRestart, models: { added: changes.added, removed: changes.removed, replaced: changes.replaced } };

@@ -8,6 +8,10 @@ import { postgresHolds } from "../../src/4-store/pg/holds";
 import { postgresLedger } from "../../src/4-store/pg/ledger";
 import { systemClock } from "../../src/lib/clock";
 import { validateConfig } from "../../src/lib/config";
+import { createApp } from "../../src/app";
+import { createServices } from "../../src/services";
+import { memoryLogger } from "../../src/lib/log";
+import { openPostgresStore, sqliteStore } from "../../src/4-store/store";
 import { tempDir } from "../helpers/app";
 import { freshDatabase, postgresCluster } from "../helpers/postgres";
 
@@ -19,7 +23,8 @@ import { freshDatabase, postgresCluster } from "../helpers/postgres";
 // request at 16 in flight (over 16 accounts; 16 in flight on one account is printed too: PostgreSQL
 // admits one account's requests one at a time, across every process, to keep its balance exact). The PostgreSQL cluster is the tests' own (fsync off), so its figure
 // leaves out the disk flush SQLite pays: compare the commit work, and read it as a lower bound.
-// Authenticated GET /v1/models on each backend is not measured yet: keys are read from SQLite only.
+// Then authenticated GET /v1/models through the whole app on each store (the key's principal is
+// cached after its first use; the per-minute rate window is the store's: on PostgreSQL a round trip).
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 400);
@@ -123,5 +128,62 @@ export async function benchStore() {
     );
   }
   for (const s of sides) await s.close();
+  await benchModels();
   return { pass };
+}
+
+/** Authenticated GET /v1/models through createApp on each store, 1 and 16 in flight, alternating rounds. */
+async function benchModels() {
+  const apps: { name: string; handle: (r: Request) => Promise<Response>; key: string; capped: string; close(): Promise<void> }[] = [];
+  for (const name of ["sqlite", "postgres"] as const) {
+    const dir = tempDir("appliance-bench-models-");
+    const store = name === "sqlite" ? sqliteStore(openStore(dir)) : await openPostgresStore(await freshDatabase("bench_models"));
+    const deps = createServices(validateConfig({ server: { data_dir: dir } }), store, { logger: memoryLogger() });
+    deps.heartbeat.start();
+    const app = createApp(deps);
+    await deps.accounts.createAccount("bench", { creditMicros: 1_000_000 });
+    const { key } = await deps.accounts.createKey({ account: "bench", kind: "premium" }); // the default caps: none on a premium key
+    // A key with a per-minute cap: each request takes a place in the store's rate window.
+    const capped = (await deps.accounts.createKey({ account: "bench", kind: "premium", rpm: 1_000_000 })).key;
+    apps.push({
+      name,
+      key,
+      capped,
+      handle: (r) => app.handle(r),
+      close: async () => {
+        deps.heartbeat.stop();
+        deps.accounts.close();
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    });
+  }
+  let which: "key" | "capped" = "key";
+  const get = (a: (typeof apps)[number]) => a.handle(new Request("http://localhost/v1/models", { headers: { authorization: `Bearer ${a[which]}` } }));
+  for (const a of apps) for (let i = 0; i < 50; i++) for (which of ["key", "capped"] as const) await (await get(a)).arrayBuffer(); // warm: principals cached, plans ready
+  for (const [inFlight, key] of [[1, "key"], [16, "key"], [1, "capped"], [16, "capped"]] as const) {
+    which = key;
+    const times: Record<string, number[]> = { sqlite: [], postgres: [] };
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const a of r % 2 ? [...apps].reverse() : apps) {
+        const t0 = performance.now();
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: inFlight }, async () => {
+            while (next++ < PER_ROUND) {
+              const res = await get(a);
+              if (res.status !== 200) throw new Error(`GET /v1/models on ${a.name}: ${res.status}`);
+              await res.arrayBuffer();
+            }
+          }),
+        );
+        times[a.name]!.push((performance.now() - t0) / PER_ROUND);
+      }
+    }
+    const ratios = times.sqlite!.map((t, i) => times.postgres![i]! / t);
+    console.log(
+      `GET /v1/models, ${key === "key" ? "no rpm cap " : "an rpm cap "}${String(inFlight).padStart(2)} in flight   sqlite ${median(times.sqlite!).toFixed(3)} ms   postgres ${median(times.postgres!).toFixed(3)} ms   ratio ${median(ratios).toFixed(2)}× (reported only)`,
+    );
+  }
+  for (const a of apps) await a.close();
 }

@@ -126,3 +126,10 @@ test("store copy refuses a URL that is not PostgreSQL's", () => {
   expect(r.code).not.toBe(0);
   expect(r.stderr).toContain("postgres://");
 });
+
+test("serve on a PostgreSQL store it cannot reach stops with the reason, the URL's password hidden", () => {
+  const r = cli(dir, ["serve", "--port", "0"], { APPLIANCE_STORE_URL: "postgres://appliance:s3cret-pw@127.0.0.1:1/appliance" });
+  expect(r.code).not.toBe(0);
+  expect(r.stderr).toContain("postgres://appliance:***@127.0.0.1:1/appliance");
+  expect(r.stderr + r.stdout).not.toContain("s3cret-pw");
+}, 30_000);

@@ -3,8 +3,8 @@ import { DB_NOW_MS as NOW } from "./db";
 import type { CounterStore, WindowResult } from "../counters";
 
 // The limits' counters on PostgreSQL (the interface: ../counters.ts), on the asynchronously
-// committing pool. Each operation on one key runs under a transaction-scoped advisory lock on the
-// key's hash, so N processes admit against one count: a window sums its events of the last
+// committing pool. Each operation on one key is one call of a database function (migration 018)
+// that runs under a transaction-scoped advisory lock on the key's hash, so N processes admit against one count: a window sums its events of the last
 // windowMs and inserts the new one if the sum stays within the limit; a lease sums the key's live
 // leases likewise. Times are the database's clock. Leases belong to this process (`owner`) and
 // lapse LEASE_MS after its last heartbeat; `heartbeat()` renews them, drops lapsed leases of any
@@ -20,29 +20,13 @@ export interface PgCounterStore extends CounterStore {
 export function postgresCounters(fast: SQL, owner: string, leaseMs = LEASE_MS): PgCounterStore {
   return {
     async take(key, limit, windowMs, weight = 1): Promise<WindowResult> {
-      return fast.begin(async (tx) => {
-        await tx`SELECT pg_advisory_xact_lock(hashtext(${key}))`;
-        const [now] = await tx.unsafe(`SELECT ${NOW} AS t`);
-        const t = Number(now.t);
-        const events = (await tx`SELECT at, weight FROM rate_events WHERE key = ${key} AND at > ${t - windowMs} ORDER BY at`).map((e: { at: string; weight: string }) => ({ at: Number(e.at), weight: Number(e.weight) }));
-        const used = events.reduce((n: number, e: { weight: number }) => n + e.weight, 0);
-        if (used + weight > limit) {
-          // How long until enough of the oldest events have left the window.
-          let freed = 0;
-          let retryAfterMs = windowMs;
-          for (const e of events) {
-            freed += e.weight;
-            if (freed >= used + weight - limit) {
-              retryAfterMs = Math.max(1, e.at + windowMs - t);
-              break;
-            }
-          }
-          return { ok: false, limit, remaining: Math.max(0, limit - used), retryAfterMs };
-        }
-        await tx`INSERT INTO rate_events (key, at, weight) VALUES (${key}, ${t}, ${weight})`;
-        const oldest = events[0]?.at ?? t;
-        return { ok: true, limit, remaining: limit - used - weight, retryAfterMs: 0, resetMs: oldest + windowMs - t };
-      });
+      // One call (migration 018): the key's lock, the window's sum, the event if it fits.
+      const [r] = await fast`SELECT ok, used, oldest, retry_after_ms, now_ms FROM appliance_take_rate(${key}, ${limit}, ${windowMs}, ${weight})`;
+      const used = Number(r.used);
+      if (!r.ok) return { ok: false, limit, remaining: Math.max(0, limit - used), retryAfterMs: Number(r.retry_after_ms) };
+      const now = Number(r.now_ms);
+      const oldest = r.oldest === null ? now : Number(r.oldest);
+      return { ok: true, limit, remaining: limit - used - weight, retryAfterMs: 0, resetMs: oldest + windowMs - now };
     },
     async giveBack(key, windowMs, weight) {
       await fast.unsafe(
@@ -51,14 +35,8 @@ export function postgresCounters(fast: SQL, owner: string, leaseMs = LEASE_MS): 
       );
     },
     async lease(key, id, weight, limit) {
-      return fast.begin(async (tx) => {
-        await tx`SELECT pg_advisory_xact_lock(hashtext(${key}))`;
-        const [sum] = await tx.unsafe(`SELECT COALESCE(SUM(weight), 0) AS used FROM counted_leases WHERE key = $1 AND expires_at >= ${NOW}`, [key]);
-        const used = Number(sum.used);
-        if (limit > 0 && used + weight > limit) return { ok: false as const, used };
-        await tx.unsafe(`INSERT INTO counted_leases (id, key, weight, owner, expires_at) VALUES ($1, $2, $3, $4, ${NOW} + $5)`, [id, key, weight, owner, leaseMs]);
-        return { ok: true as const };
-      });
+      const [r] = await fast`SELECT ok, used FROM appliance_take_lease(${id}, ${key}, ${weight}, ${limit}, ${owner}, ${leaseMs})`;
+      return r.ok ? { ok: true as const } : { ok: false as const, used: Number(r.used) };
     },
     async unlease(id) {
       await fast`DELETE FROM counted_leases WHERE id = ${id}`;

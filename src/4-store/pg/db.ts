@@ -17,6 +17,7 @@ import m014 from "./migrations/014-batch-line-leases.sql" with { type: "text" };
 import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
 import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 import m017 from "./migrations/017-admit-holds.sql" with { type: "text" };
+import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -44,6 +45,7 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "015-rental-leases", sql: m015 },
   { name: "016-key-changes", sql: m016 },
   { name: "017-admit-holds", sql: m017 },
+  { name: "018-counter-calls", sql: m018 },
 ];
 
 /** The database's clock in epoch ms, as SQL: leases and windows are timed by it, whichever process reads them. */
