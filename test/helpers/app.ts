@@ -9,6 +9,7 @@ import type { EngineFactories } from "../../src/3-engines/registry";
 import { memoryLogger, type Logger } from "../../src/lib/log";
 import { createServices, type AppDeps } from "../../src/services";
 import { openStore } from "../../src/4-store/db";
+import { sqliteStore, type Store } from "../../src/4-store/store";
 
 export const BASE = "http://localhost";
 
@@ -43,14 +44,17 @@ export function testApp(
     engines?: (config: Config, logger: Logger) => EngineFactories;
     override?: (deps: AppDeps) => Partial<AppDeps>;
     discoveredGpus?: import("../../src/2-services/rentals/inventory").DiscoveredGpu[];
+    /** A store opened by the test (default: a SQLite file in the app's temp dir); closed with the app. */
+    store?: Store;
   } = {},
 ): TestApp {
   const dir = tempDir();
   const config = validateConfig({ ...opts.config, server: { ...(opts.config?.server as object), data_dir: dir } });
   config.models_dir = dir;
-  const db = openStore(dir, { synchronous: "normal" });
+  // The store: the test's own SQLite file, or one it opened (PostgreSQL: test/helpers/backends.ts).
+  const store = opts.store ?? sqliteStore(openStore(dir, { synchronous: "normal" }));
   const logger = memoryLogger();
-  let deps = createServices(config, db, { clock: opts.clock, logger, engines: opts.engines?.(config, logger), discoveredGpus: opts.discoveredGpus });
+  let deps = createServices(config, store, { clock: opts.clock, logger, engines: opts.engines?.(config, logger), discoveredGpus: opts.discoveredGpus });
   if (opts.override) deps = { ...deps, ...opts.override(deps) };
   const app = createApp(deps);
   return {
@@ -86,7 +90,9 @@ export function testApp(
       await deps.rentals.stop();
       await deps.batchWorker.stop();
       await deps.registry.unloadAll();
-      db.close();
+      deps.heartbeat.stop();
+      deps.accounts.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -185,6 +185,13 @@ describe("three appliance processes on one PostgreSQL", () => {
     expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
   }, 60_000);
 
+  test("a key with one request in flight, sent one after another: none is refused, its place is free before each answer", async () => {
+    const { key } = newKey("limits", ["--inflight", "1"]);
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push((await embed(servers[0]!.url, key, `one at a time ${i}`)).status);
+    expect(statuses).toEqual(Array(40).fill(200));
+  }, 60_000);
+
   test("60 wrong sign-ins at once across the three check no more passwords than the budget", async () => {
     const statuses = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>

@@ -84,7 +84,7 @@ export async function respond(
     await run.settle(opts.record(response));
     return response;
   } finally {
-    run.release();
+    await run.release();
   }
 }
 

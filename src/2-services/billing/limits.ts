@@ -20,13 +20,14 @@ export function createLimits(db: Database | null, cfg: Config["limits"], clock: 
   let leases = 0;
   const leaseId = (what: string) => `${what}:${process.pid}:${++leases}:${clock.now()}`;
   /** Ends a lease once, whatever calls it how often. */
+  /**
+   * A lease's release, idempotent: resolves once the store has dropped it (never rejects: a lease
+   * the store could not drop lapses with its process's heartbeat). Callers that answer a client
+   * wait for it, so the client's next request finds the place free, on every store.
+   */
   const once = (id: string) => {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      void counters.unlease(id).catch(() => {});
-    };
+    let released: Promise<void> | null = null;
+    return (): Promise<void> => (released ??= counters.unlease(id).catch(() => {}));
   };
 
   return {
@@ -44,9 +45,9 @@ export function createLimits(db: Database | null, cfg: Config["limits"], clock: 
       return rateHeaders(r.limit, r.remaining, r.resetMs ?? MINUTE);
     },
 
-    /** Takes an in-flight slot for the key; resolves to its release (idempotent). */
-    async enter(p: Principal): Promise<() => void> {
-      if (p.inflight <= 0) return () => {};
+    /** Takes an in-flight slot for the key; resolves to its release (idempotent; resolves once the slot is free). */
+    async enter(p: Principal): Promise<() => Promise<void>> {
+      if (p.inflight <= 0) return async () => {};
       const id = leaseId("inflight");
       const r = await counters.lease(`inflight:${p.keyId}`, id, 1, p.inflight);
       if (!r.ok)
@@ -63,7 +64,7 @@ export function createLimits(db: Database | null, cfg: Config["limits"], clock: 
      * in-flight day hold; with `refund` (the request was refused before any work) it also gives
      * the per-minute allowance back.
      */
-    async images(p: Principal, n: number): Promise<(refund?: boolean) => void> {
+    async images(p: Principal, n: number): Promise<(refund?: boolean) => Promise<void>> {
       const perDay = p.kind === "free" ? cfg.free_images_per_day : cfg.premium_images_per_day;
       const perMinute = p.kind === "free" ? cfg.free_images_per_minute : cfg.premium_images_per_minute;
       for (const [cap, what] of [[perDay, "per day"], [perMinute, "per minute"]] as const)
@@ -90,9 +91,9 @@ export function createLimits(db: Database | null, cfg: Config["limits"], clock: 
         }
       }
       const release = once(id);
-      return (refund = false) => {
-        if (refund && perMinute > 0) void counters.giveBack(`images-minute:${p.keyId}`, MINUTE, n).catch(() => {});
-        release();
+      return async (refund = false) => {
+        if (refund && perMinute > 0) await counters.giveBack(`images-minute:${p.keyId}`, MINUTE, n).catch(() => {});
+        await release();
       };
     },
 

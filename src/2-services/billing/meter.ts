@@ -55,7 +55,8 @@ export interface Ticket {
    * gates the charge off, and the settlement rejects with LineEnded.
    */
   settle(usage: ActualUsage, effect?: LedgerEffect): Promise<Settlement>;
-  release(): void;
+  /** Resolves once the hold, the in-flight place and any image places are free (a caller may leave it unawaited). */
+  release(): Promise<void>;
 }
 
 export type Meter = ReturnType<typeof createMeter>;
@@ -105,23 +106,30 @@ export function createMeter(
         `the free trial of ${config.limits.free_trial_tokens} tokens is used up; use a premium key to continue`,
       );
 
-    let leaveInflight: () => void = () => {};
-    let releaseImages: (refund?: boolean) => void = () => {};
+    let leaveInflight: () => Promise<void> = async () => {};
+    let releaseImages: (refund?: boolean) => Promise<void> = async () => {};
     try {
       if (!req.batch) leaveInflight = await limits.enter(p);
       if (images > 0 && !req.batch) releaseImages = await limits.images(p, images);
     } catch (e) {
-      leaveInflight();
+      await leaveInflight();
       await holds.release(req.requestId);
       throw e;
     }
 
     let state: "held" | "settled" | "released" = "held";
-    /** `settled`: the settlement committed, which took a database hold with it. */
-    const drop = (settled = false) => {
-      if (!(settled && holds.settledWithCharge)) void holds.release(req.requestId).catch(() => {}); // a hold that outlives its process lapses (PostgreSQL) or dies with it (memory)
-      leaveInflight();
-      releaseImages();
+    /**
+     * Frees what the request held; resolves once it is free, so the request is answered only then
+     * and the client's next one finds its place (a shared store drops them in round trips).
+     * `settled`: the settlement committed, which took a database hold with it.
+     */
+    const drop = async (settled = false) => {
+      await Promise.all([
+        // a hold that cannot be dropped lapses with its process (PostgreSQL) or dies with it (memory)
+        settled && holds.settledWithCharge ? undefined : holds.release(req.requestId).catch(() => {}),
+        leaveInflight(),
+        releaseImages(),
+      ]);
     };
 
     return {
@@ -150,20 +158,20 @@ export function createMeter(
             created_at: clock.now(),
           }, effect)
           .then(
-            (charged) => {
-              drop(true);
+            async (charged) => {
+              await drop(true);
               return { costMicros: charged ? cost : 0, trialTokens: charged ? trialTokens : 0, charged };
             },
-            (e) => {
-              drop();
+            async (e) => {
+              await drop();
               throw e;
             },
           );
       },
-      release() {
+      async release() {
         if (state !== "held") return;
         state = "released";
-        drop();
+        await drop();
       },
     };
   }
@@ -179,7 +187,7 @@ export function createMeter(
     try {
       done = await work();
     } catch (e) {
-      ticket.release();
+      await ticket.release();
       throw e;
     }
     await ticket.settle(done.usage, done.effect);

@@ -49,7 +49,7 @@ export interface ChatRun {
   /** With `settleLater`, after the chunks end: charges the usage, committing `effect` with it. */
   settle(effect?: LedgerEffect): Promise<void>;
   /** With `settleLater`, when the caller will not settle (it failed): nothing is charged. Idempotent. */
-  release(): void;
+  release(): Promise<void>;
 }
 
 export type ChatService = ReturnType<typeof createChatService>;
@@ -101,7 +101,7 @@ export function createChatService(deps: {
     try {
       lease = await prepared.acquire(opts.signal, { batch: opts.batch === true });
     } catch (e) {
-      ticket.release();
+      await ticket.release();
       throw e;
     }
     const toolIds: string[] = [];
@@ -170,7 +170,7 @@ export function createChatService(deps: {
         out.push(usageChunk(ids, toUsage(r)));
         out.close();
       } catch (e) {
-        ticket.release();
+        await ticket.release();
         logger.warn("chat generation failed", { request_id: opts.requestId, error: (e as Error).message });
         out.fail(e);
       } finally {
@@ -199,15 +199,15 @@ export function createChatService(deps: {
     async countTokens(principal: Principal, req: ChatRequest): Promise<number> {
       const job = toChatJob(req);
       const leave = await limits.enter(principal);
-      const use = await registry.use(job.model, "chat").catch((e) => {
-        leave();
+      const use = await registry.use(job.model, "chat").catch(async (e) => {
+        await leave();
         throw e;
       });
       try {
         await takeImages(job, use.manifest.id, use.manifest.vision, imageInput);
         return await use.engine.countTokens(job);
       } finally {
-        leave();
+        await leave();
         use.release();
       }
     },
@@ -224,7 +224,7 @@ export function createChatService(deps: {
         if (opts.record) await r.settle(opts.record(completion));
         return completion;
       } finally {
-        if (opts.record) r.release();
+        if (opts.record) await r.release();
       }
     },
   };

@@ -239,7 +239,7 @@ function failingChat(real: ChatService, when: () => "before" | "during"): ChatSe
         cachedTokens: 0,
         stopSequence: () => null,
         settle: async () => {},
-        release: () => {},
+        release: async () => {},
         chunks: (async function* () {
           yield chunk(ids, { role: "assistant", content: "" });
           yield chunk(ids, { content: "Hel" });
