@@ -1,8 +1,9 @@
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ApiError } from "../../src/1-api/http/errors";
 import { SlidingWindow } from "../../src/4-store/window";
 import { ManualClock } from "../../src/lib/clock";
-import { testApp } from "../helpers/app";
+import { testApp, type TestApp } from "../helpers/app";
+import { BACKENDS, backendApp } from "../helpers/backends";
 
 describe("requests per minute on a free key", async () => {
   const clock = new ManualClock();
@@ -110,24 +111,29 @@ describe("image quotas", () => {
   });
 });
 
-describe("in-flight caps", () => {
-  const t = testApp();
-  afterAll(() => t.close());
+// In-flight caps need no clock: one suite on both stores (issue 44). The per-minute windows above
+// advance a ManualClock; on PostgreSQL windows are timed by the database's clock, and the
+// three-process test (test/store/appliance-postgres.multi.test.ts) checks them there.
+for (const backend of BACKENDS)
+  describe(`in-flight caps on ${backend}`, () => {
+    let t: TestApp;
+    beforeAll(async () => void (t = (await backendApp(backend)).t));
+    afterAll(() => t.close());
 
-  test("a premium key with an in-flight cap is refused past it until a request finishes", async () => {
-    const p = (await t.deps.accounts.authenticate(await t.key({ kind: "premium", inflight: 2, creditUsd: 1 })))!;
-    const req = (id: string) => ({ requestId: id, model: { id: "m", kind: "chat" as const }, endpoint: "/v1/chat/completions", inputTokens: 1, maxOutputTokens: 1 });
-    const a = await t.deps.meter.reserve(p, req("a"));
-    await t.deps.meter.reserve(p, req("b"));
-    await expect(t.deps.meter.reserve(p, req("c"))).rejects.toThrow(/in flight/);
-    // Batch lines do not count toward in-flight limits (spec §8).
-    (await t.deps.meter.reserve(p, { ...req("batch"), batch: true })).release();
-    a.release();
-    a.release(); // a second release gives nothing back twice
-    await t.deps.meter.reserve(p, req("d"));
-    await expect(t.deps.meter.reserve(p, req("e"))).rejects.toThrow(/in flight/);
+    test("a premium key with an in-flight cap is refused past it until a request finishes", async () => {
+      const p = (await t.deps.accounts.authenticate(await t.key({ kind: "premium", inflight: 2, creditUsd: 1 })))!;
+      const req = (id: string) => ({ requestId: id, model: { id: "m", kind: "chat" as const }, endpoint: "/v1/chat/completions", inputTokens: 1, maxOutputTokens: 1 });
+      const a = await t.deps.meter.reserve(p, req("a"));
+      await t.deps.meter.reserve(p, req("b"));
+      await expect(t.deps.meter.reserve(p, req("c"))).rejects.toThrow(/in flight/);
+      // Batch lines do not count toward in-flight limits (spec §8).
+      await (await t.deps.meter.reserve(p, { ...req("batch"), batch: true })).release();
+      await a.release();
+      await a.release(); // a second release gives nothing back twice
+      await t.deps.meter.reserve(p, req("d"));
+      await expect(t.deps.meter.reserve(p, req("e"))).rejects.toThrow(/in flight/);
+    });
   });
-});
 
 test("a sliding window admits a weight whole or not at all", () => {
   const w = new SlidingWindow(1000);
