@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Database } from "bun:sqlite";
 import type { UsageReports } from "./4-store/reports";
-import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, rentalsStoreOf, sessionStoreOf, usageReportsOf, type Store } from "./4-store/store";
+import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, rentalsStoreOf, sessionStoreOf, threadStoreOf, usageReportsOf, type Store } from "./4-store/store";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -32,8 +32,7 @@ import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
 import { consoleHosts } from "./2-services/console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
-import { sqliteThreadStore, type ThreadStore } from "./4-store/threads";
-import { postgresThreadStore } from "./4-store/pg/threads";
+import type { ThreadStore } from "./4-store/threads";
 import { createHeartbeat, processOwner, sharedState, type Heartbeat } from "./2-services/shared-state";
 import type { MemoryPlanner } from "./3-engines/residency";
 import { createPlanner } from "./3-engines/planner/planner";
@@ -134,6 +133,7 @@ export function createServices(
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
   const accounts = createAccountService(accountStoreOf(store, storeFailed), config.limits, clock);
+  const usage = usageReportsOf(store);
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
@@ -214,11 +214,11 @@ export function createServices(
     rentals,
     console: {
       auth: createConsoleAuth({ sessions: sessionStoreOf(store), buckets: shared?.signinBuckets, clock, accounts, allowedHosts: consoleHosts(config) }),
-      views: createConsoleViews({ db: db!, clock, accounts, usage: usageReportsOf(store), batches, files, rentals, registry }),
+      views: createConsoleViews({ clock, accounts, usage, batches, files, rentals, registry }),
     },
     metrics,
-    usage: usageReportsOf(store),
-    threads: store.kind === "sqlite" ? sqliteThreadStore(store.db) : postgresThreadStore(store.pg.money),
+    usage,
+    threads: threadStoreOf(store),
     heartbeat: createHeartbeat(shared?.beats ?? [], storeFailed),
     startedAt: clock.now(),
   };

@@ -12,6 +12,8 @@ import { postgresFileStore } from "./pg/files";
 import { postgresUsageReports } from "./pg/reports";
 import { postgresRentalStore } from "./pg/rentals";
 import { postgresSessionStore } from "./pg/sessions";
+import { postgresThreadStore } from "./pg/threads";
+import { sqliteThreadStore, type ThreadStore } from "./threads";
 import { sqliteRentalStore, type RentalStore } from "./rentals";
 import { sqliteUsageReports, type UsageReports } from "./reports";
 
@@ -106,4 +108,9 @@ export function batchesStoreOf(store: Store): BatchStore {
 /** GPU rentals (their rows, creations and tick leases) on this store. */
 export function rentalsStoreOf(store: Store): RentalStore {
   return store.kind === "sqlite" ? sqliteRentalStore(store.db) : postgresRentalStore(store.pg);
+}
+
+/** Message threads of /v1/messages on this store. */
+export function threadStoreOf(store: Store): ThreadStore {
+  return store.kind === "sqlite" ? sqliteThreadStore(store.db) : postgresThreadStore(store.pg.money);
 }

@@ -1,4 +1,3 @@
-import type { Database } from "bun:sqlite";
 import type { AccountService } from "../accounts/service";
 import type { KeyInfo, Principal } from "../accounts/types";
 import { ApiError } from "../../lib/errors";
@@ -16,7 +15,6 @@ import type { UsageReports } from "../../4-store/reports";
 // balance, batches and rentals) and the ownership check that goes with them.
 
 export interface ConsoleDeps {
-  db: Database;
   clock: Clock;
   accounts: AccountService;
   /** The usage rows' reads (the Usage page). */
