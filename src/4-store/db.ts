@@ -19,6 +19,7 @@ import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
 import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 import m017 from "./migrations/017-admit-holds.sql" with { type: "text" };
 import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
+import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -41,6 +42,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "016-key-changes", sql: m016 },
   { name: "017-admit-holds", sql: m017 },
   { name: "018-counter-calls", sql: m018 },
+  { name: "019-hold-slices", sql: m019 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

@@ -1,4 +1,4 @@
-import type { Balance } from "./ledger";
+import type { Balance, HoldSpend } from "./ledger";
 
 // Credit holds (issue 44): what requests in flight have reserved and not yet settled. Admission
 // needs balance left after them (a premium key) or trial tokens left after them (a free key), so an
@@ -25,11 +25,18 @@ export type Refusal = { reason: "unknown_account" } | { reason: "balance"; balan
 export interface HoldStore {
   /** Takes the hold if the account may: null when taken, else why not (nothing held then). */
   admit(hold: Hold, rule: AdmitRule): Promise<Refusal | null>;
-  /** Drops a hold (idempotent). */
-  release(requestId: string): Promise<void>;
+  /**
+   * Drops a hold (idempotent). `settled`: the request was charged, so what it held is spent (a
+   * PostgreSQL slice shrinks by it); otherwise it is free again.
+   */
+  release(requestId: string, settled?: boolean): Promise<void>;
+  /**
+   * The database hold a settlement of this request spends in its own transaction (PostgreSQL);
+   * undefined where holds are not in the database. A release with `settled` after such a
+   * settlement then only frees what this process counts.
+   */
+  spendOf?(requestId: string): HoldSpend | undefined;
   held(accountId: string): Promise<{ micros: number; tokens: number }>;
-  /** True when the ledger's settlement takes the hold away itself (PostgreSQL): no release after it. */
-  readonly settledWithCharge?: boolean;
 }
 
 /** Decides one admission from the account's balance and what is already held. Pure. */

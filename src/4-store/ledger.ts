@@ -12,9 +12,18 @@ export type LedgerEffect =
   /** A rental's billed minutes, from `from` (what the rental had billed: anything else gates the charge off) up to `upTo` in total. */
   | { kind: "rental_minutes"; rentalId: string; from: number; upTo: number; costMicros: number };
 
+/** A credit hold the charge spends, in the charge's transaction (PostgreSQL's slices, pg/holds.ts). */
+export interface HoldSpend {
+  holdId: string;
+  micros: number;
+  tokens: number;
+}
+
 export interface Settlement {
   row: UsageRow;
   effect?: LedgerEffect;
+  /** Spent whether or not the row is new (a repeat's hold is as spent); SQLite keeps holds in memory and ignores it. */
+  spend?: HoldSpend;
 }
 
 /** charged: false when this request id was settled before (nothing charged again); ended: the effect's gate was closed — its batch line had already ended, or its rental had billed other minutes meanwhile (nothing charged). */

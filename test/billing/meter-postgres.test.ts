@@ -32,11 +32,12 @@ test("three meters on one PostgreSQL, 16 requests in flight each, near a small b
   const credit = 200_000;
   await pools[0]!.money`INSERT INTO accounts (id, name, balance_micros, created_at) VALUES ('acct', 'acct', ${credit}, 1)`;
   await pools[0]!.money`INSERT INTO api_keys (id, account_id, kind, secret_hash, last4, created_at) VALUES ('key_acct', 'acct', 'premium', ${new Uint8Array([1])}, 'abcd', 1)`;
+  const holdStores = pools.map((p, i) => postgresHolds(p.fast, `proc-${i}`));
   const meters = pools.map((p, i) => {
     const dir = tempDir("appliance-meter-pg-");
     dirs.push(dir);
     const db = openStore(dir);
-    return createMeter(db, config, createLimits(db, config.limits, systemClock), systemClock, { ledger: postgresLedger(p.money), holds: postgresHolds(p.fast, `proc-${i}`) });
+    return createMeter(db, config, createLimits(db, config.limits, systemClock), systemClock, { ledger: postgresLedger(p.money), holds: holdStores[i]! });
   });
   const principal: Principal = { accountId: "acct", accountName: "acct", role: "user", keyId: "key_acct", kind: "premium", scopes: ["inference"], display: "sk-apl-…abcd", rpm: 0, inflight: 0, maxActiveRentals: 0 };
   const model = { id: "chat", kind: "chat" as const };
@@ -67,6 +68,9 @@ test("three meters on one PostgreSQL, 16 requests in flight each, near a small b
     expect(outcomes.other).toEqual([]);
     expect(outcomes.settled + outcomes.refused).toBe(450);
     expect(outcomes.refused).toBeGreaterThan(0); // the balance ran out part-way
+    // Each process's slice goes back once idle (its heartbeat); then nothing is held.
+    await Bun.sleep(1_100);
+    for (const h of holdStores) await h.heartbeat();
     const [a] = await pools[0]!.money`SELECT balance_micros AS b, (SELECT COALESCE(SUM(cost_micros), 0) FROM usage) AS spent, (SELECT COUNT(*) FROM usage) AS n, (SELECT COUNT(DISTINCT request_id) FROM usage) AS ids, (SELECT COUNT(*) FROM credit_holds) AS holds FROM accounts WHERE id = 'acct'`;
     expect(Number(a.n)).toBe(outcomes.settled);
     expect(Number(a.ids)).toBe(outcomes.settled);

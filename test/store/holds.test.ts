@@ -95,7 +95,7 @@ for (const [name, make] of [["memory (SQLite store)", memoryBackend], ["PostgreS
 }
 
 describe("credit holds in PostgreSQL, across processes", () => {
-  test("a settlement takes its hold away in its own transaction; a repeat settles nothing and holds nothing", async () => {
+  test("a settlement spends its hold in its own transaction; a repeat settles nothing and holds nothing", async () => {
     const b = await postgresBackend();
     try {
       const [h] = b.stores(1);
@@ -103,12 +103,18 @@ describe("credit holds in PostgreSQL, across processes", () => {
       await b.pools[0]!.money`INSERT INTO api_keys (id, account_id, kind, secret_hash, last4, created_at) VALUES ('key_acme', 'acme', 'premium', ${new Uint8Array([1, 2])}, 'abcd', 1)`;
       expect(await h!.admit({ requestId: "r1", accountId: "acme", micros: 500, tokens: 0 }, money)).toBeNull();
       const ledger = postgresLedger(b.pools[0]!.money);
-      const row = { request_id: "r1", account_id: "acme", key_id: "key_acme", model: "m", endpoint: "/v1/chat/completions", input_tokens: 1, output_tokens: 1, cached_tokens: 0, images: 0, batch: 0, cost_micros: 300, trial_tokens: 0, created_at: 1 };
-      expect(await ledger.settle([{ row }])).toEqual([{ charged: true }]);
+      const usage = { request_id: "r1", account_id: "acme", key_id: "key_acme", model: "m", endpoint: "/v1/chat/completions", input_tokens: 1, output_tokens: 1, cached_tokens: 0, images: 0, batch: 0, cost_micros: 300, trial_tokens: 0, created_at: 1 };
+      const row = await b.pools[0]!.money`SELECT micros FROM credit_holds WHERE request_id = 'slice:proc-0:acme'`;
+      expect(Number(row[0].micros)).toBe(500);
+      // The charge spends the hold in its own transaction: never the charge without it.
+      expect(await ledger.settle([{ row: usage, spend: h!.spendOf!("r1") }])).toEqual([{ charged: true }]);
+      expect(Number((await b.pools[0]!.money`SELECT micros FROM credit_holds WHERE request_id = 'slice:proc-0:acme'`)[0].micros)).toBe(0);
+      await h!.release("r1", true);
       expect(await h!.held("acme")).toEqual({ micros: 0, tokens: 0 });
       expect(await ledger.balance("acme")).toEqual({ balance_micros: 700, trial_tokens_used: 0 });
       // The same request settled again (a retry): nothing charged, and no hold left behind.
-      expect(await ledger.settle([{ row }])).toEqual([{ charged: false }]);
+      expect(await ledger.settle([{ row: usage }])).toEqual([{ charged: false }]);
+      await h!.release("r1", true);
       expect(await h!.held("acme")).toEqual({ micros: 0, tokens: 0 });
       expect(await ledger.balance("acme")).toEqual({ balance_micros: 700, trial_tokens_used: 0 });
     } finally {
@@ -129,8 +135,8 @@ describe("credit holds in PostgreSQL, across processes", () => {
         await live.heartbeat(); // the live process beats; the dead one does not
       }
       expect(await live.held("acme")).toEqual({ micros: 3_000, tokens: 0 });
-      const [left] = await b.pools[0]!.money`SELECT request_id FROM credit_holds`;
-      expect(left.request_id).toBe("l1");
+      const left = await b.pools[0]!.money`SELECT request_id, micros FROM credit_holds`;
+      expect(left.map((r: { request_id: string; micros: string }) => [r.request_id, Number(r.micros)])).toEqual([["slice:live-process:acme", 3_000]]);
     } finally {
       await b.close();
     }
@@ -158,7 +164,8 @@ describe("credit holds in PostgreSQL, across processes", () => {
               const requestId = `${acct}-${w}-${n++}`;
               if (await stores[w % 3]!.admit({ requestId, accountId: acct, micros: COST, tokens: 0 }, money)) return;
               const row = { request_id: requestId, account_id: acct, key_id: "key_base", model: "m", endpoint: "/v1/embeddings", input_tokens: 1, output_tokens: 0, cached_tokens: 0, images: 0, batch: 0, cost_micros: COST, trial_tokens: 0, created_at: 1 };
-              await ledgers[w % ledgers.length]!.settle([{ row }]);
+              await ledgers[w % ledgers.length]!.settle([{ row, spend: stores[w % 3]!.spendOf!(requestId) }]);
+              await stores[w % 3]!.release(requestId, true);
             }
           }),
         );
@@ -170,4 +177,31 @@ describe("credit holds in PostgreSQL, across processes", () => {
       await b.close();
     }
   }, 60_000);
+  test("a slice holds spare only far from the end of a balance, and a process cut off past its lease admits nothing more from it", async () => {
+    const b = await postgresBackend();
+    try {
+      await b.account("rich", 10_000_000);
+      const cut = postgresHolds(b.pools[0]!.fast, "cut-process", 200);
+      const other = postgresHolds(b.pools[0]!.fast, "other-process", 200);
+      expect(await cut.admit({ requestId: "c1", accountId: "rich", micros: 1_000, tokens: 0 }, money)).toBeNull();
+      const row = async (owner: string) => Number((await b.pools[0]!.money`SELECT COALESCE(SUM(micros), 0) AS m FROM credit_holds WHERE owner = ${owner}`)[0].m);
+      expect(await row("cut-process")).toBe(17_000); // the request and spare for 16 more
+      // Its next requests come from the spare: nothing more reaches the database.
+      for (let i = 2; i <= 5; i++) expect(await cut.admit({ requestId: `c${i}`, accountId: "rich", micros: 1_000, tokens: 0 }, money)).toBeNull();
+      expect(await row("cut-process")).toBe(17_000);
+      // Cut off: it stops beating, another process drops its row once the lease lapses.
+      await Bun.sleep(300);
+      await other.heartbeat();
+      expect(await row("cut-process")).toBe(0);
+      await cut.heartbeat(); // back: it finds its row gone, and its spare with it
+      expect(await cut.admit({ requestId: "c6", accountId: "rich", micros: 1_000, tokens: 0 }, money)).toBeNull();
+      expect(await row("cut-process")).toBeGreaterThanOrEqual(1_000); // decided in the database again
+      // Near the end of a balance there is no spare: each request is decided there.
+      await b.account("poor", 5_000);
+      expect(await other.admit({ requestId: "p1", accountId: "poor", micros: 1_000, tokens: 0 }, money)).toBeNull();
+      expect(Number((await b.pools[0]!.money`SELECT micros FROM credit_holds WHERE request_id = 'slice:other-process:poor'`)[0].micros)).toBe(1_000);
+    } finally {
+      await b.close();
+    }
+  }, 30_000);
 });

@@ -5,7 +5,7 @@ import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
 import type { ModelManifest } from "../../lib/manifest";
 import { memoryHolds, type HoldStore } from "../../4-store/holds";
-import { LineEnded, sqliteLedger, type Ledger, type LedgerEffect } from "../../4-store/ledger";
+import { LineEnded, sqliteLedger, type HoldSpend, type Ledger, type LedgerEffect } from "../../4-store/ledger";
 import { usageRepo, type UsageRow } from "../../4-store/usage";
 import type { Limits } from "./limits";
 import { costOfMinutes } from "./minutes";
@@ -121,12 +121,12 @@ export function createMeter(
     /**
      * Frees what the request held; resolves once it is free, so the request is answered only then
      * and the client's next one finds its place (a shared store drops them in round trips).
-     * `settled`: the settlement committed, which took a database hold with it.
+     * `settled`: the settlement committed: what the request held is spent.
      */
     const drop = async (settled = false) => {
       await Promise.all([
         // a hold that cannot be dropped lapses with its process (PostgreSQL) or dies with it (memory)
-        settled && holds.settledWithCharge ? undefined : holds.release(req.requestId).catch(() => {}),
+        holds.release(req.requestId, settled).catch(() => {}),
         leaveInflight(),
         releaseImages(),
       ]);
@@ -156,7 +156,7 @@ export function createMeter(
             cost_micros: cost,
             trial_tokens: trialTokens,
             created_at: clock.now(),
-          }, effect)
+          }, effect, holds.spendOf?.(req.requestId))
           .then(
             async (charged) => {
               await drop(true);
@@ -263,13 +263,13 @@ export interface MinutesCharge {
  * rejects them all and charges none); one whose batch line had ended rejects with LineEnded.
  */
 function groupCommit(ledger: Ledger) {
-  let pending: { row: UsageRow; effect?: LedgerEffect; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
+  let pending: { row: UsageRow; effect?: LedgerEffect; spend?: HoldSpend; done: (charged: boolean) => void; fail: (e: unknown) => void }[] = [];
   const flush = async () => {
     const batch = pending;
     pending = [];
     let results: Awaited<ReturnType<Ledger["settle"]>>;
     try {
-      results = await ledger.settle(batch.map((b) => ({ row: b.row, effect: b.effect })));
+      results = await ledger.settle(batch.map((b) => ({ row: b.row, effect: b.effect, spend: b.spend })));
     } catch (e) {
       for (const b of batch) b.fail(e);
       return;
@@ -282,10 +282,10 @@ function groupCommit(ledger: Ledger) {
     });
   };
   return {
-    add(row: UsageRow, effect?: LedgerEffect): Promise<boolean> {
+    add(row: UsageRow, effect?: LedgerEffect, spend?: HoldSpend): Promise<boolean> {
       return new Promise((done, fail) => {
         if (pending.length === 0) setImmediate(() => void flush());
-        pending.push({ row, effect, done, fail });
+        pending.push({ row, effect, spend, done, fail });
       });
     },
   };

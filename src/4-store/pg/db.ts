@@ -18,6 +18,7 @@ import m015 from "./migrations/015-rental-leases.sql" with { type: "text" };
 import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 import m017 from "./migrations/017-admit-holds.sql" with { type: "text" };
 import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
+import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -46,6 +47,7 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "016-key-changes", sql: m016 },
   { name: "017-admit-holds", sql: m017 },
   { name: "018-counter-calls", sql: m018 },
+  { name: "019-hold-slices", sql: m019 },
 ];
 
 /** The database's clock in epoch ms, as SQL: leases and windows are timed by it, whichever process reads them. */

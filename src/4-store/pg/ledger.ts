@@ -1,5 +1,5 @@
 import type { SQL, TransactionSQL } from "bun";
-import { LineEnded, type Balance, type Ledger, type LedgerEffect, type Settlement, type SettleOutcome } from "../ledger";
+import { LineEnded, type Balance, type HoldSpend, type Ledger, type LedgerEffect, type Settlement, type SettleOutcome } from "../ledger";
 import type { UsageRow } from "../usage";
 
 // The ledger on PostgreSQL (the interface and its rules: ../ledger.ts). A group of settlements is
@@ -30,13 +30,13 @@ const INT_FIELDS = ["input_tokens", "output_tokens", "cached_tokens", "images", 
 
 export function postgresLedger(money: SQL): Ledger {
   /**
-   * The charge in one statement: the request's credit hold goes (../holds.ts), the usage row goes
-   * in unless its request id is there already, and the account pays what that row says. Resolves
-   * whether it charged.
+   * The charge in one statement: the usage row goes in unless its request id is there already,
+   * and the account pays what that row says. Resolves whether it charged. (The request's credit
+   * hold is the hold store's: a slice shrinks once the charge is committed, pg/holds.ts.)
    */
-  async function charge(q: SQL, row: UsageRow): Promise<boolean> {
+  async function charge(q: SQL, row: UsageRow, spend?: HoldSpend): Promise<boolean> {
     const [r] = await q`
-      WITH gone AS (DELETE FROM credit_holds WHERE request_id = ${row.request_id} RETURNING 1),
+      WITH spent AS (UPDATE credit_holds SET micros = micros - ${spend?.micros ?? 0}, tokens = tokens - ${spend?.tokens ?? 0} WHERE request_id = ${spend?.holdId ?? null} RETURNING 1),
       ins AS (
         INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
         VALUES (${row.request_id}, ${row.account_id}, ${row.key_id}, ${row.model}, ${row.endpoint}, ${row.input_tokens}, ${row.output_tokens}, ${row.cached_tokens},
@@ -50,19 +50,24 @@ export function postgresLedger(money: SQL): Ledger {
   }
 
   /**
-   * A group's charges in one statement (one round trip, one synchronous commit): the holds go, the
-   * usage rows go in unless their request ids are there already, and each account pays the sum of
-   * its new rows, its row locked first in account order. Resolves the request ids it charged.
+   * A group's charges in one statement (one round trip, one synchronous commit): the usage rows go
+   * in unless their request ids are there already, and each account pays the sum of its new rows,
+   * its row locked first in account order. Resolves the request ids it charged.
    */
-  async function chargeAll(rows: UsageRow[]): Promise<Set<string>> {
+  async function chargeAll(items: Settlement[]): Promise<Set<string>> {
+    const rows = items.map((x) => x.row);
     const col = <K extends keyof UsageRow>(k: K) => rows.map((r) => r[k]);
+    const spends = items.filter((x) => x.spend).map((x) => x.spend!);
     const charged = await money`
-      WITH input AS (
+      WITH spent AS (
+        UPDATE credit_holds h SET micros = h.micros - s.m, tokens = h.tokens - s.t
+        FROM (SELECT hold_id, SUM(m) AS m, SUM(t) AS t FROM unnest(${spends.map((x) => x.holdId)}::text[], ${spends.map((x) => x.micros)}::bigint[], ${spends.map((x) => x.tokens)}::bigint[]) AS u(hold_id, m, t) GROUP BY hold_id) s
+        WHERE h.request_id = s.hold_id RETURNING 1),
+      input AS (
         SELECT * FROM unnest(${col("request_id")}::text[], ${col("account_id")}::text[], ${col("key_id")}::text[], ${col("model")}::text[], ${col("endpoint")}::text[],
           ${col("input_tokens")}::bigint[], ${col("output_tokens")}::bigint[], ${col("cached_tokens")}::bigint[], ${col("images")}::bigint[], ${col("batch")}::bigint[],
           ${col("cost_micros")}::bigint[], ${col("trial_tokens")}::bigint[], ${col("created_at")}::bigint[])
           AS t(request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)),
-      gone AS (DELETE FROM credit_holds WHERE request_id IN (SELECT request_id FROM input) RETURNING 1),
       locked AS (SELECT id FROM accounts WHERE id IN (SELECT account_id FROM input) ORDER BY id FOR NO KEY UPDATE),
       ins AS (
         INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at)
@@ -75,10 +80,10 @@ export function postgresLedger(money: SQL): Ledger {
     return new Set(charged.map((r: { request_id: string }) => r.request_id));
   }
 
-  async function one(tx: TransactionSQL, { row, effect }: Settlement): Promise<SettleOutcome> {
+  async function one(tx: TransactionSQL, { row, effect, spend }: Settlement): Promise<SettleOutcome> {
     try {
       return await tx.savepoint(async (sp) => {
-        if (!(await charge(sp, row))) return { charged: false };
+        if (!(await charge(sp, row, spend))) return { charged: false };
         if (effect) await apply(sp, effect);
         return { charged: true };
       });
@@ -108,12 +113,12 @@ export function postgresLedger(money: SQL): Ledger {
   async function settle(items: Settlement[]): Promise<SettleOutcome[]> {
     if (items.length === 0) return [];
     // One settlement with nothing to commit beside it: one statement, its own transaction.
-    if (items.length === 1 && !items[0]!.effect) return retrying<SettleOutcome[]>(async () => [{ charged: await charge(money, items[0]!.row) }], (error) => [{ error }]);
+    if (items.length === 1 && !items[0]!.effect) return retrying<SettleOutcome[]>(async () => [{ charged: await charge(money, items[0]!.row, items[0]!.spend) }], (error) => [{ error }]);
     // A group with no effects, first as one transaction without savepoints (a charge that fails
     // aborts it; then the group is settled again, each in a savepoint, to fail that one alone).
     if (items.every((x) => !x.effect)) {
       try {
-        const charged = await retrying(() => chargeAll(items.map((x) => x.row)), (error) => {
+        const charged = await retrying(() => chargeAll(items), (error) => {
           throw error;
         });
         const once = new Set<string>(); // a request id twice in one group is charged for its first
