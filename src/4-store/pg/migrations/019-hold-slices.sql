@@ -6,8 +6,9 @@
 -- the shortfall is granted while anything is left (an account ends below zero by at most one
 -- request), and spare beyond it only while the account has four times that left, so that near the
 -- end of a balance every admission is decided here, one request at a time, as before. Growths add
--- to the slice (a shrink, sent by the process after a settlement, subtracts): additions and
--- subtractions commute, so the row never holds less than the process has admitted against it.
+-- to the slice; a settlement's statement subtracts its request's share, and an idle slice going
+-- back subtracts the rest: additions and subtractions commute, so the row never holds less than
+-- the process has admitted against it.
 -- This replaces the per-request holds of migrations 010 and 017, whose functions are no longer called.
 CREATE FUNCTION appliance_grow_slices(p_slices TEXT[], p_accounts TEXT[],
     p_need_micros BIGINT[], p_need_tokens BIGINT[], p_spare_micros BIGINT[], p_spare_tokens BIGINT[],
