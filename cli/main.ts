@@ -8,6 +8,7 @@ import { configCommand } from "./commands/config";
 import { doctorCommand } from "./commands/doctor";
 import { keysCommand } from "./commands/keys";
 import { modelsCommand } from "./commands/models";
+import { nodesCommand } from "./commands/nodes";
 import { psCommand } from "./commands/ps";
 import { internalCommand } from "./commands/internal";
 import { serveCommand } from "./commands/serve";
@@ -32,6 +33,7 @@ const program = new Command("appliance")
   .addCommand(backupCommand())
   .addCommand(restoreCommand())
   .addCommand(storeCommand())
+  .addCommand(nodesCommand())
   .addCommand(internalCommand(), { hidden: true });
 
 await program.parseAsync(process.argv);

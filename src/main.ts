@@ -62,6 +62,7 @@ export async function startServer(
       else logger.info("GPU discovery", { gpus: found.gpus.length });
     }
     const deps = createServices(config, store, { logger, discoveredGpus });
+    await deps.node.check(); // a cluster's nodes share [prices] and [limits]
     deps.heartbeat.start();
     const first = await bootstrapFirstAccount(deps);
     await deps.registry.loadAtStart();
@@ -113,6 +114,7 @@ export async function startServer(
       tls,
     });
     deps.listening.port = server.port;
+    await deps.node.start();
     const redirect = tls && config.server.tls!.redirect_port ? startRedirectListener({ hostname: config.server.host, port: config.server.tls!.redirect_port, httpsPort: server.port, health: (req) => app.handle(req) }) : null;
     // `appliance ps` talks to this (src/1-api/control-socket.ts); opened once the listeners are up.
     const control = startControlSocket(dataDir, deps.registry, logger);
@@ -170,6 +172,7 @@ export async function startServer(
         await deps.registry.unloadAll();
         // Batch lines in flight were stopped above and stay pending; what finished is committed.
         deps.heartbeat.stop();
+        deps.node.stop();
         deps.accounts.close();
         if (store!.kind === "sqlite") store!.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
         logger.info("stopped");

@@ -2,7 +2,10 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Database } from "bun:sqlite";
 import type { UsageReports } from "./4-store/reports";
-import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, rentalsStoreOf, sessionStoreOf, threadStoreOf, usageReportsOf, type Store } from "./4-store/store";
+import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, nodeStoreOf, rentalsStoreOf, sessionStoreOf, threadStoreOf, usageReportsOf, type Store } from "./4-store/store";
+import { nodeIdOf } from "./4-store/node-id";
+import { createNode, type ClusterNode } from "./2-services/cluster/node";
+import { nodeModels } from "./2-services/cluster/models";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -73,6 +76,8 @@ export interface AppDeps {
    * counters' leases; other processes drop them once it stops). Started by main.ts.
    */
   heartbeat: Heartbeat;
+  /** This process as a node of its cluster (PostgreSQL; on SQLite one node, always accepting). Started by main.ts once listening. */
+  node: ClusterNode;
   /** The usage rows' reads: the console's Usage page and /metrics. */
   usage: UsageReports;
   /** Message threads of /v1/messages: conversations held between turns, per key ([threads]). */
@@ -220,6 +225,15 @@ export function createServices(
     usage,
     threads: threadStoreOf(store),
     heartbeat: createHeartbeat(shared?.beats ?? [], storeFailed),
+    node: createNode({
+      store: nodeStoreOf(store),
+      id: store.kind === "postgres" ? nodeIdOf(config.server.data_dir) : "local",
+      url: () => config.cluster.advertise_url || `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
+      config,
+      models: () => nodeModels(registry),
+      gpus: async () => (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour })),
+      logger,
+    }),
     startedAt: clock.now(),
   };
 }

@@ -20,6 +20,7 @@ import m016 from "./migrations/016-key-changes.sql" with { type: "text" };
 import m017 from "./migrations/017-admit-holds.sql" with { type: "text" };
 import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
 import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
+import m020 from "./migrations/020-cluster-nodes.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -43,6 +44,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "017-admit-holds", sql: m017 },
   { name: "018-counter-calls", sql: m018 },
   { name: "019-hold-slices", sql: m019 },
+  { name: "020-cluster-nodes", sql: m020 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

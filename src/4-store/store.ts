@@ -10,7 +10,9 @@ import { postgresBatchStore } from "./pg/batches";
 import { connectPostgres, migratePostgres, type PgPools } from "./pg/db";
 import { postgresFileStore } from "./pg/files";
 import { postgresUsageReports } from "./pg/reports";
+import { postgresNodeStore } from "./pg/nodes";
 import { postgresRentalStore } from "./pg/rentals";
+import type { NodeStore } from "./nodes";
 import { postgresSessionStore } from "./pg/sessions";
 import { postgresThreadStore } from "./pg/threads";
 import { sqliteThreadStore, type ThreadStore } from "./threads";
@@ -113,4 +115,9 @@ export function rentalsStoreOf(store: Store): RentalStore {
 /** Message threads of /v1/messages on this store. */
 export function threadStoreOf(store: Store): ThreadStore {
   return store.kind === "sqlite" ? sqliteThreadStore(store.db) : postgresThreadStore(store.pg.money);
+}
+
+/** The nodes of a cluster: PostgreSQL's table; none on SQLite (one node). */
+export function nodeStoreOf(store: Store): NodeStore | null {
+  return store.kind === "postgres" ? postgresNodeStore(store.pg.fast) : null;
 }

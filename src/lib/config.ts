@@ -233,6 +233,17 @@ const Store = T.Object(
   { additionalProperties: false, default: {} },
 );
 
+// Several appliance processes on one PostgreSQL store are nodes of one cluster (issue 45).
+const Cluster = T.Object(
+  {
+    advertise_url: T.String({
+      default: "",
+      description: "how other nodes and `appliance nodes` reach this one (http(s)://host:port); empty: this node's own listener",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+
 const Bootstrap = T.Object(
   {
     account: T.String({ default: "admin", minLength: 1 }),
@@ -257,6 +268,7 @@ export const Config = T.Object(
     compat: Compat,
     threads: Threads,
     store: Store,
+    cluster: Cluster,
     bootstrap: Bootstrap,
     demo: T.Boolean({ default: false, description: "serve the tiny generated demo models" }),
   },

@@ -52,6 +52,8 @@ export const ERROR_TABLE = {
   // An upload that would leave the data dir's filesystem under [files] min_free_disk_mb (RFC 4918's 507).
   insufficient_storage: { status: 507, openaiType: "server_error", openaiCode: "insufficient_storage", anthropicType: "api_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
+  // This node of a cluster takes no new work: drained by an operator, or fenced (its beats do not reach the store). Another node may.
+  node_not_serving: { status: 503, openaiType: "server_error", openaiCode: "node_not_serving", anthropicType: "overloaded_error" },
   // The model's load failed for a reason retrying does not cure soon: a corrupt file, a load past its load_timeout_s.
   model_load_failed: { status: 503, openaiType: "server_error", openaiCode: "model_load_failed", anthropicType: "api_error" },
   // nginx's "client closed request": the client left (or shutdown cut it) before the answer; only logs and metrics see it.

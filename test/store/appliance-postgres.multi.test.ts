@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
-import { rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { ensureOnnxModel } from "../../models/onnx/cache";
@@ -229,6 +229,44 @@ describe("three appliance processes on one PostgreSQL", () => {
     );
     for (const ms of took) expect(ms).toBeLessThan(1000);
   }, 30_000);
+
+  test("each process is a node: `appliance nodes` lists the three with their models; a drained node answers 503 until taken back", async () => {
+    const list = () => admin(["nodes", "--json"]).json<{ data: { id: string; url: string; state: string; models: { id: string }[] }[] }>().data;
+    const nodes = list();
+    expect(nodes.map((n) => n.url).sort()).toEqual(servers.map((s) => s.url).sort());
+    expect(nodes.every((n) => n.state === "serving" && n.models.map((m) => m.id).join() === "embed")).toBe(true);
+    const target = nodes.find((n) => n.url === servers[1]!.url)!;
+    admin(["nodes", "drain", target.id]);
+    const { key } = newKey("limits");
+    const until = async (status: number) => {
+      const t0 = Date.now();
+      for (;;) {
+        const health = await fetch(`${servers[1]!.url}/health`);
+        if (health.status === status) return health;
+        if (Date.now() - t0 > 10_000) throw new Error(`/health stayed ${health.status}`);
+        await Bun.sleep(100);
+      }
+    };
+    expect(await (await until(503)).json()).toMatchObject({ status: "draining", node: target.id });
+    const refused = await embed(servers[1]!.url, key, "drained");
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("node_not_serving");
+    expect((await embed(servers[0]!.url, key, "elsewhere")).status).toBe(200); // the others serve
+    expect(list().find((n) => n.id === target.id)!.state).toBe("draining");
+    admin(["nodes", "drain", target.id, "--undo"]);
+    await until(200);
+    expect((await embed(servers[1]!.url, key, "back")).status).toBe(200);
+  }, 60_000);
+
+  test("a node whose prices differ from the cluster's refuses to start, naming the field", async () => {
+    const dir = tempDir("appliance-multi-odd-");
+    dirs.push(dir);
+    const odd = join(dir, "config.toml");
+    writeFileSync(odd, readFileSync(configPath, "utf8").replace(`embedding_input_per_m = ${PRICE_PER_M}`, `embedding_input_per_m = ${PRICE_PER_M * 2}`));
+    const r = cli(dir, ["serve", "--port", "0"], { APPLIANCE_CONFIG: odd, APPLIANCE_STORE_URL: url });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("prices.embedding_input_per_m");
+  }, 60_000);
 
   test("a process killed with -9 while holding credit: what it held goes back to the account, and only answered requests are charged", async () => {
     // An account whose balance the victim's requests in flight hold nearly all of.

@@ -17,7 +17,7 @@ const dir = tempDir("appliance-schema-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Tables only PostgreSQL has: what the SQLite store keeps in its one process's memory (src/4-store/holds.ts). */
-const PG_ONLY_TABLES = ["counted_leases", "credit_holds", "file_chunks", "key_changes", "rate_events", "signin_buckets"];
+const PG_ONLY_TABLES = ["cluster_nodes", "counted_leases", "credit_holds", "file_chunks", "key_changes", "rate_events", "signin_buckets"];
 const PG_ONLY_INDEXES = ["counted_leases_expiry", "counted_leases_key", "counted_leases_owner", "credit_holds_account", "credit_holds_expiry", "credit_holds_owner", "rate_events_key_at"];
 
 const KIND: Record<string, string> = { integer: "int", bigint: "int", text: "text", blob: "blob", bytea: "blob", real: "real", "double precision": "real" };
