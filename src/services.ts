@@ -144,7 +144,18 @@ export function createServices(
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ store: filesStoreOf(store, join(config.server.data_dir, "files")), clock, logger, storage: () => config.files });
   const batchStore = batchesStoreOf(store);
-  const batchWorker = createBatchWorker({ store: batchStore, files, registry, accounts, clock, logger });
+  // The cluster's node is built last (it reads the rentals); the worker asks it late.
+  let node: ClusterNode | null = null;
+  const batchWorker = createBatchWorker({
+    store: batchStore,
+    files,
+    registry,
+    accounts,
+    clock,
+    logger,
+    owner: store.kind === "postgres" ? owner : undefined,
+    cluster: { servedElsewhere: (model, kind) => node?.servedElsewhere(model, kind) ?? false },
+  });
   const r = config.rentals;
   const listening = { port: 0 };
   const publicHost = r.public_host || (config.server.host === "0.0.0.0" || config.server.host === "::" ? hostname() : config.server.host);
@@ -225,7 +236,7 @@ export function createServices(
     usage,
     threads: threadStoreOf(store),
     heartbeat: createHeartbeat(shared?.beats ?? [], storeFailed),
-    node: createNode({
+    node: (node = createNode({
       store: nodeStoreOf(store),
       id: store.kind === "postgres" ? nodeIdOf(config.server.data_dir) : "local",
       url: () => config.cluster.advertise_url || `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
@@ -233,7 +244,7 @@ export function createServices(
       models: () => nodeModels(registry),
       gpus: async () => (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour })),
       logger,
-    }),
+    })),
     startedAt: clock.now(),
   };
 }

@@ -25,7 +25,7 @@ export interface ValidLine {
   body: string;
 }
 
-export async function validateBatchFile(input: ReadableStream<Uint8Array>, endpoint: BatchEndpoint, lane: BatchLane, registry: Registry): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
+export async function validateBatchFile(input: ReadableStream<Uint8Array>, endpoint: BatchEndpoint, lane: BatchLane, registry: Pick<Registry, "resolve">): Promise<{ lines: ValidLine[]; errors: LineProblem[] }> {
   const rules = BATCH_ENDPOINTS[endpoint];
   const lines: ValidLine[] = [];
   const errors: LineProblem[] = [];

@@ -51,6 +51,8 @@ export interface BatchWorkerDeps {
   logger: Logger;
   /** This process's name on its leases; default host:pid:random. */
   owner?: string;
+  /** The other nodes of a cluster: a line of a model only another node serves is left to it (issue 45). */
+  cluster?: { servedElsewhere(model: string, kind?: string): boolean };
   leaseMs?: number;
 }
 
@@ -85,7 +87,9 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       const m = deps.registry.resolve(model);
       return m.kind === "chat" ? Math.max(1, slotCount(m) - 1) : EMBEDDING_LINES_IN_FLIGHT;
     } catch {
-      return Infinity; // the model left the config: the line runs and fails with the model's 404
+      // Not served here: another live node's to run; else the model left the config, and the line
+      // runs and fails with the model's 404.
+      return deps.cluster?.servedElsewhere(model) ? 0 : Infinity;
     }
   }
   const hasRoom = (model: string, taken = 0) => (perModel.get(model) ?? 0) + taken < capacity(model);
@@ -251,7 +255,7 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       const result =
         !input || !isBatchEndpoint(b.endpoint)
           ? { lines: [], errors: [{ code: "invalid_file", message: "the input file was deleted before the batch started", param: "input_file_id", line: null }] }
-          : await validateBatchFile(input, b.endpoint, lanes!.lanes[b.endpoint], deps.registry);
+          : await validateBatchFile(input, b.endpoint, lanes!.lanes[b.endpoint], clusterModels(deps.registry, deps.cluster));
       const now = deps.clock.now();
       const current = (await store.byId(b.id))!;
       if (current.status === "cancelling") return void (await finalizeNow(current, "cancelled"));
@@ -370,5 +374,19 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
     running: () => running.size,
     /** This process's name on its leases. */
     owner,
+  };
+}
+
+/** Resolves a line's model here, or as served by another live node of the cluster (issue 45). */
+function clusterModels(registry: Pick<Registry, "resolve">, cluster: BatchWorkerDeps["cluster"]): Pick<Registry, "resolve"> {
+  return {
+    resolve: ((model: string, kind?: string) => {
+      try {
+        return registry.resolve(model, kind as never);
+      } catch (e) {
+        if (cluster?.servedElsewhere(model, kind)) return undefined as never; // another node's to run
+        throw e;
+      }
+    }) as Registry["resolve"],
   };
 }

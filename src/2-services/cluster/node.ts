@@ -69,6 +69,17 @@ export function createNode(d: NodeDeps) {
   let fencedLogged = false;
   let timer: ReturnType<typeof setInterval> | null = null;
   let beating: Promise<void> | null = null;
+  /** The models live other nodes serve (model id → its kinds), as of the last beat. */
+  let elsewhere = new Map<string, Set<string>>();
+
+  async function readOthers(store: NodeStore): Promise<void> {
+    const next = new Map<string, Set<string>>();
+    for (const n of await store.list()) {
+      if (n.id === d.id || n.ageMs > leaseMs || n.draining) continue;
+      for (const m of n.models) next.set(m.id, (next.get(m.id) ?? new Set()).add(m.kind));
+    }
+    elsewhere = next;
+  }
 
   const info = async () => ({ id: d.id, url: d.url(), version: VERSION, startedAt, models: d.models(), gpus: await d.gpus(), settings });
 
@@ -80,6 +91,7 @@ export function createNode(d: NodeDeps) {
       if (r === null) await store.register(await info()); // the row was removed: this node is back
       draining = r?.draining ?? false;
       lastBeat = now();
+      await readOthers(store);
       if (fencedLogged) d.logger.info("node: beats reach the store again; taking new work", { node: d.id });
       fencedLogged = false;
     } catch (e) {
@@ -108,6 +120,7 @@ export function createNode(d: NodeDeps) {
       if (!store) return;
       await store.register(await info());
       lastBeat = now();
+      await readOthers(store);
       timer = setInterval(() => void (beating ??= beat().finally(() => (beating = null))), beatMs);
       timer.unref?.();
     },
@@ -116,6 +129,11 @@ export function createNode(d: NodeDeps) {
       if (d.store && now() - lastBeat > leaseMs) return { accepting: false, reason: "fenced" };
       if (draining) return { accepting: false, reason: "draining" };
       return { accepting: true, reason: null };
+    },
+    /** Whether a live node other than this one serves `model` (of `kind`, when given), as of the last beat. */
+    servedElsewhere(model: string, kind?: string): boolean {
+      const kinds = elsewhere.get(model);
+      return kinds !== undefined && (kind === undefined || kinds.has(kind));
     },
     /** One beat now (tests; `appliance nodes drain` is seen at the next one otherwise). */
     beat: () => (beating ??= beat().finally(() => (beating = null))),
