@@ -54,12 +54,13 @@ export function createApp(deps: AppDeps): App {
     const access = accessOf(route);
     if (access.key) {
       rc.principal = await authenticateRequest(accounts, request.headers, route);
-      const node = deps.node.status();
-      if (!node.accepting)
-        throw new ApiError("node_not_serving", `this node takes no new work (${node.reason === "draining" ? "it is draining" : "its beats do not reach the cluster's store"}); retry on another node`, {
-          headers: { "retry-after": "1" },
-        });
       if (access.scope) {
+        // Work (not /metrics or the admin API): a node that takes none sends it elsewhere.
+        const node = deps.node.status();
+        if (!node.accepting)
+          throw new ApiError("node_not_serving", `this node takes no new work (${node.reason === "draining" ? "it is draining" : "its beats do not reach the cluster's store"}); retry on another node`, {
+            headers: { "retry-after": "1" },
+          });
         requireScope(rc.principal, access.scope);
         rc.headers = await limits.request(rc.principal);
       }
