@@ -9,6 +9,8 @@ export interface Recorded {
   headers: Record<string, string>;
   body: unknown;
   status: number;
+  /** A refused request's answer (its start): what the server said, for the assertion's message. */
+  answer?: string;
 }
 
 /** Credentials, and what changes on every run (the proxy's port, the body's length). */
@@ -47,8 +49,12 @@ export function recordingProxy(target: string): RecordingProxy {
       req.headers.forEach((v, k) => {
         if (!LEFT_OUT_HEADERS.has(k)) kept[k] = v;
       });
-      requests.push({ method: req.method, path: url.pathname + url.search, headers: kept, body, status: answer.status });
-      return new Response(answer.body, { status: answer.status, headers: answer.headers });
+      // A refusal is short: read whole, so the assertion can say why (an answer is streamed through untouched).
+      // (bytes kept as they came: a compressed one is passed on as it is, its message unreadable)
+      const refused = answer.status >= 300 ? new Uint8Array(await answer.arrayBuffer()) : null;
+      const said = refused && !answer.headers.get("content-encoding") ? new TextDecoder().decode(refused).slice(0, 400) : undefined;
+      requests.push({ method: req.method, path: url.pathname + url.search, headers: kept, body, status: answer.status, ...(said !== undefined ? { answer: said } : {}) });
+      return new Response(refused ?? answer.body, { status: answer.status, headers: answer.headers });
     },
   });
   return {
@@ -76,7 +82,7 @@ export function keepFixture(name: string, r: Recorded) {
 /** At least one request was sent, and every one was answered 2xx (the refused ones listed if not). */
 export function expectAnswered(sent: Recorded[]) {
   expect(sent.length).toBeGreaterThan(0);
-  expect(sent.filter((r) => r.status >= 300).map((r) => `${r.method} ${r.path} → ${r.status}`)).toEqual([]);
+  expect(sent.filter((r) => r.status >= 300).map((r) => `${r.method} ${r.path} → ${r.status} ${r.answer ?? ""}`)).toEqual([]);
 }
 
 /**
