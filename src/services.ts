@@ -230,7 +230,17 @@ export function createServices(
     rentals,
     console: {
       auth: createConsoleAuth({ sessions: sessionStoreOf(store), buckets: shared?.signinBuckets, clock, accounts, allowedHosts: consoleHosts(config) }),
-      views: createConsoleViews({ clock, accounts, usage, batches, files, rentals, registry }),
+      // On PostgreSQL the Models page lists every live node's models (the node is built below).
+      views: createConsoleViews({
+        clock,
+        accounts,
+        usage,
+        batches,
+        files,
+        rentals,
+        registry,
+        cluster: store.kind === "postgres" ? { self: () => node!.id, others: () => node!.others() } : undefined,
+      }),
     },
     metrics,
     usage,

@@ -1,5 +1,8 @@
 // Models page: what this appliance serves, and which models are in memory now (state, device,
 // memory, idle time, requests in flight; live while the page is open). Admins load and unload.
+// On a cluster (a PostgreSQL store: the API's answer names this `node`) every live node's models,
+// with a Node column: this node's live, the others' as of their last heartbeat (loaded or not, in
+// flight); load and unload act on this node's own.
 import { api } from './api.js';
 import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
 
@@ -24,20 +27,30 @@ function keepAlive(m) {
 
 export async function render({ view, signal, account }) {
   const admin = account?.role === 'admin';
-  const headers = ['ID', 'Name', 'Kind', 'Context size', 'Vision', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
+  const first = await api('/models', { signal });
+  /** This node's id on a cluster, else null (one node: no Node column). */
+  const self = first?.node ?? null;
+  const headers = [...(self ? ['Node'] : []), 'ID', 'Name', 'Kind', 'Context size', 'Vision', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
   const { wrap, tbody } = dataTable({ id: 'models-table', label: 'Models', headers: admin ? [...headers, 'Actions'] : headers });
   put(view,
     h('p', { class: 'muted', text: 'Models load on first use (pinned ones at start) and unload when idle. This list updates every few seconds.' }),
+    self ? h('p', { class: 'muted', text: "Every node of the cluster is listed: this node's models live, the other nodes' as of their last heartbeat. Load and unload act on this node's models." }) : null,
     wrap);
 
+  /** A row's key: the model id, and on a cluster its node's too (one model may be served by several). */
+  const keyOf = (m) => (self ? `${m.node}/${m.id}` : m.id);
+
   function row(m) {
+    const remote = self && m.node !== self;
+    if (remote) return remoteRow(m);
     const state = String(m.state ?? 'unloaded');
     const mem = m.memory_mb;
     const placement = [
       m.gpu_layers != null ? `${fmtInt(m.gpu_layers)} GPU layers` : null,
       m.context_size != null && m.slots != null ? `${fmtInt(m.context_size)} × ${fmtInt(m.slots)} context` : null,
     ].filter(Boolean).join(' · ');
-    return h('tr', { 'data-row': m.id, 'data-model-id': m.id, 'data-state': state },
+    return h('tr', { 'data-row': keyOf(m), 'data-model-id': m.id, 'data-state': state, ...(self ? { 'data-node': m.node } : {}) },
+      self ? nodeCell(m) : null,
       h('td', null, h('code', { text: m.id ?? '' })),
       h('td', { text: m.name ?? '' }),
       h('td', { text: m.kind ?? '' }),
@@ -51,6 +64,29 @@ export async function render({ view, signal, account }) {
       h('td', { class: 'num in-flight', text: fmtInt(m.in_flight ?? 0) }),
       h('td', { class: 'idle', text: m.idle_s == null ? '—' : fmtSeconds(m.idle_s) }),
       admin ? h('td', null, actions(m, state)) : null);
+  }
+
+  function nodeCell(m) {
+    return h('td', { class: 'node' }, h('code', { text: m.node ?? '' }), m.node === self ? h('div', { class: 'muted small', text: 'this node' }) : null);
+  }
+
+  /** Another node's model, as of its last heartbeat: loaded or not, requests in flight. */
+  function remoteRow(m) {
+    const state = m.state === 'loaded' ? 'loaded' : 'unloaded';
+    return h('tr', { 'data-row': keyOf(m), 'data-model-id': m.id, 'data-state': state, 'data-node': m.node },
+      nodeCell(m),
+      h('td', null, h('code', { text: m.id ?? '' })),
+      h('td', { text: m.name ?? '' }),
+      h('td', { text: m.kind ?? '' }),
+      h('td', { class: 'num', text: m.max_context ? `${fmtInt(m.max_context)} tokens` : '—' }),
+      h('td', { text: m.supports_vision ? 'Yes' : 'No' }),
+      h('td', { class: 'state' }, h('span', { class: `status status-${state}`, text: state }),
+        h('div', { class: 'muted small', text: 'as of its last heartbeat' })),
+      h('td', { class: 'device' }, '—', m.slots != null ? h('div', { class: 'muted small', text: `${fmtInt(m.slots)} ${m.slots === 1 ? 'slot' : 'slots'}` }) : null),
+      h('td', { class: 'num memory', text: '—' }),
+      h('td', { class: 'num in-flight', text: fmtInt(m.in_flight ?? 0) }),
+      h('td', { class: 'idle', text: '—' }),
+      admin ? h('td', null, h('span', { class: 'muted small', text: 'On its node' })) : null);
   }
 
   function actions(m, state) {
@@ -76,7 +112,7 @@ export async function render({ view, signal, account }) {
         if (action === 'load') showNotice(`Loading ${m.id}…`);
         const res = await api(`/admin/models/${encodeURIComponent(m.id)}/${action}`, { method: 'POST' });
         if (action === 'load') {
-          replaceRow(tbody, m.id, row({ ...m, ...res }));
+          replaceRow(tbody, keyOf(m), row({ ...m, ...res }));
           showNotice(`Loaded ${m.id}${res?.device ? ` on ${res.device}` : ''}.`);
         } else {
           showNotice((UNLOADED[res?.result] ?? UNLOADED.unloaded)(m.id));
@@ -88,11 +124,14 @@ export async function render({ view, signal, account }) {
 
   const poller = makeRefresher(signal, POLL_MS, load);
 
-  async function load() {
-    const res = await api('/models', { signal });
+  function show(res) {
     fillRows(tbody, (res?.data ?? []).map(row), 'No models are installed.');
     poller.schedule();
   }
 
-  await load();
+  async function load() {
+    show(await api('/models', { signal }));
+  }
+
+  show(first);
 }

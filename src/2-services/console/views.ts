@@ -9,6 +9,7 @@ import type { RentalsService } from "../rentals/service";
 import type { Registry } from "../../3-engines/registry";
 import { modelControl } from "../residency/service";
 import type { UsageReports } from "../../4-store/reports";
+import type { NodeRow } from "../../4-store/nodes";
 
 // What the console shows of one account, read through the same services the API uses (batches,
 // files, rentals, accounts): the console adds only account-wide views (an account's keys share its
@@ -23,6 +24,11 @@ export interface ConsoleDeps {
   files: FilesService;
   rentals: RentalsService;
   registry: Registry;
+  /**
+   * A PostgreSQL store's cluster (issue 45): this node's id and the other live nodes as of its
+   * last beat, whose models the Models page lists too. Absent on SQLite (one node).
+   */
+  cluster?: { self(): string; others(): readonly NodeRow[] };
 }
 
 const usd = (micros: number) => micros / 1_000_000;
@@ -117,19 +123,41 @@ export function createConsoleViews(d: ConsoleDeps) {
       return d.rentals.remove(owner.principal, id);
     },
 
-    /** The served models with their residency (state, device, memory, idle time, requests in flight), as `appliance ps` shows it. */
+    /**
+     * The served models with their residency (state, device, memory, idle time, requests in
+     * flight), as `appliance ps` shows it. On a cluster, every live node's, each row naming its
+     * `node` (`node` at the top: this one's id): this node's live, the others' as of their last
+     * beat (loaded or not, in flight, slots).
+     */
     models() {
       const residency = new Map(models.list().data.map((s) => [s.id, s]));
-      return {
-        data: d.registry.list().map((m) => ({
-          ...residency.get(m.id),
+      const own = d.registry.list().map((m) => ({
+        ...residency.get(m.id),
+        id: m.id,
+        name: m.name,
+        kind: m.kind,
+        max_context: m.max_context,
+        supports_vision: m.supports_vision === true,
+      }));
+      if (!d.cluster) return { data: own };
+      const self = d.cluster.self();
+      const others = d.cluster.others().flatMap((n) =>
+        n.models.map((m) => ({
+          node: n.id,
+          as_of: "heartbeat" as const,
+          heartbeat_age_s: Math.round(n.ageMs / 100) / 10,
           id: m.id,
-          name: m.name,
+          // A node of an older build beats no name.
+          name: m.name ?? m.id,
           kind: m.kind,
           max_context: m.max_context,
-          supports_vision: m.supports_vision === true,
+          supports_vision: m.vision,
+          state: m.loaded ? "loaded" : "unloaded",
+          in_flight: m.in_flight,
+          slots: m.slots,
         })),
-      };
+      );
+      return { node: self, data: [...own.map((m) => ({ node: self, as_of: "live" as const, ...m })), ...others] };
     },
 
     admin: {
