@@ -6,7 +6,7 @@ import OpenAI, { toFile } from "openai";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { tempDir } from "../helpers/app";
 import { cli, serveCli } from "../helpers/cli";
-import { freshDatabase } from "../helpers/postgres";
+import { freshDatabase, nodeEnv } from "../helpers/postgres";
 
 // Issue 45, batches across nodes that serve different models: two real nodes on one PostgreSQL,
 // node A serving "embed" and node B "embed-b" (the same generated ONNX files under another id). A
@@ -20,6 +20,8 @@ let url = "";
 let sql: SQL;
 let key = "";
 let nodes: string[] = [];
+const nodeDirs: string[] = [];
+let modelFile = "";
 
 afterAll(async () => {
   for (const c of children) c.kill("SIGKILL");
@@ -40,14 +42,16 @@ beforeAll(async () => {
   const model = await ensureOnnxModel("embed");
   const admin = tempDir("appliance-cluster-cli-");
   dirs.push(admin);
-  const adminEnv = { APPLIANCE_CONFIG: configFor(admin, "embed", model), APPLIANCE_STORE_URL: url };
+  const adminEnv = { APPLIANCE_CONFIG: configFor(admin, "embed", model), ...nodeEnv(url) };
   for (const args of [["store", "migrate"], ["accounts", "create", "team", "--credit", "5"]]) expect(cli(admin, args, adminEnv).code).toBe(0);
   key = cli(admin, ["keys", "create", "--account", "team", "--premium", "--json"], adminEnv).json<{ key: string }>().key;
+  modelFile = model;
   nodes = await Promise.all(
     (["embed", "embed-b"] as const).map(async (id, i) => {
       const dir = tempDir(`appliance-cluster-${i}-`);
       dirs.push(dir);
-      const s = await serveCli(dir, ["--port", "0"], { APPLIANCE_CONFIG: configFor(dir, id, model), APPLIANCE_STORE_URL: url });
+      nodeDirs.push(dir);
+      const s = await serveCli(dir, ["--port", "0"], { APPLIANCE_CONFIG: configFor(dir, id, model), ...nodeEnv(url) });
       children.push(s.child);
       for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
         void (async () => {
@@ -75,3 +79,37 @@ test("a batch of a model only node B serves, created through node A: B runs ever
   const [{ n }] = await sql`SELECT COUNT(*) AS n FROM usage WHERE batch = 1 AND model = 'embed-b'`;
   expect(Number(n)).toBe(30);
 }, 90_000);
+
+test("a line node B died running is left to B by node A, and run when B is back", async () => {
+  const a = new OpenAI({ apiKey: key, baseURL: `${nodes[0]}/v1`, maxRetries: 0 });
+  // B dies; its row stays live for the lease (15 s): A still counts embed-b as B's.
+  children[1]!.kill("SIGKILL");
+  await children[1]!.exited;
+  const lines = Array.from({ length: 4 }, (_, i) => JSON.stringify({ custom_id: `s${i}`, method: "POST", url: "/v1/embeddings", body: { model: "embed-b", input: `line ${i}` } }));
+  const file = await a.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "in.jsonl"), purpose: "batch" });
+  const created = await a.batches.create({ input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+  for (let b = await a.batches.retrieve(created.id); b.status !== "in_progress"; b = await a.batches.retrieve(created.id)) await Bun.sleep(100);
+  // As B would have left it had it died running line 1: a suspect, started once.
+  await sql`UPDATE batch_lines SET starts = 1 WHERE batch_id = ${created.id} AND line = 1`;
+  await Bun.sleep(2_500); // several of A's worker ticks
+  const rows = await sql`SELECT line, state, starts, lease_owner FROM batch_lines WHERE batch_id = ${created.id} ORDER BY line`;
+  expect(rows.map((r: { state: string; starts: number; lease_owner: string | null }) => [r.state, Number(r.starts), r.lease_owner])).toEqual([
+    ["pending", 1, null],
+    ["pending", 0, null],
+    ["pending", 0, null],
+    ["pending", 0, null],
+  ]);
+  // B back (same data dir: the same node): it runs them all, the suspect alone first.
+  const s = await serveCli(nodeDirs[1]!, ["--port", "0"], { APPLIANCE_CONFIG: configFor(nodeDirs[1]!, "embed-b", modelFile), ...nodeEnv(url) });
+  children.push(s.child);
+  for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
+    void (async () => {
+      for await (const _ of stream);
+    })().catch(() => {});
+  let done = await a.batches.retrieve(created.id);
+  for (const end = Date.now() + 60_000; done.status !== "completed"; done = await a.batches.retrieve(created.id)) {
+    if (Date.now() > end) throw new Error(`batch still ${done.status}`);
+    await Bun.sleep(200);
+  }
+  expect(done.request_counts).toEqual({ total: 4, completed: 4, failed: 0 });
+}, 120_000);

@@ -162,7 +162,8 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
         n++; // failed when claimed, never run
         continue;
       }
-      if (l.starts > 0) return n + 1; // claimed to run alone; nothing after it
+      // claimed to run alone, nothing after it; a model only another node serves is that node's (issue 45)
+      if (l.starts > 0) return capacity(l.model) > 0 ? n + 1 : n;
       if (!hasRoom(l.model, taken.get(l.model) ?? 0)) return n;
       taken.set(l.model, (taken.get(l.model) ?? 0) + 1);
       n++;
@@ -188,6 +189,11 @@ export function createBatchWorker(deps: BatchWorkerDeps) {
       if (before >= MAX_STARTS) {
         if (await store.fail(b.id, line.line, crashedResult(b.id, { ...line, starts: before }), deps.clock.now()))
           deps.logger.warn("batch line failed: the server stopped while running it twice", { batch: b.id, line: line.line, starts: before });
+        continue;
+      }
+      if (before > 0 && capacity(line.model) === 0) {
+        handBack = true;
+        await store.release(b.id, line.line, owner);
         continue;
       }
       if (before > 0) {
