@@ -2,7 +2,9 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./1-api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./1-api/http/auth";
 import { consoleRoutes } from "./1-api/console/routes";
-import { bindContext, clientOf, contextOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
+import { bindContext, clientOf, contextOf, pathAndQueryOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
+import { forwardToPeers } from "./1-api/cluster/forward";
+import { bodyHashOf, HOP_HEADER } from "./2-services/cluster/hop";
 import { admitBody, bodyTooLarge } from "./1-api/http/body";
 import { bodyErrorOf } from "./1-api/http/body-check";
 import { ApiError, asApiError, formatFor, renderError } from "./1-api/http/errors";
@@ -44,13 +46,24 @@ export function createApp(deps: AppDeps): App {
   deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
-  /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */
-  async function admit(request: Request, route: string): Promise<void> {
+  /**
+   * Auth, scope, rate limits and the announced body size of a matched route; runs once a request.
+   * `deferLimits`: a request this node may forward is counted where it is served (onParse).
+   */
+  async function admit(request: Request, route: string, deferLimits = false): Promise<void> {
     const rc = contextOf(request);
     if (rc.admitted) return;
     rc.admitted = true;
     rc.route = route;
     rc.format = formatFor(route, request.headers);
+    // A hop from another node of the cluster: served under the request id it names, never forwarded again.
+    const hop = request.headers.get(HOP_HEADER);
+    if (hop !== null) {
+      const check = deps.node.takeHop(hop, request.method, pathAndQueryOf(request.url));
+      if (!check.ok) throw new ApiError("hop_refused", `refused a request forwarded by another node: ${check.reason}`);
+      rc.hop = check.hop;
+      rc.id = check.hop.requestId;
+    }
     const access = accessOf(route);
     if (access.key) {
       rc.principal = await authenticateRequest(accounts, request.headers, route);
@@ -62,7 +75,7 @@ export function createApp(deps: AppDeps): App {
             headers: { "retry-after": "1" },
           });
         requireScope(rc.principal, access.scope);
-        rc.headers = await limits.request(rc.principal);
+        if (!deferLimits) rc.headers = await limits.request(rc.principal);
       }
     }
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -71,21 +84,44 @@ export function createApp(deps: AppDeps): App {
 
   const routes = new Elysia()
     .onParse({ as: "global" }, async ({ request, route }, contentType) => {
-      await admit(request, route);
+      const json = /^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType);
+      // A model this node does not serve may be served by another node: decided once the body is read.
+      const mayForward = json && FORWARDABLE.has(route) && !request.headers.has(HOP_HEADER) && deps.node.others().length > 0;
+      await admit(request, route, mayForward);
       // The rental proxy forwards a body as it came (src/1-api/rentals/proxy.ts): nothing reads it here.
       if (route === "/rentals/:id" || route === "/rentals/:id/*") return null;
       // JSON bodies are parsed here, with their nesting and size bounded first (src/lib/bounded-json.ts);
       // other types fall through to Elysia's parsers.
-      if (/^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType)) {
-        return parseClientJson(await request.text(), "request body");
+      if (json) {
+        const text = await request.text();
+        const rc = contextOf(request);
+        if (rc.hop?.bodyHash && bodyHashOf(text) !== rc.hop.bodyHash) throw new ApiError("hop_refused", "refused a request forwarded by another node: its body is not the one the hop was signed for");
+        if (!mayForward) return parseClientJson(text, "request body");
+        let body: unknown;
+        try {
+          body = parseClientJson(text, "request body");
+        } catch (e) {
+          await countRequest(rc); // a bad body is counted here as on any node
+          throw e;
+        }
+        const forwarded = await forwardElsewhere(request, route, text, body);
+        if (forwarded) throw new Forwarded(forwarded);
+        await countRequest(rc);
+        return body;
       }
     })
     .onTransform({ as: "global" }, async ({ request, route, params }) => {
       await admit(request, route);
       decodeParams(params as Record<string, string | null>);
     })
-    .onError({ as: "global" }, async ({ code, error, request, body, route }) => {
+    .onError({ as: "global" }, async ({ code, error, request, body, route, set }) => {
       const rc = contextOf(request);
+      // Another node's answer (onParse): passed on as it is (Elysia would give it the error's status).
+      const forwarded = error instanceof Forwarded ? error : (error as Error | undefined)?.cause instanceof Forwarded ? ((error as Error).cause as Forwarded) : null;
+      if (forwarded) {
+        set.status = forwarded.response.status;
+        return forwarded.response;
+      }
       // A failed body whose value broke Elysia's own error message (body-check.ts): the field's 400.
       const invalid = code === "UNKNOWN" && error instanceof TypeError ? bodyError(request.method, route, body) : null;
       return errorResponse(rc, invalid ?? (code === "NOT_FOUND" ? await notFound(request) : toApiError(code, error, request)));
@@ -93,7 +129,7 @@ export function createApp(deps: AppDeps): App {
     .use(healthRoutes(deps))
     .use(metricsRoutes(deps))
     .use(adminModelsRoutes(deps))
-    .use(modelsRoutes(deps.registry))
+    .use(modelsRoutes(deps.registry, deps.node))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger, () => deps.config.compat))
     .use(
@@ -117,6 +153,32 @@ export function createApp(deps: AppDeps): App {
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
 
   const bodyError = bodyErrorOf(routes.routes);
+
+  /** The rate limits of a request this node serves itself, counted once the forward was ruled out. */
+  async function countRequest(rc: RequestContext): Promise<void> {
+    if (rc.principal) rc.headers = await limits.request(rc.principal);
+  }
+
+  /** Sends the request to another node when this one does not serve its model and a live one does (src/1-api/cluster/forward.ts). */
+  async function forwardElsewhere(request: Request, route: string, text: string, body: unknown): Promise<Response | null> {
+    const model = body && typeof body === "object" && !Array.isArray(body) ? (body as { model?: unknown }).model : undefined;
+    if (typeof model !== "string" || deps.registry.list().some((m) => m.id === model)) return null;
+    const peers = deps.node.peersFor(model);
+    if (peers.length === 0) return null;
+    const rc = contextOf(request);
+    return forwardToPeers(peers, {
+      self: deps.node.id,
+      secret: deps.node.secret,
+      requestId: rc.id,
+      method: request.method,
+      path: pathAndQueryOf(request.url),
+      route,
+      headers: request.headers,
+      body: text,
+      signal: request.signal,
+      logger,
+    });
+  }
 
   function toApiError(code: string | number, error: unknown, request: Request): ApiError {
     // A chunked body that ran past the limit, whoever was reading it (a parser, the files upload).
@@ -194,6 +256,16 @@ export function createApp(deps: AppDeps): App {
       return res;
     },
   };
+}
+
+/** The routes whose model another node of the cluster may serve: their JSON body names it. */
+const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/images/generations"]);
+
+/** Another node's answer to a forwarded request, carried out of the parse hook to the error hook, which returns it. */
+class Forwarded extends Error {
+  constructor(readonly response: Response) {
+    super("forwarded to another node");
+  }
 }
 
 /**

@@ -22,6 +22,9 @@ import { randomBase62 } from "./lib/ids";
 import { raiseFdLimit } from "./lib/net/rlimit";
 import { parseTrustedProxies } from "./lib/net/trusted-proxies";
 import { VERSION } from "./lib/version";
+import { clusterSettingsOf } from "./2-services/cluster/settings";
+import { HOP_HEADER } from "./2-services/cluster/hop";
+import { pathAndQueryOf } from "./1-api/http/context";
 
 export interface RunningServer {
   url: string;
@@ -47,6 +50,8 @@ export async function startServer(
   try {
     store = await openConfiguredStore(config);
     logger.info("store", { kind: store.kind, at: store.describe });
+    // A node of a cluster is reachable by the others and signs its hops to them (cluster/settings.ts).
+    if (store.kind === "postgres") clusterSettingsOf(config.cluster);
     if (config.demo) {
       const demo = await ensureDemoModels(dataDir);
       serveDemoModels(config, demo); // a reload computes the served models the same way (reload.ts)
@@ -93,6 +98,11 @@ export async function startServer(
       bodyGraceS: config.server.body_grace_s,
       bodyMinBytesPerS: config.server.body_min_bytes_per_s,
       maxRequestsPerAddress: config.server.max_requests_per_address,
+      // Another node's hops all come from its one address: they were capped there, by client.
+      exempt: (req) => {
+        const hop = req.headers.get(HOP_HEADER);
+        return hop !== null && deps.node.isHop(hop, req.method, pathAndQueryOf(req.url));
+      },
       logger,
     });
     const proxies = parseTrustedProxies(config.server.trusted_proxies);

@@ -6,6 +6,7 @@ import { accountStoreOf, asStore, batchesStoreOf, filesStoreOf, nodeStoreOf, ren
 import { nodeIdOf } from "./4-store/node-id";
 import { createNode, type ClusterNode } from "./2-services/cluster/node";
 import { nodeModels } from "./2-services/cluster/models";
+import { advertisedUrl, clusterSecretOf } from "./2-services/cluster/settings";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
@@ -249,7 +250,11 @@ export function createServices(
     node: (node = createNode({
       store: nodeStoreOf(store),
       id: store.kind === "postgres" ? nodeIdOf(config.server.data_dir) : "local",
-      url: () => config.cluster.advertise_url || `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
+      secret: store.kind === "postgres" ? clusterSecretOf(config.cluster) : "",
+      url: () =>
+        config.cluster.advertise_url
+          ? advertisedUrl(config.cluster.advertise_url, listening.port || config.server.port)
+          : `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
       config,
       models: () => nodeModels(registry),
       gpus: async () => (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour })),

@@ -4,6 +4,9 @@
 /** What a node serves, as other nodes and `appliance nodes` see it. */
 export interface NodeModel {
   id: string;
+  /** Its display name and creation time, as its /v1/models entry shows them. */
+  name: string;
+  created: number;
   kind: string;
   max_context: number;
   vision: boolean;

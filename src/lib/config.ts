@@ -238,8 +238,14 @@ const Cluster = T.Object(
   {
     advertise_url: T.String({
       default: "",
-      description: "how other nodes and `appliance nodes` reach this one (http(s)://host:port); empty: this node's own listener",
+      pattern: "^(|https?://[^\\s/]+)$",
+      description: "how other nodes reach this one (http(s)://host:port; `{port}` stands for the port it listens on); required with a PostgreSQL store (env APPLIANCE_ADVERTISE_URL)",
     }),
+    secret: T.String({
+      default: "",
+      description: "the secret every node of the cluster shares, at least 32 characters: it signs the hops between nodes; required with a PostgreSQL store (or secret_file; env APPLIANCE_CLUSTER_SECRET)",
+    }),
+    secret_file: T.String({ default: "", description: "a file holding the cluster's secret (read at start; trailing whitespace ignored)" }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -338,12 +344,19 @@ export function loadConfig(
     if (typeof store !== "object" || Array.isArray(store)) throw new ConfigError("store: must be a table");
     applyOverride(store, "url", env.APPLIANCE_STORE_URL);
   }
+  if (env.APPLIANCE_ADVERTISE_URL || env.APPLIANCE_CLUSTER_SECRET) {
+    const cluster = (raw.cluster ??= {});
+    if (typeof cluster !== "object" || Array.isArray(cluster)) throw new ConfigError("cluster: must be a table");
+    applyOverride(cluster, "advertise_url", env.APPLIANCE_ADVERTISE_URL);
+    applyOverride(cluster, "secret", env.APPLIANCE_CLUSTER_SECRET);
+  }
 
   const config = validateConfig(raw, file ?? "config");
   config.server.data_dir = resolveDataDir(config.server.data_dir, env);
   // Relative paths in the file are relative to the file's folder (to the working directory without one).
   const base = file ? dirname(file) : process.cwd();
   config.models_dir = config.models_dir ? resolve(base, expandHome(config.models_dir, env)) : base;
+  if (config.cluster.secret_file) config.cluster.secret_file = resolve(base, expandHome(config.cluster.secret_file, env));
   if (config.server.tls) {
     config.server.tls.cert = resolve(base, expandHome(config.server.tls.cert, env));
     config.server.tls.key = resolve(base, expandHome(config.server.tls.key, env));

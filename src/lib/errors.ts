@@ -53,6 +53,8 @@ export const ERROR_TABLE = {
   insufficient_storage: { status: 507, openaiType: "server_error", openaiCode: "insufficient_storage", anthropicType: "api_error" },
   model_unavailable: { status: 503, openaiType: "server_error", openaiCode: "model_unavailable", anthropicType: "overloaded_error" },
   // This node of a cluster takes no new work: drained by an operator, or fenced (its beats do not reach the store). Another node may.
+  // A request that claims to come from another node of the cluster (2-services/cluster/hop.ts) whose hop does not check out.
+  hop_refused: { status: 401, openaiType: "invalid_request_error", openaiCode: "hop_refused", anthropicType: "authentication_error" },
   node_not_serving: { status: 503, openaiType: "server_error", openaiCode: "node_not_serving", anthropicType: "overloaded_error" },
   // The model's load failed for a reason retrying does not cure soon: a corrupt file, a load past its load_timeout_s.
   model_load_failed: { status: 503, openaiType: "server_error", openaiCode: "model_load_failed", anthropicType: "api_error" },

@@ -6,7 +6,7 @@ import OpenAI, { toFile } from "openai";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { tempDir } from "../helpers/app";
 import { cli, serveCli } from "../helpers/cli";
-import { freshDatabase } from "../helpers/postgres";
+import { freshDatabase, nodeEnv } from "../helpers/postgres";
 
 // Issue 44, end to end: two real appliance processes on one PostgreSQL store serve one set of files
 // and batches. A file uploaded to one is read back whole from the other (its bytes are in the
@@ -29,7 +29,7 @@ afterAll(async () => {
   dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
-const env = () => ({ APPLIANCE_CONFIG: configPath, APPLIANCE_STORE_URL: url });
+const env = () => ({ APPLIANCE_CONFIG: configPath, ...nodeEnv(url) });
 function admin(args: string[]) {
   const dir = tempDir("appliance-batches-pg-cli-");
   dirs.push(dir);

@@ -35,9 +35,10 @@ describe("a node on PostgreSQL", () => {
     createNode({
       store: postgresNodeStore(p.fast),
       id,
+      secret: "",
       url: () => `http://127.0.0.1:1/${id}`,
       config,
-      models: () => [{ id: "m", kind: "chat", max_context: 4096, vision: false, loaded: false, in_flight: 0, slots: null }],
+      models: () => [{ id: "m", name: "m", created: 0, kind: "chat", max_context: 4096, vision: false, loaded: false, in_flight: 0, slots: null }],
       gpus: async () => [],
       logger: memoryLogger(),
       ...o,

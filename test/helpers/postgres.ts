@@ -132,3 +132,11 @@ export async function freshDatabase(prefix = "t"): Promise<string> {
   }
   return c.url(name);
 }
+
+/** The secret of the tests' clusters (at least 32 characters, as a node requires). */
+export const CLUSTER_SECRET = "test-cluster-secret-0123456789abcdef";
+
+/** The environment of an appliance that is a node of the test cluster on `url`: its store, how the others reach it, the shared secret. */
+export function nodeEnv(url: string): Record<string, string> {
+  return { APPLIANCE_STORE_URL: url, APPLIANCE_ADVERTISE_URL: "http://127.0.0.1:{port}", APPLIANCE_CLUSTER_SECRET: CLUSTER_SECRET };
+}

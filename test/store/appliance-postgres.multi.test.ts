@@ -8,7 +8,7 @@ import { SIGNIN_FAILURES_PER_ADDRESS } from "../../src/2-services/console/thrott
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
 import { CLI, cli, serveCli } from "../helpers/cli";
-import { freshDatabase } from "../helpers/postgres";
+import { freshDatabase, nodeEnv } from "../helpers/postgres";
 
 // Issue 44: three real appliance processes on one PostgreSQL are one appliance for money, limits,
 // keys and sign-ins. Everything is set up through the CLI against the same database (the CLI works
@@ -35,7 +35,7 @@ afterAll(async () => {
   dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
-const env = () => ({ APPLIANCE_CONFIG: configPath, APPLIANCE_STORE_URL: url });
+const env = () => ({ APPLIANCE_CONFIG: configPath, ...nodeEnv(url) });
 const admin = (args: string[]) => {
   const dir = tempDir("appliance-multi-cli-");
   dirs.push(dir);
@@ -263,7 +263,7 @@ describe("three appliance processes on one PostgreSQL", () => {
     dirs.push(dir);
     const odd = join(dir, "config.toml");
     writeFileSync(odd, readFileSync(configPath, "utf8").replace(`embedding_input_per_m = ${PRICE_PER_M}`, `embedding_input_per_m = ${PRICE_PER_M * 2}`));
-    const r = cli(dir, ["serve", "--port", "0"], { APPLIANCE_CONFIG: odd, APPLIANCE_STORE_URL: url });
+    const r = cli(dir, ["serve", "--port", "0"], { APPLIANCE_CONFIG: odd, ...nodeEnv(url) });
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain("prices.embedding_input_per_m");
   }, 60_000);

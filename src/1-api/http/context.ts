@@ -1,6 +1,7 @@
 import type { Principal } from "../../2-services/accounts/types";
 import { forwardedClient, NO_TRUSTED_PROXIES, type TrustedProxies } from "../../lib/net/trusted-proxies";
 import type { WireFormat } from "./errors";
+import type { Hop } from "../../2-services/cluster/hop";
 
 /** Per-request state shared by the edge (auth, limits, logging) and the routes. */
 export interface RequestContext {
@@ -15,6 +16,8 @@ export interface RequestContext {
   headers: Record<string, string>;
   /** Set once auth, scope and limits have run on the matched route (src/app.ts, admit). */
   admitted?: boolean;
+  /** The hop this request came on from another node of the cluster, checked (src/app.ts, admit); it is not forwarded again. */
+  hop?: Hop;
   /** A body without a length ran past server.max_body_mb while being read (src/1-api/http/body.ts). */
   bodyTooLarge?: boolean;
 }
@@ -81,6 +84,14 @@ export function pathOf(url: string): string {
   const h = url.indexOf("#", start);
   if (h >= 0 && h < end) end = h;
   return url.slice(start, end);
+}
+
+/** "http://host:port/v1/x?y#z" → "/v1/x?y": what a hop to another node asks for (and signs). */
+export function pathAndQueryOf(url: string): string {
+  const start = pathStart(url);
+  if (start < 0) return "/";
+  const h = url.indexOf("#", start);
+  return url.slice(start, h < 0 ? url.length : h);
 }
 
 /** Elysia's shortcut searches for the path from this index of the URL (see routableUrl). */

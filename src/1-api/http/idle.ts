@@ -43,6 +43,8 @@ export interface GuardOptions {
   bodyMinBytesPerS: number;
   /** server.max_requests_per_address; 0: no cap. */
   maxRequestsPerAddress: number;
+  /** Requests the per-address cap does not count (another node's signed hops). */
+  exempt?: (req: Request) => boolean;
   logger: Logger;
   /** The listener's idle timeout, put back when an answer ends; IDLE_TIMEOUT_S unless the listener sets another. */
   idleTimeoutS?: number;
@@ -60,7 +62,7 @@ export function createConnectionGuard(opts: GuardOptions) {
 
   async function serve(req: Request, server: Pick<Server<unknown>, "timeout">, handle: Handle): Promise<Response | undefined> {
     const client = addressKey(clientAddressOf(req));
-    const release = cap.acquire(client);
+    const release = opts.exempt?.(req) ? () => {} : cap.acquire(client);
     if (!release) {
       capLog.note(client);
       return tooMany(req, cap.max);

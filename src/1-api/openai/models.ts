@@ -1,21 +1,35 @@
 import { Elysia } from "elysia";
 import type { ModelEntry, Registry } from "../../3-engines/registry";
 import { contextOf } from "../http/context";
+import { clusterEntries } from "../../2-services/cluster/models";
+import type { NodeRow } from "../../4-store/nodes";
+
+/** The other live nodes of this one's cluster (none on SQLite). */
+export interface ClusterView {
+  id: string;
+  others(): readonly NodeRow[];
+}
+const NONE: readonly NodeRow[] = [];
 
 // GET /v1/models (spec §2.1) in OpenAI's list envelope, each entry also carrying `kind`, and
 // GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/". An Anthropic client
 // (it sends `anthropic-version`) gets Anthropic's shapes instead: coding agents list models there.
-export function modelsRoutes(registry: Registry) {
+export function modelsRoutes(registry: Registry, cluster?: ClusterView) {
+  const others = () => cluster?.others() ?? NONE;
   // The lists are serialised once per served set: a reload that adds or removes a model gives
   // list() a new array, and the next request serialises that.
   const json = (body: unknown) => new Response(body as string, { headers: { "content-type": "application/json" } });
-  let cached: { of: readonly ModelEntry[]; openai: string; anthropic: string } | null = null;
+  let cached: { of: readonly ModelEntry[]; others: readonly NodeRow[]; openai: string; anthropic: string } | null = null;
   const lists = () => {
-    const entries = registry.list();
-    if (cached?.of !== entries) {
+    const local = registry.list();
+    const remote = others();
+    if (cached?.of !== local || cached.others !== remote) {
+      // On a cluster: every live node's models (src/2-services/cluster/models.ts), the same list on each.
+      const entries = clusterEntries(cluster?.id ?? "", local, remote);
       const anthropicEntries = entries.map(toAnthropic);
       cached = {
-        of: entries,
+        of: local,
+        others: remote,
         openai: JSON.stringify({ object: "list", data: entries }),
         anthropic: JSON.stringify({
           data: anthropicEntries,
@@ -30,7 +44,9 @@ export function modelsRoutes(registry: Registry) {
   return new Elysia({ name: "openai-models" })
     .get("/v1/models", ({ request }) => json(contextOf(request).format === "anthropic" ? lists().anthropic : lists().openai))
     .get("/v1/models/*", ({ params, request }) => {
-      const entry = registry.entry(params["*"]); // decoded by the edge (src/app.ts)
+      const id = params["*"]; // decoded by the edge (src/app.ts)
+      const elsewhere = registry.list().some((m) => m.id === id) ? undefined : clusterEntries(cluster?.id ?? "", [], others()).find((m) => m.id === id);
+      const entry = elsewhere ?? registry.entry(id);
       return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
     });
 }

@@ -1,7 +1,8 @@
 import type { Config } from "../../lib/config";
 import type { Logger } from "../../lib/log";
 import { VERSION } from "../../lib/version";
-import type { NodeGpu, NodeModel, NodeStore } from "../../4-store/nodes";
+import type { NodeGpu, NodeModel, NodeRow, NodeStore } from "../../4-store/nodes";
+import { SeenHops, verifyHop, type HopCheck } from "./hop";
 
 // This process as a node of a cluster (issue 45): every appliance on one PostgreSQL store registers
 // itself, what it serves and its settings, and beats every NODE_BEAT_MS. A node whose beats have
@@ -44,6 +45,8 @@ export interface NodeStatus {
 export interface NodeDeps {
   store: NodeStore | null;
   id: string;
+  /** The cluster's secret, which signs the hops between nodes (hop.ts); "" on SQLite. */
+  secret: string;
   /** How other nodes reach this one; read at each registration (the port is known once listening). */
   url: () => string;
   config: Pick<Config, "prices" | "limits">;
@@ -71,14 +74,15 @@ export function createNode(d: NodeDeps) {
   let beating: Promise<void> | null = null;
   /** The models live other nodes serve (model id → its kinds), as of the last beat. */
   let elsewhere = new Map<string, Set<string>>();
+  /** The other live nodes taking work, as of the last beat, by id. */
+  let others: NodeRow[] = [];
 
   async function readOthers(store: NodeStore): Promise<void> {
     const next = new Map<string, Set<string>>();
-    for (const n of await store.list()) {
-      if (n.id === d.id || n.ageMs > leaseMs || n.draining) continue;
-      for (const m of n.models) next.set(m.id, (next.get(m.id) ?? new Set()).add(m.kind));
-    }
+    const live = (await store.list()).filter((n) => n.id !== d.id && n.ageMs <= leaseMs && !n.draining).sort((a, b) => (a.id < b.id ? -1 : 1));
+    for (const n of live) for (const m of n.models) next.set(m.id, (next.get(m.id) ?? new Set()).add(m.kind));
     elsewhere = next;
+    others = live;
   }
 
   const info = async () => ({ id: d.id, url: d.url(), version: VERSION, startedAt, models: d.models(), gpus: await d.gpus(), settings });
@@ -102,8 +106,19 @@ export function createNode(d: NodeDeps) {
     }
   }
 
+  const seen = new SeenHops();
   return {
     id: d.id,
+    secret: d.secret,
+    /** Checks a hop's header addressed to this node and takes it (a second time is a replay). */
+    takeHop(value: string, method: string, path: string): HopCheck {
+      if (!d.store || !d.secret) return { ok: false, reason: "this appliance is not a node of a cluster" };
+      return verifyHop(value, { secret: d.secret, self: d.id, method, path, now: Date.now(), seen });
+    },
+    /** Whether a hop's header is signed for this node and fresh, without taking it. */
+    isHop(value: string, method: string, path: string): boolean {
+      return Boolean(d.store && d.secret) && verifyHop(value, { secret: d.secret, self: d.id, method, path, now: Date.now() }).ok;
+    },
     /** Refuses a node whose prices or limits differ from a live node's (before it listens). */
     async check(): Promise<void> {
       const store = d.store;
@@ -135,6 +150,19 @@ export function createNode(d: NodeDeps) {
       const kinds = elsewhere.get(model);
       return kinds !== undefined && (kind === undefined || kinds.has(kind));
     },
+    /**
+     * The live nodes to forward a request for `model` to, best first: those with it loaded, then
+     * the least busy (in flight per slot), as of the last beat.
+     */
+    peersFor(model: string): { id: string; url: string }[] {
+      const busy = (m: NodeModel) => m.in_flight / Math.max(1, m.slots ?? 1);
+      return others
+        .flatMap((n) => n.models.filter((m) => m.id === model).map((m) => ({ id: n.id, url: n.url, m })))
+        .sort((a, b) => Number(b.m.loaded) - Number(a.m.loaded) || busy(a.m) - busy(b.m) || (a.id < b.id ? -1 : 1))
+        .map(({ id, url }) => ({ id, url }));
+    },
+    /** The other live nodes taking work (id order), as of the last beat: their models and GPUs. */
+    others: (): readonly NodeRow[] => others,
     /** One beat now (tests; `appliance nodes drain` is seen at the next one otherwise). */
     beat: () => (beating ??= beat().finally(() => (beating = null))),
     stop(): void {

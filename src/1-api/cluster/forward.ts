@@ -1,0 +1,135 @@
+import { bodyHashOf, HOP_HEADER, signHop } from "../../2-services/cluster/hop";
+import type { Logger } from "../../lib/log";
+import { ApiError } from "../http/errors";
+import { SseFramer, STREAM_BROKEN, streamBreakEvent } from "./stream-break";
+
+// One hop to the node that serves a request (issue 45): the client's request as it came — its
+// headers (its key among them: the serving node checks it too) and its body — plus the signed
+// hop header (2-services/cluster/hop.ts), sent to the best live node first. A node that cannot
+// be reached, or answers that it takes no new work, before the first byte of its answer: the
+// next node is tried (under the same request id, so nothing is billed twice). The answer is
+// passed through unchanged; a stream that breaks off ends with its format's error event after the
+// last whole event, and what the serving node did not send it does not bill (it died, or saw
+// this node leave).
+
+export interface Peer {
+  id: string;
+  url: string;
+}
+
+export interface Hop {
+  /** This node's id and the cluster's secret. */
+  self: string;
+  secret: string;
+  /** The id the request is served, limited and billed under on the serving node. */
+  requestId: string;
+  method: string;
+  /** The path with its query, as the client sent it. */
+  path: string;
+  /** The matched route: which format's error event ends a broken stream. */
+  route: string;
+  headers: Headers;
+  /** The body as it came (null: none). */
+  body: string | Uint8Array | null;
+  /** The client's: its leaving cancels the hop. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+/** Request headers that belong to one connection, or that this hop sets itself. */
+const REQUEST_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-connection", "host", "content-length", "accept-encoding", HOP_HEADER]);
+/** Response headers that belong to the hop's connection (the body is passed on decoded), or that this node sets itself. */
+const RESPONSE_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server", "x-request-id", "request-id"]);
+
+/** Sends the request to the first of `peers` that takes it; throws model_unavailable when none does. */
+export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Response> {
+  const bodyHash = h.body === null ? null : bodyHashOf(h.body);
+  const problems: string[] = [];
+  for (const peer of peers) {
+    const headers = new Headers();
+    h.headers.forEach((v, k) => {
+      if (!REQUEST_SKIP.has(k)) headers.set(k, v);
+    });
+    headers.set(HOP_HEADER, signHop(h.secret, { from: h.self, to: peer.id, at: Date.now(), requestId: h.requestId, bodyHash }, h.method, h.path));
+    let res: Response;
+    try {
+      // No idle timeout of the hop's own: a non-streamed answer sends nothing until it is whole,
+      // and the serving node bounds its work itself.
+      res = await fetch(peer.url + h.path, { method: h.method, headers, body: h.body ?? undefined, signal: h.signal, redirect: "manual", timeout: false } as RequestInit);
+    } catch (e) {
+      if (h.signal.aborted) throw e;
+      problems.push(`${peer.id}: ${(e as Error).message}`);
+      h.logger.warn("cluster: a node did not take a forwarded request; trying the next", { request_id: h.requestId, node: peer.id, url: peer.url, error: (e as Error).message });
+      continue;
+    }
+    if (res.status === 503) {
+      // A drained or fenced node says so before doing anything: the next one may take it.
+      const text = await res.text().catch(() => "");
+      if (text.includes('"node_not_serving"')) {
+        problems.push(`${peer.id}: takes no new work`);
+        continue;
+      }
+      return new Response(text, { status: res.status, headers: responseHeaders(res) });
+    }
+    return passThrough(res, h, peer);
+  }
+  throw new ApiError("model_unavailable", `no node serving this model answered (${problems.join("; ") || "none is live"}); retry shortly`, { headers: { "retry-after": "1" } });
+}
+
+function responseHeaders(res: Response): Headers {
+  const headers = new Headers();
+  res.headers.forEach((v, k) => {
+    if (!RESPONSE_SKIP.has(k)) headers.append(k, v);
+  });
+  return headers;
+}
+
+async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response> {
+  const headers = responseHeaders(res);
+  const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
+  if (!sse || !res.body) {
+    // A whole answer is read whole, so a node that dies halfway is a clean error here, not half a document.
+    let bytes: ArrayBuffer;
+    try {
+      bytes = await res.arrayBuffer();
+    } catch (e) {
+      if (h.signal.aborted) throw e;
+      h.logger.warn("cluster: a forwarded answer broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
+      throw new ApiError("upstream_error", STREAM_BROKEN);
+    }
+    return new Response(bytes, { status: res.status, headers });
+  }
+  const reader = res.body.getReader();
+  const framer = new SseFramer();
+  const encoder = new TextEncoder();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) {
+            const rest = framer.rest();
+            if (rest) ctrl.enqueue(encoder.encode(rest));
+            ctrl.close();
+            return;
+          }
+          const whole = framer.push(value);
+          if (whole) {
+            ctrl.enqueue(encoder.encode(whole));
+            return;
+          }
+        }
+      } catch (e) {
+        if (!h.signal.aborted) {
+          h.logger.warn("cluster: a forwarded stream broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
+          ctrl.enqueue(encoder.encode(streamBreakEvent(h.route, framer.last)));
+        }
+        ctrl.close();
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: res.status, headers });
+}
