@@ -72,6 +72,21 @@ describe("exposition", () => {
     expect([1, 0.25, 1e21, 1e-7, Infinity, -Infinity, NaN].map(formatValue)).toEqual(["1", "0.25", "1e+21", "1e-7", "+Inf", "-Inf", "NaN"]);
   });
 
+  test("labels given to render are on every sample, after the series' own and before le (a cluster node's node label)", () => {
+    const r = new MetricsRegistry();
+    r.counter("c_total", "C.", ["a"]).inc({ a: "1" });
+    r.gauge("g", "G.").set({}, 2);
+    r.histogram("h_seconds", "H.", ["a"], [1]).observe({ a: "q" }, 0.5);
+    const text = r.render({ node: 'n"1' });
+    expect(text).toContain('c_total{a="1",node="n\\"1"} 1\n');
+    expect(text).toContain('g{node="n\\"1"} 2\n');
+    expect(text).toContain('h_seconds_bucket{a="q",node="n\\"1",le="1"} 1\nh_seconds_bucket{a="q",node="n\\"1",le="+Inf"} 1\nh_seconds_sum{a="q",node="n\\"1"} 0.5\n');
+    expect(parseExposition(text).value("g", { node: 'n"1' })).toBe(2);
+    expect(() => r.render({ a: "x" })).toThrow("invalid constant label: a");
+    expect(() => r.render({ le: "x" })).toThrow("invalid constant label: le");
+    expect(r.render({})).toBe(r.render());
+  });
+
   test("what renders parses as valid exposition", () => {
     const r = new MetricsRegistry();
     r.counter("c_total", "C.", ["a"]).inc({ a: "1" });

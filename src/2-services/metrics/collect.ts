@@ -2,6 +2,7 @@ import type { Registry } from "../../3-engines/registry";
 import type { BatchCounts } from "../../4-store/batches";
 import type { RentalTotals } from "../../4-store/rentals";
 import type { UsageReports } from "../../4-store/reports";
+import type { NodeRow } from "../../4-store/nodes";
 import { VERSION } from "../../lib/version";
 import type { Metrics } from "./metrics";
 import { CONTENT_TYPE, MetricsRegistry } from "./registry";
@@ -11,8 +12,25 @@ import { CONTENT_TYPE, MetricsRegistry } from "./registry";
 // cheap on a large store: pending lines through their partial index, finished lines from the
 // per-batch counters, and the usage table only past the last row already summed (usage rows
 // are never updated or deleted, and their ids only grow).
+//
+// On a PostgreSQL store (a cluster, issue 45) each node answers its own /metrics. What this process
+// alone measures — HTTP requests, chat tokens and latencies, models, slots, devices, the process —
+// carries a `node` label with its node id, so a Prometheus scraping every node sums or compares
+// them without clashes; what is read from the shared store — batches, rentals, credits, images —
+// is the cluster's total, unlabelled and the same on every node (sum it over one node, not all).
+// On SQLite (one node) nothing is labelled.
 
-export type ScrapeDeps = { registry: Registry; metrics: Metrics; rentals: { totals(): Promise<RentalTotals> }; usage: UsageReports; batches: { counts(): Promise<BatchCounts> } };
+export type ScrapeDeps = {
+  registry: Registry;
+  metrics: Metrics;
+  rentals: { totals(): Promise<RentalTotals> };
+  usage: UsageReports;
+  batches: { counts(): Promise<BatchCounts> };
+  /** The store's kind: "postgres" labels node-local series with the node. */
+  store?: { kind: string };
+  /** This node, and the other live nodes as of its last beat (their models name the cluster's images). */
+  node?: { id: string; others(): readonly NodeRow[] };
+};
 
 const BATCH_STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] as const;
 const KEY_KINDS = ["free", "premium"] as const;
@@ -29,12 +47,30 @@ const totalsOf = new WeakMap<Metrics, StoreTotals>();
 
 /** The whole exposition: the process's own metrics, then what the scrape reads. */
 export async function scrape(deps: ScrapeDeps): Promise<string> {
-  const r = new MetricsRegistry();
-  collectModels(r, deps.registry);
-  await collectDevices(r, deps.registry);
-  collectStore(r, deps, await deps.rentals.totals(), await usageTotals(deps), await deps.batches.counts());
-  collectProcess(r);
-  return deps.metrics.registry.render() + r.render();
+  const local = localLabels(deps);
+  const models = new MetricsRegistry();
+  collectModels(models, deps.registry);
+  await collectDevices(models, deps.registry);
+  const store = new MetricsRegistry();
+  collectStore(store, deps, await deps.rentals.totals(), await usageTotals(deps), await deps.batches.counts());
+  const proc = new MetricsRegistry();
+  collectProcess(proc);
+  return deps.metrics.registry.render(local) + models.render(local) + store.render() + proc.render(local);
+}
+
+/** The labels of this node's own series: `node` on a cluster, none on SQLite. */
+function localLabels(deps: ScrapeDeps): Record<string, string> {
+  return deps.store?.kind === "postgres" && deps.node ? { node: deps.node.id } : {};
+}
+
+/**
+ * The models whose images are counted under their own id: this node's, and on a cluster every
+ * live node's (so each node labels the shared totals alike), with their kinds.
+ */
+function clusterModels(deps: ScrapeDeps): { id: string; kind: string }[] {
+  const own = deps.registry.list().map((m) => ({ id: m.id, kind: m.kind as string }));
+  if (deps.store?.kind !== "postgres" || !deps.node) return own;
+  return [...own, ...deps.node.others().flatMap((n) => n.models.map((m) => ({ id: m.id, kind: m.kind })))];
 }
 
 /** The exposition as an HTTP response (text format 0.0.4). */
@@ -106,7 +142,7 @@ function collectStore(r: MetricsRegistry, deps: ScrapeDeps, rentals: RentalTotal
   const credits = r.counter("appliance_credits_consumed_usd_total", "Credit charged for inference (the usage table's cost), in USD, by key kind.", ["kind"]);
   for (const k of KEY_KINDS) credits.inc({ kind: k }, (t.costMicros.get(k) ?? 0) / 1e6);
   const images = r.counter("appliance_images_generated_total", "Images generated and charged.", ["model"]);
-  for (const m of deps.registry.list()) if (m.kind === "image") images.inc({ model: m.id }, 0);
+  for (const m of clusterModels(deps)) if (m.kind === "image") images.inc({ model: m.id }, 0);
   for (const [model, n] of t.images) images.inc({ model }, n);
 }
 
@@ -122,7 +158,7 @@ async function usageTotals(deps: ScrapeDeps): Promise<StoreTotals> {
 
 async function sumNewRows(deps: ScrapeDeps, t: StoreTotals): Promise<StoreTotals> {
   const rows = await deps.usage.sumsAfter(t.usageAfter);
-  const known = new Set(deps.registry.list().map((m) => m.id));
+  const known = new Set(clusterModels(deps).map((m) => m.id));
   for (const row of rows) {
     t.usageAfter = Math.max(t.usageAfter, row.last);
     t.costMicros.set(row.kind, (t.costMicros.get(row.kind) ?? 0) + row.cost);

@@ -29,10 +29,23 @@ export function formatValue(v: number): string {
   return String(v);
 }
 
-function labelText(names: readonly string[], values: readonly string[], extra?: [string, string]): string {
+/**
+ * A sample's labels: its own, then the labels every series of the render carries (`constant`:
+ * a cluster node's `node`), then a histogram bucket's `le`.
+ */
+function labelText(names: readonly string[], values: readonly string[], constant: readonly [string, string][] = [], extra?: [string, string]): string {
   const parts = names.map((n, i) => `${n}="${escapeLabelValue(values[i]!)}"`);
+  for (const [n, v] of constant) parts.push(`${n}="${escapeLabelValue(v)}"`);
   if (extra) parts.push(`${extra[0]}="${escapeLabelValue(extra[1])}"`);
   return parts.length ? `{${parts.join(",")}}` : "";
+}
+
+/** Labels added to every sample of a render, as pairs; refused when a family has a label of that name. */
+function constantPairs(family: { name: string; labelNames: readonly string[] }, constant: Labels): [string, string][] {
+  return Object.entries(constant).map(([n, v]) => {
+    if (!LABEL_NAME.test(n) || n.startsWith("__") || n === "le" || family.labelNames.includes(n)) throw new Error(`${family.name}: invalid constant label: ${n}`);
+    return [n, String(v)];
+  });
 }
 
 abstract class Family<C> {
@@ -79,11 +92,13 @@ abstract class Family<C> {
     return [...this.children.values()];
   }
 
-  protected abstract sampleLines(values: string[], child: C): string[];
+  protected abstract sampleLines(values: string[], child: C, constant: [string, string][]): string[];
 
-  render(): string {
+  /** The family's text; `constant`: labels every sample carries besides its own. */
+  render(constant: Labels = {}): string {
+    const pairs = constantPairs(this, constant);
     const lines = [`# HELP ${this.name} ${escapeHelp(this.help)}`, `# TYPE ${this.name} ${this.type}`];
-    for (const { values, child } of this.series()) lines.push(...this.sampleLines(values, child));
+    for (const { values, child } of this.series()) lines.push(...this.sampleLines(values, child, pairs));
     return lines.join("\n") + "\n";
   }
 }
@@ -103,8 +118,8 @@ export class Counter extends Family<{ v: number }> {
   get(labels: Labels = {}): number {
     return this.child(labels).v;
   }
-  protected sampleLines(values: string[], c: { v: number }) {
-    return [`${this.name}${labelText(this.labelNames, values)} ${formatValue(c.v)}`];
+  protected sampleLines(values: string[], c: { v: number }, constant: [string, string][]) {
+    return [`${this.name}${labelText(this.labelNames, values, constant)} ${formatValue(c.v)}`];
   }
 }
 
@@ -124,8 +139,8 @@ export class Gauge extends Family<{ v: number }> {
   get(labels: Labels = {}): number {
     return this.child(labels).v;
   }
-  protected sampleLines(values: string[], c: { v: number }) {
-    return [`${this.name}${labelText(this.labelNames, values)} ${formatValue(c.v)}`];
+  protected sampleLines(values: string[], c: { v: number }, constant: [string, string][]) {
+    return [`${this.name}${labelText(this.labelNames, values, constant)} ${formatValue(c.v)}`];
   }
 }
 
@@ -165,16 +180,16 @@ export class Histogram extends Family<HistogramChild> {
     return this.child(labels).count;
   }
 
-  protected sampleLines(values: string[], c: HistogramChild) {
+  protected sampleLines(values: string[], c: HistogramChild, constant: [string, string][]) {
     const lines: string[] = [];
     let cumulative = 0;
     this.buckets.forEach((le, i) => {
       cumulative += c.counts[i]!;
-      lines.push(`${this.name}_bucket${labelText(this.labelNames, values, ["le", formatValue(le)])} ${cumulative}`);
+      lines.push(`${this.name}_bucket${labelText(this.labelNames, values, constant, ["le", formatValue(le)])} ${cumulative}`);
     });
-    lines.push(`${this.name}_bucket${labelText(this.labelNames, values, ["le", "+Inf"])} ${c.count}`);
-    lines.push(`${this.name}_sum${labelText(this.labelNames, values)} ${formatValue(c.sum)}`);
-    lines.push(`${this.name}_count${labelText(this.labelNames, values)} ${c.count}`);
+    lines.push(`${this.name}_bucket${labelText(this.labelNames, values, constant, ["le", "+Inf"])} ${c.count}`);
+    lines.push(`${this.name}_sum${labelText(this.labelNames, values, constant)} ${formatValue(c.sum)}`);
+    lines.push(`${this.name}_count${labelText(this.labelNames, values, constant)} ${c.count}`);
     return lines;
   }
 }
@@ -205,8 +220,8 @@ export class MetricsRegistry {
     return [...this.families.keys()];
   }
 
-  /** The text exposition of every metric: HELP, TYPE, then its samples. */
-  render(): string {
-    return [...this.families.values()].map((f) => f.render()).join("");
+  /** The text exposition of every metric: HELP, TYPE, then its samples, each with `constant`'s labels too. */
+  render(constant: Labels = {}): string {
+    return [...this.families.values()].map((f) => f.render(constant)).join("");
   }
 }
