@@ -1,16 +1,22 @@
 import { afterAll, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
+import { ensureOnnxModel } from "../../models/onnx/cache";
 import { startHaproxy, type Haproxy } from "../helpers/haproxy";
+import { clusterCli, embedModelToml, nodeCli, nodeConfig, startNode, stopNodes } from "../helpers/nodes";
+import { freshDatabase } from "../helpers/postgres";
 
 // The HAProxy helper (test/helpers/haproxy.ts) in front of two tiny backends, each a process of its
 // own (Bun.serve answering /health and naming itself): requests through the frontend reach both,
 // and once one backend is killed with SIGKILL every request still succeeds on the other — at once
-// (a refused connection is redispatched) and after HAProxy's checks mark it DOWN.
+// (a refused connection is redispatched) and after HAProxy's checks mark it DOWN. In front of two
+// real appliance nodes on one PostgreSQL, its checks of /health follow the nodes: a drained node
+// (503) goes DOWN and takes no requests, and comes back UP once taken back.
 
 const children: Subprocess[] = [];
 let proxy: Haproxy | null = null;
 afterAll(async () => {
   await proxy?.stop();
+  await stopNodes();
   for (const c of children) c.kill("SIGKILL");
   await Promise.all(children.map((c) => c.exited));
 });
@@ -69,3 +75,23 @@ test("stop() ends the haproxy process by its PID and removes its dir", async () 
   expect(await Bun.file(`${dir}/haproxy.cfg`).exists()).toBe(false);
   expect(fetch(p.url)).rejects.toThrow();
 });
+
+test("in front of two real nodes: a drained node's /health takes it out of rotation, and back in once undrained", async () => {
+  const storeUrl = await freshDatabase("cluster_haproxy");
+  const config = nodeConfig(embedModelToml("embed", await ensureOnnxModel("embed")));
+  clusterCli(config, storeUrl, ["store", "migrate"]);
+  const [a, b] = await Promise.all([startNode(config, storeUrl), startNode(config, storeUrl)]);
+  const p = await startHaproxy({ backends: [a.url, b.url] });
+  try {
+    await p.waitFor("n0", "UP");
+    await p.waitFor("n1", "UP");
+    expect((await nodeCli(a, ["nodes", "drain", a.id])).code).toBe(0);
+    // A sees it at its next beat (3 s), then two failed checks (1 s).
+    await p.waitFor("n0", "DOWN", 10_000);
+    for (let i = 0; i < 5; i++) expect((await fetch(`${p.url}/health`)).status).toBe(200);
+    expect((await nodeCli(a, ["nodes", "drain", a.id, "--undo"])).code).toBe(0);
+    await p.waitFor("n0", "UP", 10_000);
+  } finally {
+    await p.stop();
+  }
+}, 90_000);
