@@ -46,11 +46,8 @@ export function createApp(deps: AppDeps): App {
   deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
 
-  /**
-   * Auth, scope, rate limits and the announced body size of a matched route; runs once a request.
-   * `deferLimits`: a request this node may forward is counted where it is served (onParse).
-   */
-  async function admit(request: Request, route: string, deferLimits = false): Promise<void> {
+  /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */
+  async function admit(request: Request, route: string): Promise<void> {
     const rc = contextOf(request);
     if (rc.admitted) return;
     rc.admitted = true;
@@ -75,7 +72,8 @@ export function createApp(deps: AppDeps): App {
             headers: { "retry-after": "1" },
           });
         requireScope(rc.principal, access.scope);
-        if (!deferLimits) rc.headers = await limits.request(rc.principal);
+        // A request is counted by the node the client sent it to: a hop from another node was counted there.
+        if (!rc.hop) rc.headers = await limits.request(rc.principal);
       }
     }
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -87,7 +85,7 @@ export function createApp(deps: AppDeps): App {
       const json = /^application\/(?:[\w.+-]*\+)?json\b/i.test(contentType);
       // A model this node does not serve may be served by another node: decided once the body is read.
       const mayForward = json && FORWARDABLE.has(route) && !request.headers.has(HOP_HEADER) && deps.node.others().length > 0;
-      await admit(request, route, mayForward);
+      await admit(request, route);
       // The rental proxy forwards a body as it came (src/1-api/rentals/proxy.ts): nothing reads it here.
       if (route === "/rentals/:id" || route === "/rentals/:id/*") return null;
       // JSON bodies are parsed here, with their nesting and size bounded first (src/lib/bounded-json.ts);
@@ -96,17 +94,9 @@ export function createApp(deps: AppDeps): App {
         const text = await request.text();
         const rc = contextOf(request);
         if (rc.hop?.bodyHash && bodyHashOf(text) !== rc.hop.bodyHash) throw new ApiError("hop_refused", "refused a request forwarded by another node: its body is not the one the hop was signed for");
-        if (!mayForward) return parseClientJson(text, "request body");
-        let body: unknown;
-        try {
-          body = parseClientJson(text, "request body");
-        } catch (e) {
-          await countRequest(rc); // a bad body is counted here as on any node
-          throw e;
-        }
-        const forwarded = await forwardElsewhere(request, route, text, body);
+        const body = parseClientJson(text, "request body");
+        const forwarded = mayForward ? await forwardElsewhere(request, route, text, body) : null;
         if (forwarded) throw new Forwarded(forwarded);
-        await countRequest(rc);
         return body;
       }
     })
@@ -153,11 +143,6 @@ export function createApp(deps: AppDeps): App {
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
 
   const bodyError = bodyErrorOf(routes.routes);
-
-  /** The rate limits of a request this node serves itself, counted once the forward was ruled out. */
-  async function countRequest(rc: RequestContext): Promise<void> {
-    if (rc.principal) rc.headers = await limits.request(rc.principal);
-  }
 
   /** Sends the request to another node when this one does not serve its model and a live one does (src/1-api/cluster/forward.ts). */
   async function forwardElsewhere(request: Request, route: string, text: string, body: unknown): Promise<Response | null> {
