@@ -45,6 +45,7 @@ export function createApp(deps: AppDeps): App {
   // The batch worker checks and runs lines as the live routes do: the edge gives it their lanes.
   deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
+  const servedBy = deps.node.secret ? deps.node.id : null;
 
   /** Auth, scope, rate limits and the announced body size of a matched route; runs once a request. */
   async function admit(request: Request, route: string): Promise<void> {
@@ -228,7 +229,7 @@ export function createApp(deps: AppDeps): App {
       } catch (e) {
         res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
       }
-      res = withHeaders(res, rc);
+      res = withHeaders(res, rc, servedBy);
       metrics.httpRequest(rc.route, req.method, res.status, (performance.now() - rc.start) / 1000);
       logger.info("request", {
         request_id: rc.id,
@@ -242,6 +243,9 @@ export function createApp(deps: AppDeps): App {
     },
   };
 }
+
+/** Names the node of a cluster that served a request (debugging a cluster behind a load balancer). */
+export const NODE_HEADER = "x-appliance-node";
 
 /** The routes whose model another node of the cluster may serve: their JSON body names it. */
 const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/images/generations"]);
@@ -276,8 +280,10 @@ export function maxBodyBytesOf(config: AppDeps["config"]): number {
   return Math.floor(config.server.max_body_mb * 1024 * 1024);
 }
 
-function withHeaders(res: Response, rc: RequestContext): Response {
+function withHeaders(res: Response, rc: RequestContext, servedBy: string | null): Response {
   const set = (r: Response) => {
+    // On a cluster, the node that served the answer (a forwarded one keeps the serving node's).
+    if (servedBy && !r.headers.has(NODE_HEADER)) r.headers.set(NODE_HEADER, servedBy);
     r.headers.set("x-request-id", rc.id);
     if (rc.format === "anthropic") r.headers.set("request-id", rc.id);
     for (const k in rc.headers) r.headers.set(k, rc.headers[k]!);

@@ -9,7 +9,9 @@ import { ensureOnnxModel } from "../../models/onnx/cache";
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
 import { cli, serveCli } from "../helpers/cli";
-import { freshDatabase, nodeEnv } from "../helpers/postgres";
+import { startHaproxy } from "../helpers/haproxy";
+import { CLUSTER_SECRET, freshDatabase, nodeEnv } from "../helpers/postgres";
+import { bodyHashOf, HOP_HEADER, signHop } from "../../src/2-services/cluster/hop";
 
 // Issue 45: three real appliance processes on one PostgreSQL, each serving other models, are one
 // appliance — any node answers for every model (forwarding one hop, signed), bills once, limits once:
@@ -20,7 +22,9 @@ import { freshDatabase, nodeEnv } from "../helpers/postgres";
 // - 60 mixed concurrent requests at all three: the ledger exact and a key's rpm exact;
 // - a key revoked by the CLI is refused on every node within 1 s, forwarded or not;
 // - a stream through node 1 from node 2, node 2 killed: the format's error event, nothing billed, holds released;
-// - a 120-line batch of chat-x, node 2 killed a quarter through: every line once, usage = completed lines.
+// - a 120-line batch of chat-x, node 2 killed a quarter through: every line once, usage = completed lines;
+// - a hop that is unsigned, forged, stale or replayed is refused by a real node, in the endpoint's format;
+// - HAProxy in front of the three, node 3 killed under streams: only the streams node 3 served fail.
 
 const PRICE = 1000; // $ per million tokens: one token costs 1000 µ$
 const dirs: string[] = [];
@@ -261,13 +265,17 @@ describe("three nodes serving different models are one appliance", () => {
     for (const end = Date.now() + 60_000; !["completed", "failed", "expired", "cancelled"].includes(done.status); done = await o.batches.retrieve(created.id)) {
       if (Date.now() > end) throw new Error(`batch still ${done.status}: ${JSON.stringify(done.request_counts)}`);
       if (killedAt < 0 && (done.request_counts?.completed ?? 0) >= 30) {
+        // Node 2 is frozen first, so what it holds cannot change before it dies: killed holding a
+        // line (they run again elsewhere once their leases lapse), else let go on and tried again.
         const victim = nodes[1]!.child;
-        victim.kill("SIGKILL");
-        await victim.exited;
-        killedAt = done.request_counts!.completed;
-        // Lines node 2 held when it died: they are run again elsewhere once their leases lapse.
+        victim.kill("SIGSTOP");
         const [{ n }] = await sql`SELECT COUNT(*) AS n FROM batch_lines WHERE batch_id = ${created.id} AND state = 'pending' AND lease_owner LIKE ${`%:${victim.pid}:%`}`;
-        heldByDead = Number(n);
+        if (Number(n) > 0) {
+          heldByDead = Number(n);
+          victim.kill("SIGKILL");
+          await victim.exited;
+          killedAt = (await o.batches.retrieve(created.id)).request_counts!.completed;
+        } else victim.kill("SIGCONT");
       }
       await Bun.sleep(100);
     }
@@ -286,5 +294,75 @@ describe("three nodes serving different models are one appliance", () => {
     const [{ n, ids }] = await sql`SELECT COUNT(*) AS n, COUNT(DISTINCT request_id) AS ids FROM usage WHERE batch = 1 AND model = 'chat-x'`;
     expect(Number(n)).toBe(120);
     expect(Number(ids)).toBe(120);
+  }, 90_000);
+
+  test("a hop that is forged, stale or replayed is refused in the endpoint's format; a signed one is served once, under its request id", async () => {
+    const [{ id: target }] = await sql`SELECT id FROM cluster_nodes WHERE url = ${nodes[0]!.url}`;
+    const body = JSON.stringify({ model: "embed-1", input: "hop" });
+    const send = (hop: string | null, path = "/v1/embeddings", b = body) =>
+      fetch(`${nodes[0]!.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", ...(hop === null ? {} : { [HOP_HEADER]: hop }) }, body: b });
+    const sign = (o: { at?: number; requestId?: string; secret?: string; path?: string; b?: string }) =>
+      signHop(o.secret ?? CLUSTER_SECRET, { from: "node-x", to: target, at: o.at ?? Date.now(), requestId: o.requestId ?? `req_hop${Math.random().toString(36).slice(2)}`, bodyHash: bodyHashOf(o.b ?? body) }, "POST", o.path ?? "/v1/embeddings");
+    const refused = async (r: Response): Promise<unknown[]> => [r.status, ((await r.json()) as { error: unknown }).error];
+    expect(await refused(await send("v1 a b c"))).toEqual([401, expect.objectContaining({ code: "hop_refused" })]);
+    expect(await refused(await send(sign({ secret: "x".repeat(40) })))).toEqual([401, expect.objectContaining({ code: "hop_refused" })]);
+    expect(await refused(await send(sign({ at: Date.now() - 120_000 })))).toEqual([401, expect.objectContaining({ code: "hop_refused" })]);
+    expect(await refused(await send(sign({}), "/v1/embeddings", JSON.stringify({ model: "embed-1", input: "another body" })))).toEqual([401, expect.objectContaining({ code: "hop_refused" })]);
+    // Anthropic's envelope on /v1/messages
+    const m = JSON.stringify({ model: "chat-3", max_tokens: 4, messages: [{ role: "user", content: "hi" }] });
+    expect(await refused(await send(sign({ secret: "x".repeat(40), path: "/v1/messages", b: m }), "/v1/messages", m))).toEqual([401, { type: "authentication_error", message: expect.stringContaining("forwarded by another node") }]);
+    const good = sign({ requestId: "req_hop_signed_once" });
+    const first = await send(good);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-request-id")).toBe("req_hop_signed_once");
+    await first.arrayBuffer();
+    expect(await refused(await send(good))).toEqual([401, expect.objectContaining({ code: "hop_refused", message: expect.stringContaining("replay") })]);
+    expect(await usageOf("req_hop_signed_once")).toBe(1);
+  }, 30_000);
+
+  test("HAProxy in front of the three, node 3 killed under streams: only the streams node 3 served fail, and new requests all succeed", async () => {
+    if (nodes[1]!.child.exitCode !== null || nodes[1]!.child.signalCode) await startNode(1);
+    await untilUnion(["chat-2", "chat-x"]);
+    const proxy = await startHaproxy({ backends: nodes.map((n) => n.url), balance: "roundrobin" });
+    try {
+      const [{ id: third }] = await sql`SELECT id FROM cluster_nodes WHERE url = ${nodes[2]!.url}`;
+      const ask = (max_tokens: number, stream: boolean) =>
+        fetch(`${proxy.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "chat-x", messages: [{ role: "user", content: "go on" }], max_tokens, stream }) });
+      const streams = (await Promise.all(Array.from({ length: 6 }, () => ask(2000, true)))).filter((r) => r.status === 200);
+      const readers = streams.map((r) => ({ node: r.headers.get("x-appliance-node"), reader: r.body!.getReader(), text: "" }));
+      // Every stream under way before the kill.
+      await Promise.all(readers.map(async (s) => {
+        while (!s.text.includes("\n\n")) s.text += new TextDecoder().decode((await s.reader.read()).value);
+      }));
+      expect(readers.some((s) => s.node === third)).toBe(true);
+      expect(readers.some((s) => s.node !== third)).toBe(true);
+      nodes[2]!.child.kill("SIGKILL");
+      const ends = await Promise.all(
+        readers.map(async (s) => {
+          try {
+            for (;;) {
+              const { value, done } = await s.reader.read();
+              if (done) break;
+              s.text += new TextDecoder().decode(value);
+            }
+          } catch {
+            return { node: s.node, ok: false };
+          }
+          return { node: s.node, ok: s.text.includes("data: [DONE]") };
+        }),
+      );
+      // The kill cut node 3's streams still running (one that had sent its end before is whole); no other failed.
+      const failed = ends.filter((e) => !e.ok);
+      expect(failed.length).toBeGreaterThan(0);
+      expect(failed.every((e) => e.node === third)).toBe(true);
+      expect(ends.filter((e) => e.node !== third).every((e) => e.ok)).toBe(true);
+      // New requests: HAProxy sends a refused connection elsewhere, node 1 forwards to node 2.
+      // (one after another: chat-x has node 2's two slots left)
+      const after: number[] = [];
+      for (let i = 0; i < 6; i++) after.push(await ask(4, false).then(async (r) => (await r.arrayBuffer(), r.status)));
+      expect(after).toEqual(Array(6).fill(200));
+    } finally {
+      await proxy.stop();
+    }
   }, 90_000);
 });
