@@ -1,6 +1,7 @@
 // `bun run bench [name…]`: runs the benchmarks (not part of `bun test`) and prints their ratios.
 import { benchBatches } from "./batches";
 import { benchChat } from "./chat";
+import { benchCluster } from "./cluster";
 import { benchEmbeddings } from "./embeddings";
 import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
@@ -25,6 +26,7 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   soak: () => benchSoak(),
   tls: () => benchTls(),
   store: () => benchStore(),
+  cluster: () => benchCluster(),
   "vs-llama-server": () => benchVsLlamaServer(),
   fuzz: (args) => benchFuzz(args),
 };
