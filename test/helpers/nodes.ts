@@ -3,13 +3,14 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { tempDir } from "./app";
 import { CLI, cli, serveCli } from "./cli";
+import { CLUSTER_SECRET, nodeEnv as clusterEnv } from "./postgres";
 
 // Real appliance nodes for the cluster tests (issue 45): `appliance serve` processes on one
 // PostgreSQL database, each with its own data dir, port and config (its own models), all with the
 // same [cluster] secret and an advertise URL naming their own port. `stopNodes` kills what was
 // started (by the children's PIDs) and removes the dirs.
 
-export const CLUSTER_SECRET = "cluster-test-secret-0123456789abcdefghij";
+export { CLUSTER_SECRET };
 
 export interface TestNode {
   /** Its listener, http://127.0.0.1:<port>. */
@@ -27,7 +28,7 @@ const dirs: string[] = [];
 
 /** The env of a node's processes: its config file, the shared store, the cluster's settings. */
 export function nodeEnv(config: string, storeUrl: string): Record<string, string> {
-  return { APPLIANCE_CONFIG: config, APPLIANCE_STORE_URL: storeUrl, APPLIANCE_ADVERTISE_URL: "http://127.0.0.1:{port}", APPLIANCE_CLUSTER_SECRET: CLUSTER_SECRET };
+  return { APPLIANCE_CONFIG: config, ...clusterEnv(storeUrl) };
 }
 
 /** A data dir with `config` (TOML) written into it as config.toml; its path and the config's. */
