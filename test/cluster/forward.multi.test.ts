@@ -6,6 +6,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
 import { ensureChatModel } from "../../models/cache";
 import { ensureOnnxModel } from "../../models/onnx/cache";
+import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
 import { cli, serveCli } from "../helpers/cli";
@@ -33,11 +34,17 @@ let url = "";
 let sql: SQL;
 let chatFile = "";
 let embedFile = "";
+let nliFile = "";
+let turboFile = "";
 let key = "";
 const nodes: { url: string; child: Subprocess; dir: string }[] = [];
 
-const MODELS: Record<number, [string, "chat" | "embed"][]> = {
-  0: [["embed-1", "embed"]],
+const MODELS: Record<number, [string, "chat" | "embed" | "nli" | "image"][]> = {
+  0: [
+    ["embed-1", "embed"],
+    ["nli-1", "nli"],
+    ["turbo-1", "image"],
+  ],
   1: [
     ["chat-2", "chat"],
     ["chat-x", "chat"],
@@ -51,16 +58,17 @@ const MODELS: Record<number, [string, "chat" | "embed"][]> = {
 function configFor(dir: string, i: number): string {
   const path = join(dir, "config.toml");
   const lines = ["[engines]", 'device = "cpu"', "threads = 1", "[rentals]", "discover = false", "[prices]", `chat_input_per_m = ${PRICE}`, `chat_output_per_m = ${PRICE}`, `embedding_input_per_m = ${PRICE}`];
+  const as = { chat: ["chat", chatFile, 4096], embed: ["embedding", embedFile, 512], nli: ["classifier", nliFile, 2048], image: ["image", turboFile, 77] } as const;
   for (const [id, kind] of MODELS[i] ?? [])
     lines.push(
       "[[models]]",
       `id = "${id}"`,
       `name = "${id}"`,
-      kind === "chat" ? 'kind = "chat"' : 'kind = "embedding"',
-      `files = { model = ${JSON.stringify(kind === "chat" ? chatFile : embedFile)} }`,
-      `max_context = ${kind === "chat" ? 4096 : 512}`,
+      `kind = "${as[kind][0]}"`,
+      `files = { model = ${JSON.stringify(as[kind][1])} }`,
+      `max_context = ${as[kind][2]}`,
       ...(kind === "chat" ? ["slots = 2"] : []),
-      'load = "start"',
+      kind === "image" ? 'load = "first_use"' : 'load = "start"',
     );
   writeFileSync(path, lines.join("\n") + "\n");
   return path;
@@ -128,23 +136,24 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
 beforeAll(async () => {
   url = await freshDatabase("cluster_forward");
   sql = new SQL({ url, max: 2 });
-  [chatFile, embedFile] = await Promise.all([ensureChatModel("chat"), ensureOnnxModel("embed")]);
+  [chatFile, embedFile, nliFile] = await Promise.all([ensureChatModel("chat"), ensureOnnxModel("embed"), ensureOnnxModel("nli")]);
+  turboFile = ensureDiffusionModel("diffusion-turbo");
   admin(["store", "migrate"]);
   admin(["accounts", "create", "team", "--credit", "50"]);
   key = newKey("team").key;
   await Promise.all([0, 1, 2].map(startNode));
-  await untilUnion(["embed-1", "chat-2", "chat-x", "chat-3"]);
+  await untilUnion(["embed-1", "nli-1", "turbo-1", "chat-2", "chat-x", "chat-3"]);
 }, 240_000);
 
 describe("three nodes serving different models are one appliance", () => {
   test("the model list is the same on every node: every live node's models", async () => {
     const lists = await Promise.all(nodes.map((n) => modelIds(n.url)));
-    expect(lists[0]!.slice().sort()).toEqual(["chat-2", "chat-3", "chat-x", "embed-1"]);
+    expect(lists[0]!.slice().sort()).toEqual(["chat-2", "chat-3", "chat-x", "embed-1", "nli-1", "turbo-1"]);
     expect(lists[1]).toEqual(lists[0]!);
     expect(lists[2]).toEqual(lists[0]!);
     // Anthropic's shape too, and one model retrieved at a node that does not serve it.
     const a = new Anthropic({ apiKey: key, baseURL: nodes[0]!.url, maxRetries: 0 });
-    expect((await a.models.list()).data.map((m) => m.id).sort()).toEqual(["chat-2", "chat-3", "chat-x", "embed-1"]);
+    expect((await a.models.list()).data.map((m) => m.id).sort()).toEqual(["chat-2", "chat-3", "chat-x", "embed-1", "nli-1", "turbo-1"]);
     const o = new OpenAI({ apiKey: key, baseURL: `${nodes[0]!.url}/v1`, maxRetries: 0 });
     expect((await o.models.retrieve("chat-3")).id).toBe("chat-3");
   }, 30_000);
@@ -182,6 +191,22 @@ describe("three nodes serving different models are one appliance", () => {
     for (const id of ids) await until(`usage row of ${id}`, async () => (await usageOf(id)) === 1, 5_000);
     const rows = await sql`SELECT request_id, model FROM usage WHERE request_id IN ${sql(ids)}`;
     expect(rows.map((r: { model: string }) => r.model)).toEqual(["chat-3", "chat-3", "chat-3"]);
+  }, 60_000);
+
+  test("node 1's classifier and image model asked at nodes 2 and 3: answered as node 1 answers, one usage row each", async () => {
+    const classify = await fetch(`${nodes[1]!.url}/v1/classify`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "nli-1", pairs: [{ premise: "A dog runs in the park.", hypothesis: "An animal is outside." }] }),
+    });
+    expect(classify.status).toBe(200);
+    const c = (await classify.json()) as { model: string; data: { probs: number[] }[] };
+    expect(c.model).toBe("nli-1");
+    expect(c.data[0]!.probs.reduce((x, y) => x + y, 0)).toBeCloseTo(1, 6);
+    const o = new OpenAI({ apiKey: key, baseURL: `${nodes[2]!.url}/v1`, maxRetries: 0 });
+    const { data: image, response } = await o.images.generate({ model: "turbo-1", prompt: "a boat", size: "256x256", response_format: "b64_json", steps: 2 } as OpenAI.ImageGenerateParamsNonStreaming).withResponse();
+    expect(Buffer.from(image.data![0]!.b64_json!, "base64").subarray(1, 4).toString()).toBe("PNG");
+    for (const id of [classify.headers.get("x-request-id")!, response.headers.get("x-request-id")!]) await until(`usage row of ${id}`, async () => (await usageOf(id)) === 1, 5_000);
   }, 60_000);
 
   test("60 mixed concurrent requests at all three nodes: the ledger exact, a key's rpm exact", async () => {
