@@ -18,6 +18,7 @@ import limits from "../../../web/docs/limits.md" with { type: "text" };
 import models from "../../../web/docs/models.md" with { type: "text" };
 import operations from "../../../web/docs/operations.md" with { type: "text" };
 import postgresql from "../../../web/docs/postgresql.md" with { type: "text" };
+import cluster from "../../../web/docs/cluster.md" with { type: "text" };
 import rentals from "../../../web/docs/rentals.md" with { type: "text" };
 import threads from "../../../web/docs/threads.md" with { type: "text" };
 
@@ -37,6 +38,7 @@ const PAGES: Record<string, string> = {
   "rentals": rentals,
   "clients": clients,
   "postgresql": postgresql,
+  "cluster": cluster,
   "operations": operations,
   "architecture": architecture,
   "benchmarks": benchmarks,
