@@ -1,4 +1,5 @@
 import { afterAll, expect, test } from "bun:test";
+import { freePort } from "../helpers/ports";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
@@ -9,15 +10,6 @@ const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const cpuOnly = !existsSync("/dev/nvidiactl") && !existsSync("/proc/driver/nvidia/version");
-
-/** A port nothing listens on (the default 8484 may be taken on a developer's box). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 function config(name: string, toml: string): string {
   const file = join(dir, name);

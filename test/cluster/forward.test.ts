@@ -1,9 +1,9 @@
 import { afterAll, expect, test } from "bun:test";
-import { createServer } from "node:net";
 import { forwardToPeers, type Hop } from "../../src/1-api/cluster/forward";
 import { HOP_HEADER, verifyHop } from "../../src/2-services/cluster/hop";
 import { ApiError } from "../../src/lib/errors";
 import { memoryLogger } from "../../src/lib/log";
+import { freePort } from "../helpers/ports";
 
 // The one hop's transport (src/1-api/cluster/forward.ts) against small HTTP servers standing in for
 // the serving node, for what a real node does not do on demand: refuse a connection, answer that it
@@ -21,13 +21,7 @@ function peer(id: string, fetch: (req: Request) => Response | Promise<Response>)
 
 /** A port nothing listens on: the connection is refused. */
 async function deadPeer(id: string) {
-  const port = await new Promise<number>((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-  return { id, url: `http://127.0.0.1:${port}` };
+  return { id, url: `http://127.0.0.1:${await freePort()}` };
 }
 
 const hop = (o: Partial<Hop> = {}): Hop => ({

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "./ports";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -49,17 +49,6 @@ function binary(): string {
   const found = Bun.which("haproxy") ?? ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"].find((p) => existsSync(p));
   if (!found) throw new Error("haproxy is missing: run test/setup-postgres.sh (it installs Debian's haproxy), or set APPLIANCE_HAPROXY_BIN");
   return found;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function alive(pid: number): boolean {

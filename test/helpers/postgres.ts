@@ -1,6 +1,6 @@
 import { SQL } from "bun";
+import { freePort } from "./ports";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -34,17 +34,6 @@ function binDir(): string {
 const asRoot = process.getuid?.() === 0;
 /** A command as the cluster's owner: `postgres` when the tests run as root. */
 const owned = (args: string[]) => (asRoot ? ["runuser", "-u", "postgres", "--", ...args] : args);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function run(args: string[]): void {
   const r = Bun.spawnSync(owned(args), { stdout: "pipe", stderr: "pipe" });
