@@ -137,8 +137,9 @@ export function createApp(deps: AppDeps): App {
     .use(imagesRoutes(deps))
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
-    .use(rentalsRoutes(deps.rentals))
-    .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources))
+    // On a cluster, what touches another node's rental goes to that node (src/1-api/rentals/elsewhere.ts).
+    .use(rentalsRoutes(deps.rentals, { node: deps.node, logger }))
+    .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources, { node: deps.node, logger }))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientOf))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
@@ -163,6 +164,7 @@ export function createApp(deps: AppDeps): App {
       body: text,
       signal: request.signal,
       logger,
+      count: (to, outcome) => metrics.clusterForward(to, outcome),
     });
   }
 

@@ -46,8 +46,14 @@ test("the hop carries the client's key and body, signed for the node it goes to;
     return Response.json({ ok: true }, { headers: { "x-ratelimit-remaining-requests": "9" } });
   });
   const draining = peer("node-d", () => Response.json({ error: { code: "node_not_serving", message: "draining" } }, { status: 503 }));
-  const res = await forwardToPeers([await deadPeer("node-b"), draining, live], hop());
+  const counted: string[][] = [];
+  const res = await forwardToPeers([await deadPeer("node-b"), draining, live], hop({ count: (to, outcome) => counted.push([to, outcome]) }));
   expect(res.status).toBe(200);
+  expect(counted).toEqual([
+    ["node-b", "unreachable"],
+    ["node-d", "not_serving"],
+    ["node-c", "answered"],
+  ]);
   expect(await res.json()).toEqual({ ok: true });
   expect(res.headers.get("x-ratelimit-remaining-requests")).toBe("9");
   expect(seen).toEqual(['true Bearer sk-client {"model":"m","stream":true}']);
@@ -84,7 +90,9 @@ async function readAll(res: Response): Promise<string> {
 }
 
 test("a stream that breaks off ends after its last whole event with the format's error event: chat completions, responses, messages", async () => {
-  const chat = await readAll(await forwardToPeers([breakingPeer("n1", ['data: {"object":"chat.completion.chunk"}\n\n'])], hop()));
+  const counted: string[] = [];
+  const chat = await readAll(await forwardToPeers([breakingPeer("n1", ['data: {"object":"chat.completion.chunk"}\n\n'])], hop({ count: (_, outcome) => counted.push(outcome) })));
+  expect(counted).toEqual(["broken"]);
   expect(chat.split("\n\n").filter(Boolean)).toEqual(['data: {"object":"chat.completion.chunk"}', expect.stringMatching(/^data: \{"error":\{.*"code":"upstream_error"\}\}$/)]);
 
   const responses = await readAll(

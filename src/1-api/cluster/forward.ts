@@ -1,5 +1,6 @@
 import { bodyHashOf, HOP_HEADER, signHop } from "../../2-services/cluster/hop";
 import type { Logger } from "../../lib/log";
+import type { ForwardOutcome } from "../../2-services/metrics/metrics";
 import { ApiError } from "../http/errors";
 import { SseFramer, STREAM_BROKEN, streamBreakEvent } from "./stream-break";
 
@@ -34,6 +35,8 @@ export interface Hop {
   /** The client's: its leaving cancels the hop. */
   signal: AbortSignal;
   logger: Logger;
+  /** Counts each hop's outcome (metrics). */
+  count?: (to: string, outcome: ForwardOutcome) => void;
 }
 
 /** Request headers that belong to one connection, or that this hop sets itself. */
@@ -58,6 +61,7 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
       res = await fetch(peer.url + h.path, { method: h.method, headers, body: h.body ?? undefined, signal: h.signal, redirect: "manual", timeout: false } as RequestInit);
     } catch (e) {
       if (h.signal.aborted) throw e;
+      h.count?.(peer.id, "unreachable");
       problems.push(`${peer.id}: ${(e as Error).message}`);
       h.logger.warn("cluster: a node did not take a forwarded request; trying the next", { request_id: h.requestId, node: peer.id, url: peer.url, error: (e as Error).message });
       continue;
@@ -66,9 +70,11 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
       // A drained or fenced node says so before doing anything: the next one may take it.
       const text = await res.text().catch(() => "");
       if (text.includes('"node_not_serving"')) {
+        h.count?.(peer.id, "not_serving");
         problems.push(`${peer.id}: takes no new work`);
         continue;
       }
+      h.count?.(peer.id, "answered");
       return new Response(text, { status: res.status, headers: responseHeaders(res) });
     }
     return passThrough(res, h, peer);
@@ -94,9 +100,11 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
       bytes = await res.arrayBuffer();
     } catch (e) {
       if (h.signal.aborted) throw e;
+      h.count?.(peer.id, "broken");
       h.logger.warn("cluster: a forwarded answer broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
       throw new ApiError("upstream_error", STREAM_BROKEN);
     }
+    h.count?.(peer.id, "answered");
     return new Response(bytes, { status: res.status, headers });
   }
   const reader = res.body.getReader();
@@ -108,6 +116,7 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
         for (;;) {
           const { done, value } = await reader.read();
           if (done) {
+            h.count?.(peer.id, "answered");
             const rest = framer.rest();
             if (rest) ctrl.enqueue(encoder.encode(rest));
             ctrl.close();
@@ -121,6 +130,7 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
         }
       } catch (e) {
         if (!h.signal.aborted) {
+          h.count?.(peer.id, "broken");
           h.logger.warn("cluster: a forwarded stream broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
           ctrl.enqueue(encoder.encode(streamBreakEvent(h.route, framer.last)));
         }

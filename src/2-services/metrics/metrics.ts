@@ -26,6 +26,9 @@ export interface ChatTimer {
 
 export type Metrics = ReturnType<typeof createMetrics>;
 
+/** What came of one hop to another node (src/1-api/cluster/forward.ts). */
+export type ForwardOutcome = "answered" | "unreachable" | "not_serving" | "broken";
+
 /** `chatModels`: configured chat model ids, whose token counters start at 0 (so `increase()` sees the first request). */
 export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
   const registry = new MetricsRegistry();
@@ -61,6 +64,11 @@ export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
     ["model"],
     TPOT_BUCKETS,
   );
+  const forwards = registry.counter(
+    "appliance_cluster_forwards_total",
+    "Requests this node sent one hop to another node of its cluster, by that node and what came of it: answered (its answer passed on), unreachable or not_serving (the next node tried), broken (cut off after it started).",
+    ["to", "outcome"],
+  );
   const chatModel = (model: string) => {
     tokens.inc({ model, direction: "input" }, 0);
     tokens.inc({ model, direction: "output" }, 0);
@@ -72,6 +80,10 @@ export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
     registry,
     /** A chat model a config reload added: its token counters start at 0, as the configured ones' do. */
     chatModel,
+    /** One hop to node `to` of the cluster and its outcome. */
+    clusterForward(to: string, outcome: ForwardOutcome): void {
+      forwards.inc({ to, outcome });
+    },
     /** One answered request. `route` is the matched pattern or "unmatched"; never a raw path. */
     httpRequest(route: string, method: string, status: number, seconds: number): void {
       const m = METHODS.has(method) ? method : "other";
