@@ -165,6 +165,7 @@ export function createApp(deps: AppDeps): App {
       signal: request.signal,
       logger,
       count: (to, outcome) => metrics.clusterForward(to, outcome),
+      open: (to) => deps.node.sent(to),
     });
   }
 

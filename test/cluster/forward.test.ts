@@ -47,13 +47,19 @@ test("the hop carries the client's key and body, signed for the node it goes to;
   });
   const draining = peer("node-d", () => Response.json({ error: { code: "node_not_serving", message: "draining" } }, { status: 503 }));
   const counted: string[][] = [];
-  const res = await forwardToPeers([await deadPeer("node-b"), draining, live], hop({ count: (to, outcome) => counted.push([to, outcome]) }));
+  let open = 0;
+  const opened = (to: string) => (counted.push([to, "open"]), open++, () => void open--);
+  const res = await forwardToPeers([await deadPeer("node-b"), draining, live], hop({ count: (to, outcome) => counted.push([to, outcome]), open: opened }));
   expect(res.status).toBe(200);
   expect(counted).toEqual([
+    ["node-b", "open"],
     ["node-b", "unreachable"],
+    ["node-d", "open"],
     ["node-d", "not_serving"],
+    ["node-c", "open"],
     ["node-c", "answered"],
   ]);
+  expect(open).toBe(0); // every hop closed: a whole answer is read before it is returned
   expect(await res.json()).toEqual({ ok: true });
   expect(res.headers.get("x-ratelimit-remaining-requests")).toBe("9");
   expect(seen).toEqual(['true Bearer sk-client {"model":"m","stream":true}']);
@@ -91,8 +97,10 @@ async function readAll(res: Response): Promise<string> {
 
 test("a stream that breaks off ends after its last whole event with the format's error event: chat completions, responses, messages", async () => {
   const counted: string[] = [];
-  const chat = await readAll(await forwardToPeers([breakingPeer("n1", ['data: {"object":"chat.completion.chunk"}\n\n'])], hop({ count: (_, outcome) => counted.push(outcome) })));
+  let open = 0;
+  const chat = await readAll(await forwardToPeers([breakingPeer("n1", ['data: {"object":"chat.completion.chunk"}\n\n'])], hop({ count: (_, outcome) => counted.push(outcome), open: () => (open++, () => void open--) })));
   expect(counted).toEqual(["broken"]);
+  expect(open).toBe(0); // the broken stream's hop closed
   expect(chat.split("\n\n").filter(Boolean)).toEqual(['data: {"object":"chat.completion.chunk"}', expect.stringMatching(/^data: \{"error":\{.*"code":"upstream_error"\}\}$/)]);
 
   const responses = await readAll(

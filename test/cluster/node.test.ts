@@ -70,4 +70,22 @@ describe("a node on PostgreSQL", () => {
     expect(n.status()).toEqual({ accepting: false, reason: "fenced" });
     n.stop();
   });
+
+  test("forwards go to a node with the model loaded first, then the least busy; hops still open count, so requests between two beats spread out", async () => {
+    const p = await open();
+    const model = (loaded: boolean, in_flight = 0) => [{ id: "m", name: "m", created: 0, kind: "chat", max_context: 4096, vision: false, loaded, in_flight, slots: 2 }];
+    const mk = (id: string, models: ReturnType<typeof model>) => createNode({ store: postgresNodeStore(p.fast), id, secret: "", url: () => `http://127.0.0.1:1/${id}`, config: validateConfig({}), models: () => models, gpus: async () => [], logger: memoryLogger() });
+    const nodes = [mk("node_1", model(false)), mk("node_2", model(true, 1)), mk("node_3", model(true, 0)), mk("node_4", [])];
+    for (const n of nodes) await n.start();
+    const me = nodes[3]!;
+    await me.beat();
+    expect(me.peersFor("m").map((x) => x.id)).toEqual(["node_3", "node_2", "node_1"]);
+    const closes = [me.sent("node_3"), me.sent("node_3")]; // two open hops to node 3: busier than node 2's one in flight
+    expect(me.peersFor("m").map((x) => x.id)).toEqual(["node_2", "node_3", "node_1"]);
+    closes.forEach((c) => c());
+    closes[0]!(); // closing twice changes nothing
+    expect(me.peersFor("m").map((x) => x.id)).toEqual(["node_3", "node_2", "node_1"]);
+    expect(me.peersFor("other")).toEqual([]);
+    for (const n of nodes) n.stop();
+  });
 });

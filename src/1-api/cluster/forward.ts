@@ -37,6 +37,8 @@ export interface Hop {
   logger: Logger;
   /** Counts each hop's outcome (metrics). */
   count?: (to: string, outcome: ForwardOutcome) => void;
+  /** Marks a hop to node `to` open; the function it returns closes it (its answer ended or failed). */
+  open?: (to: string) => () => void;
 }
 
 /** Request headers that belong to one connection, or that this hop sets itself. */
@@ -54,12 +56,14 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
       if (!REQUEST_SKIP.has(k)) headers.set(k, v);
     });
     headers.set(HOP_HEADER, signHop(h.secret, { from: h.self, to: peer.id, at: Date.now(), requestId: h.requestId, bodyHash }, h.method, h.path));
+    const close = h.open?.(peer.id) ?? (() => {});
     let res: Response;
     try {
       // No idle timeout of the hop's own: a non-streamed answer sends nothing until it is whole,
       // and the serving node bounds its work itself.
       res = await fetch(peer.url + h.path, { method: h.method, headers, body: h.body ?? undefined, signal: h.signal, redirect: "manual", timeout: false } as RequestInit);
     } catch (e) {
+      close();
       if (h.signal.aborted) throw e;
       h.count?.(peer.id, "unreachable");
       problems.push(`${peer.id}: ${(e as Error).message}`);
@@ -69,6 +73,7 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
     if (res.status === 503) {
       // A drained or fenced node says so before doing anything: the next one may take it.
       const text = await res.text().catch(() => "");
+      close();
       if (text.includes('"node_not_serving"')) {
         h.count?.(peer.id, "not_serving");
         problems.push(`${peer.id}: takes no new work`);
@@ -77,7 +82,7 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
       h.count?.(peer.id, "answered");
       return new Response(text, { status: res.status, headers: responseHeaders(res) });
     }
-    return passThrough(res, h, peer);
+    return passThrough(res, h, peer, close);
   }
   throw new ApiError("model_unavailable", `no node serving this model answered (${problems.join("; ") || "none is live"}); retry shortly`, { headers: { "retry-after": "1" } });
 }
@@ -90,7 +95,7 @@ function responseHeaders(res: Response): Headers {
   return headers;
 }
 
-async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response> {
+async function passThrough(res: Response, h: Hop, peer: Peer, close: () => void): Promise<Response> {
   const headers = responseHeaders(res);
   const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
   if (!sse || !res.body) {
@@ -99,11 +104,13 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
     try {
       bytes = await res.arrayBuffer();
     } catch (e) {
+      close();
       if (h.signal.aborted) throw e;
       h.count?.(peer.id, "broken");
       h.logger.warn("cluster: a forwarded answer broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
       throw new ApiError("upstream_error", STREAM_BROKEN);
     }
+    close();
     h.count?.(peer.id, "answered");
     return new Response(bytes, { status: res.status, headers });
   }
@@ -116,6 +123,7 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
         for (;;) {
           const { done, value } = await reader.read();
           if (done) {
+            close();
             h.count?.(peer.id, "answered");
             const rest = framer.rest();
             if (rest) ctrl.enqueue(encoder.encode(rest));
@@ -129,6 +137,7 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
           }
         }
       } catch (e) {
+        close();
         if (!h.signal.aborted) {
           h.count?.(peer.id, "broken");
           h.logger.warn("cluster: a forwarded stream broke off", { request_id: h.requestId, node: peer.id, error: (e as Error).message });
@@ -138,6 +147,7 @@ async function passThrough(res: Response, h: Hop, peer: Peer): Promise<Response>
       }
     },
     cancel(reason) {
+      close();
       return reader.cancel(reason);
     },
   });

@@ -76,13 +76,17 @@ export function createNode(d: NodeDeps) {
   let elsewhere = new Map<string, Set<string>>();
   /** The other live nodes taking work, as of the last beat, by id. */
   let others: NodeRow[] = [];
+  /** The other live nodes, draining ones too, as of the last beat (a rental's node serves its notebook while draining). */
+  let live: NodeRow[] = [];
 
   async function readOthers(store: NodeStore): Promise<void> {
     const next = new Map<string, Set<string>>();
-    const live = (await store.list()).filter((n) => n.id !== d.id && n.ageMs <= leaseMs && !n.draining).sort((a, b) => (a.id < b.id ? -1 : 1));
-    for (const n of live) for (const m of n.models) next.set(m.id, (next.get(m.id) ?? new Set()).add(m.kind));
+    const alive = (await store.list()).filter((n) => n.id !== d.id && n.ageMs <= leaseMs).sort((a, b) => (a.id < b.id ? -1 : 1));
+    const taking = alive.filter((n) => !n.draining);
+    for (const n of taking) for (const m of n.models) next.set(m.id, (next.get(m.id) ?? new Set()).add(m.kind));
     elsewhere = next;
-    others = live;
+    others = taking;
+    live = alive;
   }
 
   const info = async () => ({ id: d.id, url: d.url(), version: VERSION, startedAt, models: d.models(), gpus: await d.gpus(), settings });
@@ -107,6 +111,8 @@ export function createNode(d: NodeDeps) {
   }
 
   const seen = new SeenHops();
+  /** Hops this node has open to each other node (peersFor). */
+  const sending = new Map<string, number>();
   return {
     id: d.id,
     secret: d.secret,
@@ -152,17 +158,32 @@ export function createNode(d: NodeDeps) {
     },
     /**
      * The live nodes to forward a request for `model` to, best first: those with it loaded, then
-     * the least busy (in flight per slot), as of the last beat.
+     * the least busy — its requests in flight per slot as of its last beat, plus the hops this
+     * node has sent it since that are still open (so requests between two beats spread out).
      */
     peersFor(model: string): { id: string; url: string }[] {
-      const busy = (m: NodeModel) => m.in_flight / Math.max(1, m.slots ?? 1);
+      const busy = (id: string, m: NodeModel) => (m.in_flight + (sending.get(id) ?? 0)) / Math.max(1, m.slots ?? 1);
       return others
         .flatMap((n) => n.models.filter((m) => m.id === model).map((m) => ({ id: n.id, url: n.url, m })))
-        .sort((a, b) => Number(b.m.loaded) - Number(a.m.loaded) || busy(a.m) - busy(b.m) || (a.id < b.id ? -1 : 1))
+        .sort((a, b) => Number(b.m.loaded) - Number(a.m.loaded) || busy(a.id, a.m) - busy(b.id, b.m) || (a.id < b.id ? -1 : 1))
         .map(({ id, url }) => ({ id, url }));
+    },
+    /** A hop to node `id` opened; the function closes it (its answer ended, or it failed). */
+    sent(id: string): () => void {
+      sending.set(id, (sending.get(id) ?? 0) + 1);
+      let open = true;
+      return () => {
+        if (!open) return;
+        open = false;
+        const n = (sending.get(id) ?? 1) - 1;
+        if (n > 0) sending.set(id, n);
+        else sending.delete(id);
+      };
     },
     /** The other live nodes taking work (id order), as of the last beat: their models and GPUs. */
     others: (): readonly NodeRow[] => others,
+    /** Node `id` if it is another live node, draining or not, as of the last beat (where a rental it launched is stopped and served). */
+    peer: (id: string): NodeRow | null => live.find((n) => n.id === id) ?? null,
     /** One beat now (tests; `appliance nodes drain` is seen at the next one otherwise). */
     beat: () => (beating ??= beat().finally(() => (beating = null))),
     stop(): void {
