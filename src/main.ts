@@ -111,7 +111,8 @@ export async function startServer(
       setClientAddress(req, srv.requestIP(req)?.address, proxies);
       // A rental notebook's WebSocket (src/1-api/rentals/proxy.ts) is upgraded here; a refused one is
       // answered by the app, in the API's envelope. Everything else costs one header read.
-      return guard.serve(req, srv, (r) => rentalUpgrade(deps.rentals, r, srv, () => inFlight.track(() => app.handle(r))) ?? inFlight.track(() => app.handle(r)));
+      // Another node's rental: its WebSocket is opened to that node (src/1-api/rentals/elsewhere.ts).
+      return guard.serve(req, srv, (r) => rentalUpgrade(deps.rentals, r, srv, () => inFlight.track(() => app.handle(r)), { node: deps.node, logger }) ?? inFlight.track(() => app.handle(r)));
     };
     const server = MainListener.start({
       hostname: config.server.host,

@@ -179,10 +179,15 @@ export function createServices(
     return engines.map((e) => (e.loaded && e.device === "cpu" && viaRuntime.has(e.modelId) ? { loaded: true, device: rt.device, gpus: rt.gpus } : e));
   };
   const batches = createBatchesService({ store: batchStore, files, clock, notify: batchWorker.notify });
+  const nodeId = store.kind === "postgres" ? nodeIdOf(config.server.data_dir) : "local";
   const rentals = createRentalsService({
     store: rentalsStoreOf(store),
-    // One server per SQLite data dir ("local": its leases are its own after a restart); on PostgreSQL each process is its own owner.
-    owner: store.kind === "sqlite" ? undefined : owner,
+    // One server per SQLite data dir ("local": its leases are its own after a restart); on
+    // PostgreSQL each process is a node (one per data dir), and its rentals' leases are its node's:
+    // what a killed process held is found by its next start (src/2-services/rentals/service.ts, reconcile).
+    owner: store.kind === "sqlite" ? undefined : nodeId,
+    // The other nodes as of the last beat (the node is built below).
+    cluster: { self: nodeId, shared: store.kind === "postgres", others: () => node?.others() ?? [], peer: (id) => node?.peer(id) ?? null },
     meter,
     clock,
     logger,
@@ -249,7 +254,7 @@ export function createServices(
     heartbeat: createHeartbeat(shared?.beats ?? [], storeFailed),
     node: (node = createNode({
       store: nodeStoreOf(store),
-      id: store.kind === "postgres" ? nodeIdOf(config.server.data_dir) : "local",
+      id: nodeId,
       secret: store.kind === "postgres" ? clusterSecretOf(config.cluster) : "",
       url: () =>
         config.cluster.advertise_url
@@ -257,7 +262,9 @@ export function createServices(
           : `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
       config,
       models: () => nodeModels(registry),
-      gpus: async () => (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour })),
+      // With what GET /api/v1/gpus shows of each on the other nodes (src/2-services/rentals/cluster.ts).
+      gpus: async () =>
+        (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour, compute_cap: n.compute_cap, country: n.country, country_code: n.country_code })),
       logger,
     })),
     startedAt: clock.now(),

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 
-// GPU rentals in the store (migrations 004, 006, 015): the rows of the state machine
+// GPU rentals in the store (migrations 004, 006, 015, 021): the rows of the state machine
 // (src/2-services/rentals/service.ts), the Idempotency-Keys of their creation, and the lease that
 // says which process runs a rental's ticks. One async interface by domain operation (issue 44), on
 // SQLite here and on PostgreSQL in pg/rentals.ts; each operation is one transaction.
@@ -35,12 +35,14 @@ export interface RentalRow {
   /** The process that runs this rental's ticks, until lease_until (epoch ms, the database's clock). */
   lease_owner: string | null;
   lease_until: number | null;
+  /** The cluster node that launched it, the only one that runs its ticks ("local" on SQLite; null: made before clusters). */
+  cluster_node: string | null;
 }
 
 export const ACTIVE: readonly RentalStatus[] = ["pending", "running", "stopping"];
 
 /** What a new rental's row is given; the rest starts empty (pending, nothing billed). */
-export type RentalInsert = Pick<RentalRow, "id" | "key_id" | "account_id" | "node_id" | "type" | "price_per_hour_micros" | "hours" | "token" | "launcher" | "created_at">;
+export type RentalInsert = Pick<RentalRow, "id" | "key_id" | "account_id" | "node_id" | "type" | "price_per_hour_micros" | "hours" | "token" | "launcher" | "created_at"> & { cluster_node?: string | null };
 
 export interface RentalCreation {
   keyId: string;
@@ -104,10 +106,11 @@ export interface RentalStore {
    * Takes, for `owner` and `leaseMs` from the database's clock, the lease of every active rental
    * whose lease is free or lapsed, and renews `owner`'s own once half of it has passed (a tick
    * every second writes a rental's row only every leaseMs / 2). The rows `owner` holds now.
+   * `node`: only rentals launched by that cluster node (or by none) are taken; null: any.
    */
-  claimActive(owner: string, leaseMs: number): Promise<RentalRow[]>;
+  claimActive(owner: string, leaseMs: number, node?: string | null): Promise<RentalRow[]>;
   /** The same for one rental: whether `owner` holds it now. */
-  claim(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  claim(id: string, owner: string, leaseMs: number, node?: string | null): Promise<boolean>;
   /** Extends `owner`'s leases of active rentals by `leaseMs` from now (its heartbeat); how many. */
   renewLeases(owner: string, leaseMs: number): Promise<number>;
   /** Hands `owner`'s leases back (a clean shutdown): another process takes them at its next tick. */
@@ -117,12 +120,14 @@ export interface RentalStore {
 /** SQLite's clock in epoch ms (julianday('now') has millisecond precision), as leases read it. */
 const SQLITE_NOW_MS = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)";
 const ACTIVE_SQL = "status IN ('pending', 'running', 'stopping')";
+/** A lease is taken only by the rental's own cluster node (or by anyone: $node null, or a rental made before clusters). */
+const ON_NODE_SQL = "($node IS NULL OR cluster_node IS NULL OR cluster_node = $node)";
 
 /** The rentals' statements on one SQLite handle, synchronous (the store below, and tests that set up rows). */
 export function rentalsRepo(db: Database) {
   const insert = db.query(
-    `INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, hours, token, launcher, created_at)
-     VALUES ($id, $key_id, $account_id, $node_id, $type, 'pending', $price_per_hour_micros, $hours, $token, $launcher, $created_at)`,
+    `INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, hours, token, launcher, created_at, cluster_node)
+     VALUES ($id, $key_id, $account_id, $node_id, $type, 'pending', $price_per_hour_micros, $hours, $token, $launcher, $created_at, $cluster_node)`,
   );
   const byId = db.query<RentalRow, [string]>("SELECT * FROM rentals WHERE id = ?");
   const byKey = db.query<RentalRow, { key: string; limit: number }>("SELECT * FROM rentals WHERE key_id = $key ORDER BY created_at DESC, rowid DESC LIMIT $limit");
@@ -154,7 +159,7 @@ export function rentalsRepo(db: Database) {
   }
 
   return {
-    insert: (r: RentalInsert) => insert.run({ ...r }),
+    insert: (r: RentalInsert) => insert.run({ ...r, cluster_node: r.cluster_node ?? null }),
     byId: (id: string) => byId.get(id) ?? null,
     byKey: (keyId: string, limit: number) => byKey.all({ key: keyId, limit }),
     active: () => active.all(),
@@ -184,16 +189,16 @@ export function sqliteRentalStore(db: Database): RentalStore {
   );
   const takeLeases = db.query(
     `UPDATE rentals SET lease_owner = $owner, lease_until = ${SQLITE_NOW_MS} + $ms
-      WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_until < ${SQLITE_NOW_MS} OR (lease_owner = $owner AND lease_until < ${SQLITE_NOW_MS} + $ms / 2))`,
+      WHERE ${ACTIVE_SQL} AND ${ON_NODE_SQL} AND (lease_owner IS NULL OR lease_until < ${SQLITE_NOW_MS} OR (lease_owner = $owner AND lease_until < ${SQLITE_NOW_MS} + $ms / 2))`,
   );
   const leased = db.query<RentalRow, [string]>(`SELECT * FROM rentals WHERE ${ACTIVE_SQL} AND lease_owner = ?`);
-  const claimActive = db.transaction((owner: string, ms: number) => {
-    takeLeases.run({ owner, ms });
+  const claimActive = db.transaction((owner: string, ms: number, node: string | null) => {
+    takeLeases.run({ owner, ms, node });
     return leased.all(owner);
   });
-  const claimOne = db.query<{ id: string }, { id: string; owner: string; ms: number }>(
+  const claimOne = db.query<{ id: string }, { id: string; owner: string; ms: number; node: string | null }>(
     `UPDATE rentals SET lease_owner = $owner, lease_until = ${SQLITE_NOW_MS} + $ms
-      WHERE id = $id AND ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_owner = $owner OR lease_until < ${SQLITE_NOW_MS}) RETURNING id`,
+      WHERE id = $id AND ${ACTIVE_SQL} AND ${ON_NODE_SQL} AND (lease_owner IS NULL OR lease_owner = $owner OR lease_until < ${SQLITE_NOW_MS}) RETURNING id`,
   );
   const renew = db.query(`UPDATE rentals SET lease_until = ${SQLITE_NOW_MS} + $ms WHERE lease_owner = $owner AND ${ACTIVE_SQL}`);
   const release = db.query("UPDATE rentals SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?");
@@ -237,8 +242,8 @@ export function sqliteRentalStore(db: Database): RentalStore {
       const t = totals.get()!;
       return { active: t.active, minutes: t.minutes, costMicros: t.cost };
     },
-    claimActive: async (owner, ms) => claimActive.immediate(owner, ms),
-    claim: async (id, owner, ms) => claimOne.get({ id, owner, ms }) !== null,
+    claimActive: async (owner, ms, node = null) => claimActive.immediate(owner, ms, node),
+    claim: async (id, owner, ms, node = null) => claimOne.get({ id, owner, ms, node }) !== null,
     renewLeases: async (owner, ms) => renew.run({ owner, ms }).changes,
     releaseLeases: async (owner) => void release.run(owner),
   };

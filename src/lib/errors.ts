@@ -56,6 +56,8 @@ export const ERROR_TABLE = {
   // A request that claims to come from another node of the cluster (2-services/cluster/hop.ts) whose hop does not check out.
   hop_refused: { status: 401, openaiType: "invalid_request_error", openaiCode: "hop_refused", anthropicType: "authentication_error" },
   node_not_serving: { status: 503, openaiType: "server_error", openaiCode: "node_not_serving", anthropicType: "overloaded_error" },
+  // A rental runs on another node of the cluster, which is not live now (or does not answer): its stop, logs and notebook wait for it.
+  rental_node_unreachable: { status: 503, openaiType: "server_error", openaiCode: "rental_node_unreachable", anthropicType: "overloaded_error" },
   // The model's load failed for a reason retrying does not cure soon: a corrupt file, a load past its load_timeout_s.
   model_load_failed: { status: 503, openaiType: "server_error", openaiCode: "model_load_failed", anthropicType: "api_error" },
   // nginx's "client closed request": the client left (or shutdown cut it) before the answer; only logs and metrics see it.

@@ -229,6 +229,26 @@ for (const [backend, open] of [["SQLite", onSqlite], ["PostgreSQL", onPostgres]]
       expect(new Set(ids).size).toBe(6);
     });
 
+    test("a rental a cluster node launched is leased by that node alone: another node takes it neither lapsed nor handed back; a rental of no node is anyone's", async () => {
+      const mine = row({ cluster_node: "node_a" });
+      const old = row({ node_id: "node-2" });
+      await s.store.create(creation(mine, { owner: "node_a", leaseMs: 1 }));
+      await s.store.create(creation(old, { owner: "gone", leaseMs: 1 }));
+      expect((await s.store.byId(mine.id))!.cluster_node).toBe("node_a");
+      expect((await s.store.byId(old.id))!.cluster_node).toBeNull();
+      await Bun.sleep(50);
+      const b = s.other();
+      expect((await b.claimActive("node_b", LONG, "node_b")).map((r) => r.id)).toEqual([old.id]);
+      expect(await b.claim(mine.id, "node_b", LONG, "node_b")).toBe(false);
+      await s.store.releaseLeases("node_a");
+      expect(await b.claim(mine.id, "node_b", LONG, "node_b")).toBe(false);
+      expect((await b.claimActive("node_b", LONG, "node_b")).map((r) => r.id)).toEqual([old.id]);
+      // Its own node takes it back; without a node (one process on its own), any owner may.
+      expect((await s.store.claimActive("node_a", LONG, "node_a")).map((r) => r.id)).toEqual([mine.id]);
+      await s.store.releaseLeases("node_a");
+      expect(await b.claim(mine.id, "proc-x", LONG)).toBe(true);
+    });
+
     test("GPU minutes charged through the meter's ledger effect are charged once each: a repeat or a stale count charges nothing", async () => {
       const r = row();
       await s.store.create(creation(r));

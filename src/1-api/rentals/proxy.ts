@@ -1,9 +1,12 @@
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { Elysia } from "elysia";
+import { HOP_HEADER } from "../../2-services/cluster/hop";
 import { accessCookieValue, sameSecret } from "../../2-services/rentals/access";
+import { nodeUnreachable, type RentalHome } from "../../2-services/rentals/cluster";
 import type { RentalsService } from "../../2-services/rentals/service";
 import { routableUrl } from "../http/context";
 import { ApiError } from "../http/errors";
+import { notebookCallTo, notebookSocketTo, type RentalEdge } from "./elsewhere";
 
 // A rental's notebook server through the appliance's own port (issue 27; src/2-services/rentals/access.ts):
 // `/rentals/{rental_id}/…` is forwarded, HTTP and WebSocket, to the server listening on loopback,
@@ -30,6 +33,10 @@ import { ApiError } from "../http/errors";
 //   the notebook's own cookies pass, on HTTP and on the WebSocket upgrade alike.
 // - The other way, a notebook sets no cookie named `appliance_…`, none for a path outside its rental
 //   (one without a Path is given the rental's), none for another domain (Domain is removed).
+//
+// On a cluster (issue 45) a rental's notebook runs on the node that launched it: another node
+// checks the token as above, then sends the request there, HTTP and WebSocket, with a signed hop
+// (elsewhere.ts), and that node checks it again and serves it as here.
 
 const COOKIE = "appliance_rental";
 const ROUTE = "/rentals/:id/*";
@@ -40,8 +47,8 @@ const WS_HOP = [...HOP, "sec-websocket-key", "sec-websocket-version", "sec-webso
 
 /** The appliance's own cookies, whoever set them: console/auth.ts, console/devices.ts and COOKIE. */
 const APPLIANCE_COOKIE = /^appliance_/i;
-/** Request headers that carry the appliance's credentials besides Authorization and cookies. */
-const APPLIANCE_HEADERS = ["x-api-key", "x-csrf-token"];
+/** Request headers that carry the appliance's credentials besides Authorization and cookies (a hop's signature among them). */
+const APPLIANCE_HEADERS = ["x-api-key", "x-csrf-token", HOP_HEADER];
 
 type Authorized = {
   upstream: string;
@@ -49,6 +56,8 @@ type Authorized = {
   setCookie: string | null;
   /** Whether the request's Authorization holds the rental's own token (then it is forwarded). */
   tokenInHeader: boolean;
+  /** The node that runs the rental (src/2-services/rentals/cluster.ts). */
+  home: RentalHome;
 };
 
 /** The rental id of a `/rentals/{id}` or `/rentals/{id}/…` path, else null. */
@@ -74,7 +83,7 @@ async function authorize(rentals: RentalsService, req: Request, url: URL, id: st
   // Set when a token in the query was accepted: the notebook's own links carry no token.
   const setCookie = query !== null && cookie !== expectedCookie ? `${COOKIE}=${expectedCookie}; Path=${target.basePath}; HttpOnly; SameSite=Lax${secure}` : null;
   const tokenInHeader = header !== null && sameSecret(header, target.token);
-  return { upstream: target.upstream, basePath: target.basePath, setCookie, tokenInHeader };
+  return { upstream: target.upstream, basePath: target.basePath, setCookie, tokenInHeader, home: target.home };
 }
 
 function cookiesOf(req: Request): Map<string, string> {
@@ -189,11 +198,16 @@ function redirectAllowed(location: string, url: URL, basePath: string): boolean 
   return to.origin !== url.origin || to.pathname.startsWith(basePath);
 }
 
-async function forward(rentals: RentalsService, sources: readonly string[], request: Request, id: string): Promise<Response> {
+async function forward(rentals: RentalsService, sources: readonly string[], request: Request, id: string, edge?: RentalEdge): Promise<Response> {
   const url = new URL(request.url);
   const auth = await authorize(rentals, request, url, id);
   if (url.pathname === `/rentals/${id}`) {
     return new Response(null, { status: 308, headers: { location: `${auth.basePath}${url.search}` } });
+  }
+  // Another node's rental: served there (its answer carries the cookie and policy that node sets).
+  if (!auth.home.here) {
+    if (!edge) throw nodeUnreachable(auth.home, "this rental's notebook");
+    return notebookCallTo(auth.home, request, edge);
   }
   const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.body !== null;
   let res: Response;
@@ -233,10 +247,10 @@ async function forward(rentals: RentalsService, sources: readonly string[], requ
 }
 
 /** The HTTP side, mounted by createApp: every method, any path under the rental, body untouched. */
-export function rentalProxyRoutes(rentals: RentalsService, notebookSources: readonly string[] = []) {
+export function rentalProxyRoutes(rentals: RentalsService, notebookSources: readonly string[] = [], edge?: RentalEdge) {
   return new Elysia({ name: "rental-proxy" })
-    .all("/rentals/:id", ({ request, params }) => forward(rentals, notebookSources, request, params.id))
-    .all(ROUTE, ({ request, params }) => forward(rentals, notebookSources, request, params.id));
+    .all("/rentals/:id", ({ request, params }) => forward(rentals, notebookSources, request, params.id, edge))
+    .all(ROUTE, ({ request, params }) => forward(rentals, notebookSources, request, params.id, edge));
 }
 
 // ---- WebSocket (Jupyter's kernel channels, terminals) ----------------------------------------
@@ -269,6 +283,7 @@ export function rentalUpgrade(
   req: Request,
   server: Server<unknown>,
   fallback: () => Promise<Response>,
+  edge?: RentalEdge,
 ): Promise<Response | undefined> | null {
   if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return null;
   // Bun's URL has no host when the Host header is missing or malformed (context.ts, routableUrl).
@@ -283,9 +298,17 @@ export function rentalUpgrade(
       return fallback();
     }
     const protocols = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
-    const headers: Record<string, string> = {};
-    upstreamHeaders(req, url, WS_HOP, auth).forEach((v, k) => (headers[k] = v));
-    const upstream = new WebSocket(auth.upstream.replace(/^http/, "ws") + url.pathname + url.search, { headers, protocols } as unknown as string[]);
+    let headers: Record<string, string> = {};
+    let to = auth.upstream.replace(/^http/, "ws") + url.pathname + url.search;
+    if (auth.home.here) upstreamHeaders(req, url, WS_HOP, auth).forEach((v, k) => (headers[k] = v));
+    else {
+      // Another node's rental: the socket is opened to that node, which checks the token again; a
+      // node not live (or a request that came on a hop) is answered by the app (its 503).
+      const there = edge ? notebookSocketTo(auth.home, req, url.pathname + url.search, edge) : null;
+      if (!there) return fallback();
+      ({ url: to, headers } = there);
+    }
+    const upstream = new WebSocket(to, { headers, protocols } as unknown as string[]);
     upstream.binaryType = "arraybuffer";
     const data: RentalSocketData = { rentalSocket: true, upstream, early: [], closed: null, client: null };
     const opened = await new Promise<boolean>((resolve) => {

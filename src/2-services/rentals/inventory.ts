@@ -49,6 +49,8 @@ export const GpuEntry = T.Object(
     country: T.String(),
     country_code: T.String(),
     price_per_hour: T.Number({ minimum: 0 }),
+    /** On a cluster (PostgreSQL): the appliance node that launches rentals of it (src/2-services/rentals/cluster.ts). */
+    cluster_node: T.Optional(T.String()),
   },
   { additionalProperties: false },
 );

@@ -10,9 +10,10 @@ import type { Meter } from "../billing/meter";
 import { costOfMinutes, fromMicros, minutesRun, minutesStarted, toMicros } from "../billing/minutes";
 import { validateRental, type CreateRental, type RentalRequest } from "./request";
 import { rentalObject } from "./view";
-import { isRentable, type RentableNode, type RentalNode } from "./inventory";
+import { isRentable, type GpuEntry, type RentableNode, type RentalNode } from "./inventory";
 import { basePathOf, type RentalAccess } from "./access";
 import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launchers/types";
+import { clusterGpus, homeOfGpu, homeOfRental, LOCAL_CLUSTER, nodeUnreachable, type RentalCluster, type RentalHome } from "./cluster";
 
 // The rental state machine (spec §2.3, §3 Rental): pending → running → stopping → stopped, or
 // stopping → failed. It knows launchers only through their interface, and bills per started minute
@@ -31,6 +32,10 @@ import type { LaunchHandle, LaunchIntent, Launcher, ProxyTarget } from "./launch
 // `stopping`: what a stop here waits for), when it last probed or failed to stop a rental it holds
 // (a process that takes one over probes and retries at once), its launchers' health, and a view of
 // the active rentals for synchronous readers (`activeNow`).
+//
+// A cluster (issue 45, cluster.ts): each rental records the node that launched it, and only that
+// node's process takes its lease (the lease owner is the node's id), so a rental is billed by its
+// own node alone and nobody bills it while that node is down; the node ends it at its next start.
 
 export interface RentalsOptions {
   store: RentalStore;
@@ -73,6 +78,8 @@ export interface RentalsOptions {
    * it. A function where the port is known only once the main listener is bound (`port = 0`).
    */
   publicBase?: string | (() => string);
+  /** This appliance as a node of a cluster (cluster.ts); default: one node on its own. */
+  cluster?: RentalCluster;
 }
 
 export type RentalsService = ReturnType<typeof createRentalsService>;
@@ -95,6 +102,9 @@ export const LOG_TAIL_BYTES = 256 * 1024;
 export function createRentalsService(o: RentalsOptions) {
   const store = o.store;
   const owner = o.owner ?? "local";
+  const cluster = o.cluster ?? LOCAL_CLUSTER;
+  /** The leases this process may take: its node's rentals on a shared store; any on its own. */
+  const onNode = cluster.shared ? cluster.self : null;
   const leaseMs = o.leaseMs ?? LEASE_MS;
   const tickMs = o.tickMs ?? 1000;
   const idempotencyMs = o.idempotencyMs ?? 86_400_000;
@@ -185,7 +195,7 @@ export function createRentalsService(o: RentalsOptions) {
       const price = toMicros(node.price_per_hour!); // rentable() above: priced
       if (balance < costOfMinutes(price, 1))
         throw new ApiError("insufficient_balance", `a rental of this node needs at least ${fromMicros(costOfMinutes(price, 1))} for its first minute; the balance is ${fromMicros(balance)}`);
-      return { id: newId("rent_"), key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now };
+      return { id: newId("rent_"), key_id: p.keyId, account_id: p.accountId, node_id: node.node_id, type: req.type, price_per_hour_micros: price, hours: req.hours, token: randomBase62(40), launcher: node.launcher, created_at: now, cluster_node: cluster.self };
     };
   }
 
@@ -306,10 +316,10 @@ export function createRentalsService(o: RentalsOptions) {
    * ticks, on PostgreSQL): billing ends here, the rental is `stopping`, and the holder's next tick
    * stops what its launch started.
    */
-  async function stopElsewhere(id: string, reason: StopReason) {
+  async function stopElsewhere(id: string, reason: StopReason, billTo?: null) {
     const r = await store.byId(id);
     if (!r || (r.status !== "pending" && r.status !== "running")) return;
-    await toStopping(r, reason, {});
+    await toStopping(r, reason, billTo === null ? { billTo } : {});
     changed();
   }
 
@@ -363,7 +373,7 @@ export function createRentalsService(o: RentalsOptions) {
    * stop) is never "new": it began here.
    */
   async function claim(): Promise<{ rows: RentalRow[]; taken: RentalRow[] }> {
-    const rows = await store.claimActive(owner, leaseMs);
+    const rows = await store.claimActive(owner, leaseMs, onNode);
     const taken = rows.filter((r) => !held.has(r.id) && !launching.has(r.id) && !stopping.has(r.id));
     const now = new Set(rows.map((r) => r.id));
     for (const id of held) if (!now.has(id) && !launching.has(id) && !stopping.has(id)) held.delete(id);
@@ -451,7 +461,7 @@ export function createRentalsService(o: RentalsOptions) {
 
   /** Whether this process may run the rental's stop: it holds the lease, or takes it now. */
   async function holds(id: string): Promise<boolean> {
-    if (!(await store.claim(id, owner, leaseMs))) return false;
+    if (!(await store.claim(id, owner, leaseMs, onNode))) return false;
     held.add(id);
     return true;
   }
@@ -469,6 +479,22 @@ export function createRentalsService(o: RentalsOptions) {
      * shows here by this process's next tick.
      */
     activeNow: (): readonly RentalRow[] => activeView,
+    /** GET /api/v1/gpus: this node's free GPUs and, on a cluster, those the other live nodes offer (cluster.ts). */
+    async offered(): Promise<GpuEntry[]> {
+      const active = await refreshActive();
+      const taken = new Set(active.map((r) => r.node_id));
+      return clusterGpus(rentable().filter((n) => !taken.has(n.node_id)), active, cluster);
+    },
+    /** The node a rental of GPU node `gpu` is created on (cluster.ts). */
+    homeOfGpu: async (gpu: string): Promise<RentalHome> => homeOfGpu(gpu, o.nodes(), await refreshActive(), cluster),
+    /**
+     * The node that runs the key's rental `id` (404 for another key's); `activeOnly`: an ended
+     * rental is here (the store has all of it), only what still runs is another node's affair.
+     */
+    async homeOf(p: Principal, id: string, activeOnly: boolean): Promise<RentalHome> {
+      const r = await owned(p, id);
+      return activeOnly && !ACTIVE.includes(r.status) ? { here: true } : homeOfRental(r, cluster);
+    },
     refreshActive,
     async create(p: Principal, body: CreateRental, idempotencyKey: string | null) {
       // A rental is paid from the account's prepaid balance, which nothing else lets a free key spend
@@ -508,11 +534,11 @@ export function createRentalsService(o: RentalsOptions) {
      * presents the token may use the notebook (spec §2.3: the token is the notebook's credential),
      * so no API key is asked for here.
      */
-    async proxyTarget(id: string): Promise<(ProxyTarget & { token: string }) | null> {
+    async proxyTarget(id: string): Promise<(ProxyTarget & { token: string; home: RentalHome }) | null> {
       const r = await store.byId(id);
       if (!r || r.status !== "running") return null;
       const proxy = handleOf(r)?.proxy;
-      return proxy ? { ...proxy, token: r.token } : null;
+      return proxy ? { ...proxy, token: r.token, home: homeOfRental(r, cluster) } : null;
     },
     list: async (p: Principal, limit = 100) => ({ object: "list" as const, data: (await store.byKey(p.keyId, limit)).map(toObject) }),
     /** An account's rentals (every key's), newest first, with the key each belongs to (the console). */
@@ -527,8 +553,15 @@ export function createRentalsService(o: RentalsOptions) {
     async remove(p: Principal, id: string) {
       const r = await owned(p, id);
       if (ACTIVE.includes(r.status)) {
+        const home = homeOfRental(r, cluster);
+        // Another node's rental (the API forwards its stop there; the console's comes here): that
+        // node finishes the stop at its next tick, and bills it, as it alone does.
+        if (!home.here) {
+          if (!home.peer) throw nodeUnreachable(home, `rental ${id}`);
+          await stopElsewhere(id, "user", null);
+        }
         // Another live process runs this rental's ticks: it finishes the stop at its next tick.
-        if (await holds(id)) await stop(id, "user");
+        else if (await holds(id)) await stop(id, "user");
         else await stopElsewhere(id, "user");
       }
       return toObject((await store.byId(id))!);
@@ -536,6 +569,9 @@ export function createRentalsService(o: RentalsOptions) {
     /** The tail of the notebook server's stdout/stderr (owner only), also after it stopped. */
     async logs(p: Principal, id: string): Promise<string> {
       const r = await owned(p, id);
+      const home = homeOfRental(r, cluster);
+      // The log is on the disk of the node that launched it (the API forwards there while it is live).
+      if (!home.here) throw nodeUnreachable(home, `rental ${id} (its log with it)`, home.peer ? "keeps its log" : undefined);
       const handle = handleOf(r);
       return handle ? launcherOf(r.launcher).logs(handle, LOG_TAIL_BYTES) : "";
     },
@@ -544,11 +580,16 @@ export function createRentalsService(o: RentalsOptions) {
      * reconciled (`reconcileOne`) with what really runs; those another live process holds are its.
      */
     async reconcile() {
+      // On a cluster, what this node's previous process still held (a clean stop hands its leases
+      // back) was held by a process that died: nobody billed it since that process's last tick. It
+      // ends now, failed, billed no further, and whatever runs of it is stopped.
+      const orphans = new Set(cluster.shared ? (await store.active()).filter((r) => r.lease_owner === owner && r.status !== "stopping" && homeOfRental(r, cluster).here).map((r) => r.id) : []);
       const { rows } = await claim();
       const ending: Promise<void>[] = [];
       for (const r of rows) {
         if (launching.has(r.id) || stopping.has(r.id)) continue;
-        const end = await reconcileOne(r, "restart");
+        const why = `node ${cluster.self}, which ran it, went down (its process ended without handing it back); billing ended at that node's last tick and what it had started is stopped now that the node is back`;
+        const end = orphans.has(r.id) ? { ending: fail(r.id, why, false) } : await reconcileOne(r, "restart");
         if (end) ending.push(end.ending);
       }
       await Promise.all(ending);

@@ -12,6 +12,8 @@ import type { CreateOutcome, RentalCreation, RentalRow, RentalStore, RevokedRent
 // its `admit`. Leases are timed by the database's clock (DB_NOW_MS), whichever process reads them.
 
 const ACTIVE_SQL = "status IN ('pending', 'running', 'stopping')";
+/** A lease is taken only by the rental's own cluster node (or by anyone: `param` null, or a rental made before clusters). */
+const onNode = (param: string) => `(${param}::text IS NULL OR cluster_node IS NULL OR cluster_node = ${param}::text)`;
 const INTS = ["price_per_hour_micros", "created_at", "running_at", "stopping_at", "stopped_at", "expires_at", "billed_minutes", "cost_micros", "lease_until", "revoked_at"] as const;
 
 /** A row as Bun's client returns it (BIGINT as strings) → numbers. */
@@ -45,9 +47,9 @@ export function postgresRentalStore(pg: Pick<PgPools, "money" | "fast">): Rental
       const [taken] = await tx.unsafe(`SELECT id FROM rentals WHERE node_id = $1 AND ${ACTIVE_SQL}`, [c.nodeId]);
       const r = c.admit({ activeForKey: Number(count.n), nodeTaken: taken !== undefined });
       const [row] = await tx.unsafe(
-        `INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, hours, token, launcher, created_at, lease_owner, lease_until)
-         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, ${NOW} + $12) RETURNING *`,
-        [r.id, r.key_id, r.account_id, r.node_id, r.type, r.price_per_hour_micros, r.hours, r.token, r.launcher, r.created_at, c.lease.owner, c.lease.ms],
+        `INSERT INTO rentals (id, key_id, account_id, node_id, type, status, price_per_hour_micros, hours, token, launcher, created_at, lease_owner, lease_until, cluster_node)
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, ${NOW} + $12, $13) RETURNING *`,
+        [r.id, r.key_id, r.account_id, r.node_id, r.type, r.price_per_hour_micros, r.hours, r.token, r.launcher, r.created_at, c.lease.owner, c.lease.ms, r.cluster_node ?? null],
       );
       if (idem) await tx`INSERT INTO rental_requests (key_id, idempotency_key, body_hash, rental_id, created_at) VALUES (${c.keyId}, ${idem.key}, ${idem.bodyHash}, ${r.id}, ${c.now})`;
       return { row: rowOf(row), created: true };
@@ -115,19 +117,19 @@ export function postgresRentalStore(pg: Pick<PgPools, "money" | "fast">): Rental
     // Two processes claiming at once: the second waits for the first's row locks, then finds the
     // lease live and someone else's (READ COMMITTED re-reads a row an UPDATE waited for). Then the
     // rows this owner holds: none of them can be taken meanwhile (a lease it holds is live).
-    async claimActive(owner, ms) {
+    async claimActive(owner, ms, node = null) {
       await fast.unsafe(
         `UPDATE rentals SET lease_owner = $1, lease_until = ${NOW} + $2
-          WHERE ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_until < ${NOW} OR (lease_owner = $1 AND lease_until < ${NOW} + $2::bigint / 2))`,
-        [owner, ms],
+          WHERE ${ACTIVE_SQL} AND ${onNode("$3")} AND (lease_owner IS NULL OR lease_until < ${NOW} OR (lease_owner = $1 AND lease_until < ${NOW} + $2::bigint / 2))`,
+        [owner, ms, node],
       );
       return many(fast.unsafe(`SELECT * FROM rentals WHERE ${ACTIVE_SQL} AND lease_owner = $1`, [owner]));
     },
-    async claim(id, owner, ms) {
+    async claim(id, owner, ms, node = null) {
       const got = await fast.unsafe(
         `UPDATE rentals SET lease_owner = $2, lease_until = ${NOW} + $3
-          WHERE id = $1 AND ${ACTIVE_SQL} AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < ${NOW}) RETURNING id`,
-        [id, owner, ms],
+          WHERE id = $1 AND ${ACTIVE_SQL} AND ${onNode("$4")} AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < ${NOW}) RETURNING id`,
+        [id, owner, ms, node],
       );
       return got.length > 0;
     },
