@@ -66,9 +66,10 @@ export function createApp(deps: AppDeps): App {
     if (access.key) {
       rc.principal = await authenticateRequest(accounts, request.headers, route);
       if (access.scope) {
-        // Work (not /metrics or the admin API): a node that takes none sends it elsewhere.
+        // Work (not /metrics or the admin API): a node that takes none sends it elsewhere. A
+        // draining node still reads and ends what it has (a rental it runs is stopped only by it).
         const node = deps.node.status();
-        if (!node.accepting)
+        if (!node.accepting && !(node.reason === "draining" && !isNewWork(request.method, route)))
           throw new ApiError("node_not_serving", `this node takes no new work (${node.reason === "draining" ? "it is draining" : "its beats do not reach the cluster's store"}); retry on another node`, {
             headers: { "retry-after": "1" },
           });
@@ -252,6 +253,12 @@ export const NODE_HEADER = "x-appliance-node";
 
 /** The routes whose model another node of the cluster may serve: their JSON body names it. */
 const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/images/generations"]);
+
+/** Whether a request starts work (a draining node refuses it) rather than reading or ending some (GET, DELETE, a cancel). */
+export function isNewWork(method: string, route: string): boolean {
+  if (method === "GET" || method === "HEAD" || method === "DELETE") return false;
+  return !(method === "POST" && route.endsWith("/cancel"));
+}
 
 /** Another node's answer to a forwarded request, carried out of the parse hook to the error hook, which returns it. */
 class Forwarded extends Error {

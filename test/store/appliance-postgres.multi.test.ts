@@ -230,7 +230,7 @@ describe("three appliance processes on one PostgreSQL", () => {
     for (const ms of took) expect(ms).toBeLessThan(1000);
   }, 30_000);
 
-  test("each process is a node: `appliance nodes` lists the three with their models; a drained node answers 503 until taken back", async () => {
+  test("each process is a node: `appliance nodes` lists the three with their models; a drained node answers new work 503 until taken back, and still reads and cancels", async () => {
     const list = () => admin(["nodes", "--json"]).json<{ data: { id: string; url: string; state: string; models: { id: string }[] }[] }>().data;
     const nodes = list();
     expect(nodes.map((n) => n.url).sort()).toEqual(servers.map((s) => s.url).sort());
@@ -251,6 +251,11 @@ describe("three appliance processes on one PostgreSQL", () => {
     const refused = await embed(servers[1]!.url, key, "drained");
     expect(refused.status).toBe(503);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("node_not_serving");
+    // What starts no work is still answered there: reads, and ending what it has (a cancel, a rental's stop).
+    const auth = { authorization: `Bearer ${key}` };
+    expect((await fetch(`${servers[1]!.url}/v1/models`, { headers: auth })).status).toBe(200);
+    const cancel = await fetch(`${servers[1]!.url}/v1/batches/batch_none/cancel`, { method: "POST", headers: auth });
+    expect(((await cancel.json()) as { error: { code: string } }).error.code).toBe("not_found");
     expect((await embed(servers[0]!.url, key, "elsewhere")).status).toBe(200); // the others serve
     expect(list().find((n) => n.id === target.id)!.state).toBe("draining");
     admin(["nodes", "drain", target.id, "--undo"]);

@@ -4,7 +4,6 @@ import { ApiError } from "../../lib/errors";
 import type { BatchesService } from "../batches/service";
 import { unixSeconds, type Clock } from "../../lib/clock";
 import type { FilesService, Owner } from "../files/service";
-import { toGpuEntry } from "../rentals/inventory";
 import type { RentalsService } from "../rentals/service";
 import type { Registry } from "../../3-engines/registry";
 import { modelControl } from "../residency/service";
@@ -109,7 +108,8 @@ export function createConsoleViews(d: ConsoleDeps) {
       return { file: await d.files.content(owner, id), name: (await d.files.get(owner, id)).filename };
     },
 
-    gpus: async () => ({ data: (await d.rentals.gpus()).map(toGpuEntry) }),
+    // Every live node's free GPUs on a cluster, as GET /api/v1/gpus lists them.
+    gpus: async () => ({ data: await d.rentals.offered() }),
     async rentals(accountId: string) {
       const data = [];
       for (const { keyId, rental } of await d.rentals.ofAccount(accountId, 100)) {
