@@ -17,10 +17,11 @@ export const ImageSource = T.Object({
   url: T.Optional(T.String()),
 });
 
-/** A block inside a tool_result's content: text (images are refused by the translator). */
+/** A block inside a tool_result's content: text, or tool_reference (a client's tool search naming a tool; images are refused by the translator). */
 export const ToolResultBlock = T.Object({
   type: T.String({ minLength: 1 }),
   text: T.Optional(T.String()),
+  tool_name: T.Optional(T.String()),
   source: T.Optional(ImageSource),
   cache_control: CacheControl,
 });
@@ -64,6 +65,8 @@ export const Tool = T.Object({
   input_schema: T.Optional(T.Record(T.String(), T.Unknown())),
   /** true: input_schema enforced token by token (keywords no grammar can express → 400); else a hint. */
   strict: Nullable(T.Boolean()),
+  /** Tool search (a client's, e.g. Claude Code's): the tool may be held back until a tool_reference names it. Here every tool is always offered. */
+  defer_loading: Nullable(T.Boolean()),
   cache_control: CacheControl,
 });
 export type Tool = Static<typeof Tool>;

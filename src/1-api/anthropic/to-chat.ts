@@ -249,7 +249,13 @@ function toolResultText(content: string | ToolResultBlock[] | undefined, at: str
   return content
     .map((c, k) => {
       const param = `${at}.content[${k}]`;
-      if (c.type !== "text") throw bad(`${param}.type`, `"${c.type}" blocks are not supported in a tool_result (text only)`);
+      // A client's tool search answers with references to the tools it found (deferred with
+      // defer_loading); every tool is offered here from the start, so the model reads which.
+      if (c.type === "tool_reference") {
+        if (typeof c.tool_name !== "string" || !c.tool_name) throw bad(`${param}.tool_name`, "is required on a tool_reference block");
+        return `Tool found: ${c.tool_name}`;
+      }
+      if (c.type !== "text") throw bad(`${param}.type`, `"${c.type}" blocks are not supported in a tool_result (text and tool_reference only)`);
       return textBlock(c, param);
     })
     .join("\n");

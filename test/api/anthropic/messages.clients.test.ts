@@ -113,3 +113,29 @@ test("a Claude-Code-like request (test/fixtures/requests): max_tokens 32000 over
   const text = await retry.text();
   expect(text).toContain("event: message_stop");
 });
+
+describe("tool search (Claude Code's ToolSearch: tools with defer_loading, found ones named by tool_reference blocks)", () => {
+  const tools = [
+    { name: "ToolSearch", description: "Finds tools", input_schema: { type: "object", properties: { query: { type: "string" } } } },
+    { name: "Read", description: "Reads a file", input_schema: { type: "object", properties: { path: { type: "string" } } }, defer_loading: true },
+  ];
+  const turns = (content: unknown[]) => [
+    { role: "user", content: "find a tool to read files" },
+    { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "ToolSearch", input: { query: "read" } }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content }] },
+  ];
+
+  test("a tool_result holding tool_reference blocks, with deferred tools, is answered (a full Claude Code run saw it refused 400)", async () => {
+    const r = await client.messages.create({ model: "chat", max_tokens: 8, tools, messages: turns([{ type: "tool_reference", tool_name: "Read" }, { type: "text", text: "1 tool found" }]) } as any);
+    expect(r.type).toBe("message");
+    const counted = await client.messages.countTokens({ model: "chat", tools, messages: turns([{ type: "tool_reference", tool_name: "Read" }]) } as any);
+    const without = await client.messages.countTokens({ model: "chat", tools, messages: turns([]) } as any);
+    expect(counted.input_tokens).toBeGreaterThan(without.input_tokens); // the model reads which tool was found
+  });
+
+  test("a tool_reference without its tool_name is a 400 naming it", async () => {
+    const err = await sdkError(client.messages.create({ model: "chat", max_tokens: 8, tools, messages: turns([{ type: "tool_reference" }]) } as any));
+    expect(err.status).toBe(400);
+    expect(err.message).toContain("messages[2].content[0].content[0].tool_name");
+  });
+});
