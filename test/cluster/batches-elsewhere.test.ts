@@ -16,6 +16,8 @@ import { freshDatabase, nodeEnv } from "../helpers/postgres";
 
 const dirs: string[] = [];
 const children: Subprocess[] = [];
+/** Each node's process by its index (children is in the order they listened). */
+const nodeChildren: Subprocess[] = [];
 let url = "";
 let sql: SQL;
 let key = "";
@@ -53,6 +55,7 @@ beforeAll(async () => {
       nodeDirs.push(dir);
       const s = await serveCli(dir, ["--port", "0"], { APPLIANCE_CONFIG: configFor(dir, id, model), ...nodeEnv(url) });
       children.push(s.child);
+      nodeChildren[i] = s.child;
       for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
         void (async () => {
           for await (const _ of stream);
@@ -83,8 +86,8 @@ test("a batch of a model only node B serves, created through node A: B runs ever
 test("a line node B died running is left to B by node A, and run when B is back", async () => {
   const a = new OpenAI({ apiKey: key, baseURL: `${nodes[0]}/v1`, maxRetries: 0 });
   // B dies; its row stays live for the lease (15 s): A still counts embed-b as B's.
-  children[1]!.kill("SIGKILL");
-  await children[1]!.exited;
+  nodeChildren[1]!.kill("SIGKILL");
+  await nodeChildren[1]!.exited;
   const lines = Array.from({ length: 4 }, (_, i) => JSON.stringify({ custom_id: `s${i}`, method: "POST", url: "/v1/embeddings", body: { model: "embed-b", input: `line ${i}` } }));
   const file = await a.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "in.jsonl"), purpose: "batch" });
   const created = await a.batches.create({ input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" });

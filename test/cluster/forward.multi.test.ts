@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { SQL, type Subprocess } from "bun";
+import { SQL } from "bun";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
@@ -9,7 +9,8 @@ import { ensureOnnxModel } from "../../models/onnx/cache";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
-import { cli, serveCli } from "../helpers/cli";
+import { cli } from "../helpers/cli";
+import { serveNode, type ServedNode } from "../helpers/nodes";
 import { startHaproxy } from "../helpers/haproxy";
 import { CLUSTER_SECRET, freshDatabase, nodeEnv } from "../helpers/postgres";
 import { bodyHashOf, HOP_HEADER, signHop } from "../../src/2-services/cluster/hop";
@@ -29,7 +30,6 @@ import { bodyHashOf, HOP_HEADER, signHop } from "../../src/2-services/cluster/ho
 
 const PRICE = 1000; // $ per million tokens: one token costs 1000 µ$
 const dirs: string[] = [];
-const logs = new Map<number, string>();
 let url = "";
 let sql: SQL;
 let chatFile = "";
@@ -37,7 +37,7 @@ let embedFile = "";
 let nliFile = "";
 let turboFile = "";
 let key = "";
-const nodes: { url: string; child: Subprocess; dir: string }[] = [];
+const nodes: ServedNode[] = [];
 
 const MODELS: Record<number, [string, "chat" | "embed" | "nli" | "image"][]> = {
   0: [
@@ -80,12 +80,7 @@ const env = (dir: string, i: number) => ({ APPLIANCE_CONFIG: configFor(dir, i), 
 async function startNode(i: number): Promise<void> {
   const dir = nodes[i]?.dir ?? tempDir(`appliance-fwd-${i}-`);
   if (!nodes[i]) dirs.push(dir);
-  const s = await serveCli(dir, ["--port", "0"], env(dir, i));
-  nodes[i] = { url: s.url, child: s.child, dir };
-  for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
-    void (async () => {
-      for await (const chunk of stream) logs.set(i, ((logs.get(i) ?? "") + new TextDecoder().decode(chunk)).slice(-20_000));
-    })().catch(() => {});
+  nodes[i] = await serveNode(dir, env(dir, i));
 }
 
 afterAll(async () => {
@@ -310,7 +305,7 @@ describe("three nodes serving different models are one appliance", () => {
     expect(done.status).toBe("completed");
     if (done.error_file_id) {
       console.log("errors:", await (await o.files.content(done.error_file_id)).text());
-      for (const [i, l] of logs) console.log(`node ${i + 1}:`, l.split("\n").filter((x) => /_36|model_not_found|not found|batch/.test(x)).join("\n"));
+      for (const [i, n] of nodes.entries()) console.log(`node ${i + 1}:`, n.log.split("\n").filter((x) => /_36|model_not_found|not found|batch/.test(x)).join("\n"));
     }
     expect(done.request_counts).toEqual({ total: 120, completed: 120, failed: 0 });
     const out = (await (await o.files.content(done.output_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number } });

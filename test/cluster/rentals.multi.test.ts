@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { SQL, type Subprocess } from "bun";
+import { SQL } from "bun";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { costOfMinutes } from "../../src/2-services/billing/minutes";
 import { nodeIdFor } from "../../src/2-services/rentals/inventory";
 import { FAKE_JUPYTER, processesOf, rentalNode } from "../api/rentals/setup";
 import { tempDir } from "../helpers/app";
-import { cli, serveCli } from "../helpers/cli";
+import { cli } from "../helpers/cli";
+import { serveNode, type ServedNode } from "../helpers/nodes";
 import { freshDatabase, nodeEnv } from "../helpers/postgres";
 
 // Issue 45: GPU rentals on three real appliance nodes on one PostgreSQL, each offering one GPU of its
@@ -24,11 +25,10 @@ const PRICE = 0.6; // $ per hour
 const PRICE_MICROS = 600_000;
 const CREDIT = 50;
 const dirs: string[] = [];
-const logs = new Map<number, string>();
 let url = "";
 let sql: SQL;
 let key = "";
-const nodes: { url: string; id: string; child: Subprocess; dir: string }[] = [];
+const nodes: ServedNode[] = [];
 /** The GPU node id each cluster node declares (its config's one [[rental_nodes]]). */
 const gpus: string[] = [];
 
@@ -60,12 +60,7 @@ const env = (dir: string, i: number) => ({ APPLIANCE_CONFIG: configFor(dir, i), 
 async function startNode(i: number): Promise<void> {
   const dir = nodes[i]?.dir ?? tempDir(`appliance-rent-${i}-`);
   if (!nodes[i]) dirs.push(dir);
-  const s = await serveCli(dir, ["--port", "0"], env(dir, i));
-  nodes[i] = { url: s.url, id: (await Bun.file(join(dir, "node-id")).text()).trim(), child: s.child, dir };
-  for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
-    void (async () => {
-      for await (const chunk of stream) logs.set(i, ((logs.get(i) ?? "") + new TextDecoder().decode(chunk)).slice(-20_000));
-    })().catch(() => {});
+  nodes[i] = await serveNode(dir, env(dir, i));
 }
 
 afterAll(async () => {

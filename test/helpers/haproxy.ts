@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { freePort } from "./ports";
+import { alive, freePort } from "./ports";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -49,15 +49,6 @@ function binary(): string {
   const found = Bun.which("haproxy") ?? ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"].find((p) => existsSync(p));
   if (!found) throw new Error("haproxy is missing: run test/setup-postgres.sh (it installs Debian's haproxy), or set APPLIANCE_HAPROXY_BIN");
   return found;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Whether `pid` is an haproxy (a recorded PID may have been reused by another process since). */

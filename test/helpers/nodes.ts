@@ -62,16 +62,33 @@ export async function nodeCli(node: Pick<TestNode, "dir" | "env">, args: string[
   return { code, stdout, stderr, json: <T = any>() => JSON.parse(stdout) as T };
 }
 
+/** A node serving from `dir`, which a test may kill and serve again from the same dir (the same node id). */
+export interface ServedNode {
+  url: string;
+  id: string;
+  dir: string;
+  child: Subprocess;
+  /** The last 20 KB of what it printed (its output is drained: a full pipe would stall it). */
+  log: string;
+}
+
+/** `appliance serve` on `dir` with `env`; resolves once it listens. The caller kills it. */
+export async function serveNode(dir: string, env: Record<string, string>): Promise<ServedNode> {
+  const s = await serveCli(dir, ["--port", "0"], env);
+  const node: ServedNode = { url: s.url, id: readFileSync(join(dir, "node-id"), "utf8").trim(), dir, child: s.child, log: "" };
+  for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
+    void (async () => {
+      for await (const chunk of stream) node.log = (node.log + new TextDecoder().decode(chunk)).slice(-20_000);
+    })().catch(() => {});
+  return node;
+}
+
 /** One node serving with `config` (TOML) on `storeUrl`; resolves once it listens. Its output is drained. */
 export async function startNode(config: string, storeUrl: string): Promise<TestNode> {
   const { dir, config: path } = nodeDir(config);
   const env = nodeEnv(path, storeUrl);
-  const s = await serveCli(dir, ["--port", "0"], env);
-  for (const stream of [s.child.stdout, s.child.stderr] as ReadableStream<Uint8Array>[])
-    void (async () => {
-      for await (const _ of stream);
-    })().catch(() => {});
-  const node = { url: s.url, id: readFileSync(join(dir, "node-id"), "utf8").trim(), dir, env, child: s.child };
+  const s = await serveNode(dir, env);
+  const node = { url: s.url, id: s.id, dir, env, child: s.child };
   started.push(node);
   return node;
 }

@@ -1,5 +1,5 @@
 import { SQL } from "bun";
-import { freePort } from "./ports";
+import { alive, freePort } from "./ports";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -85,15 +85,6 @@ async function start(): Promise<Cluster> {
   const pid = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
   process.once("exit", () => stopCluster(dir)); // scripts (bench); the test runner calls stopPostgresCluster
   return { port, dir, pid, url: (name) => `postgres://postgres@127.0.0.1:${port}/${name}` };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Stops the run's cluster, if one was started (test/setup.ts, after the last test). */
