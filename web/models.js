@@ -51,11 +51,7 @@ export async function render({ view, signal, account }) {
     ].filter(Boolean).join(' · ');
     return h('tr', { 'data-row': keyOf(m), 'data-model-id': m.id, 'data-state': state, ...(self ? { 'data-node': m.node } : {}) },
       self ? nodeCell(m) : null,
-      h('td', null, h('code', { text: m.id ?? '' })),
-      h('td', { text: m.name ?? '' }),
-      h('td', { text: m.kind ?? '' }),
-      h('td', { class: 'num', text: m.max_context ? `${fmtInt(m.max_context)} tokens` : '—' }),
-      h('td', { text: m.supports_vision ? 'Yes' : 'No' }),
+      ...identityCells(m),
       h('td', { class: 'state' }, h('span', { class: `status status-${state}`, text: state }),
         m.waiting ? h('div', { class: 'muted small', text: `${fmtInt(m.waiting)} waiting` }) : null,
         h('div', { class: 'muted small', text: keepAlive(m) })),
@@ -64,6 +60,17 @@ export async function render({ view, signal, account }) {
       h('td', { class: 'num in-flight', text: fmtInt(m.in_flight ?? 0) }),
       h('td', { class: 'idle', text: m.idle_s == null ? '—' : fmtSeconds(m.idle_s) }),
       admin ? h('td', null, actions(m, state)) : null);
+  }
+
+  /** What a model is, the same on every node: id, name, kind, context, vision. */
+  function identityCells(m) {
+    return [
+      h('td', null, h('code', { text: m.id ?? '' })),
+      h('td', { text: m.name ?? '' }),
+      h('td', { text: m.kind ?? '' }),
+      h('td', { class: 'num', text: m.max_context ? `${fmtInt(m.max_context)} tokens` : '—' }),
+      h('td', { text: m.supports_vision ? 'Yes' : 'No' }),
+    ];
   }
 
   function nodeCell(m) {
@@ -75,11 +82,7 @@ export async function render({ view, signal, account }) {
     const state = m.state === 'loaded' ? 'loaded' : 'unloaded';
     return h('tr', { 'data-row': keyOf(m), 'data-model-id': m.id, 'data-state': state, 'data-node': m.node },
       nodeCell(m),
-      h('td', null, h('code', { text: m.id ?? '' })),
-      h('td', { text: m.name ?? '' }),
-      h('td', { text: m.kind ?? '' }),
-      h('td', { class: 'num', text: m.max_context ? `${fmtInt(m.max_context)} tokens` : '—' }),
-      h('td', { text: m.supports_vision ? 'Yes' : 'No' }),
+      ...identityCells(m),
       h('td', { class: 'state' }, h('span', { class: `status status-${state}`, text: state }),
         h('div', { class: 'muted small', text: 'as of its last heartbeat' })),
       h('td', { class: 'device' }, '—', m.slots != null ? h('div', { class: 'muted small', text: `${fmtInt(m.slots)} ${m.slots === 1 ? 'slot' : 'slots'}` }) : null),
