@@ -251,7 +251,7 @@ export function sqliteRentalStore(db: Database): RentalStore {
 
 /**
  * A rotated key's active rentals go to its successor (called inside the rotation's transaction):
- * rotation changes the secret, not what runs; revoking a key stops its rentals (src/2-services/rentals/service.ts).
+ * rotation changes the secret, not what runs; revoking a key stops its rentals (src/2-services/rentals/ticks.ts).
  */
 export function moveActiveRentals(db: Database, fromKeyId: string, toKeyId: string): number {
   return db.query("UPDATE rentals SET key_id = ? WHERE key_id = ? AND status IN ('pending', 'running', 'stopping')").run(toKeyId, fromKeyId).changes;

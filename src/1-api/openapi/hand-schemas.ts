@@ -12,7 +12,7 @@ export const FileUploadForm = T.Object({
   purpose: T.Literal("batch", { description: "Only `batch` is accepted." }),
 });
 
-/** POST /api/v1/rentals — validate() in src/2-services/rentals/service.ts. */
+/** POST /api/v1/rentals — validateRental() in src/2-services/rentals/request.ts. */
 export const CreateRentalRequest = T.Object({
   node_id: T.String({ minLength: 1, description: "A node's id from GET /api/v1/gpus." }),
   type: T.Literal("jupyter", { description: "A JupyterLab rental (the only type)." }),

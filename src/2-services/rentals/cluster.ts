@@ -10,7 +10,7 @@ import { toGpuEntry, type GpuEntry, type RentableNode } from "./inventory";
 // that is, and what the cluster offers, is decided here from the nodes' last beats; the edge
 // (src/1-api/rentals) does the forwarding. A node that died leaves its rentals unbilled from its
 // last tick: no other node takes them (src/4-store/rentals.ts, claimActive's `node`), and the node
-// ends them as `failed` when it starts again (service.ts, reconcile).
+// ends them as `failed` when it starts again (ticks.ts, reconcile).
 
 /** A GPU as a node's beat lists it (src/services.ts fills the entry's other fields; an older node's beat may lack them). */
 export type ClusterGpu = NodeGpu & { compute_cap?: number; country?: string; country_code?: string };
