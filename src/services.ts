@@ -184,7 +184,7 @@ export function createServices(
     store: rentalsStoreOf(store),
     // One server per SQLite data dir ("local": its leases are its own after a restart); on
     // PostgreSQL each process is a node (one per data dir), and its rentals' leases are its node's:
-    // what a killed process held is found by its next start (src/2-services/rentals/service.ts, reconcile).
+    // what a killed process held is found by its next start (src/2-services/rentals/ticks.ts, reconcile).
     owner: store.kind === "sqlite" ? undefined : nodeId,
     // The other nodes as of the last beat (the node is built below).
     cluster: { self: nodeId, shared: store.kind === "postgres", others: () => node?.others() ?? [], peer: (id) => node?.peer(id) ?? null },
