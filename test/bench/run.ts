@@ -3,6 +3,7 @@ import { benchBatches } from "./batches";
 import { benchChat } from "./chat";
 import { benchCluster } from "./cluster";
 import { benchEmbeddings } from "./embeddings";
+import { benchFairness } from "./fairness";
 import { benchExecutable } from "./executable";
 import { benchImages } from "./images";
 import { benchFormats } from "./formats";
@@ -27,6 +28,7 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   tls: () => benchTls(),
   store: () => benchStore(),
   cluster: () => benchCluster(),
+  fairness: () => benchFairness(),
   "vs-llama-server": () => benchVsLlamaServer(),
   fuzz: (args) => benchFuzz(args),
 };

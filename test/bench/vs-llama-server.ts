@@ -153,7 +153,7 @@ const median = (xs: number[]) => pct(xs, 0.5);
 /** The median of the finite values (NaN when there are none: a tool stream's decode). */
 const medianOf = (xs: number[]) => (xs.some(Number.isFinite) ? median(xs.filter(Number.isFinite)) : NaN);
 
-async function waitHealthy(url: string) {
+export async function waitHealthy(url: string) {
   for (let i = 0; i < 600; i++) {
     if (await fetch(`${url}/health`).then((r) => r.ok).catch(() => false)) return;
     await Bun.sleep(100);
