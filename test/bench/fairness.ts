@@ -84,12 +84,13 @@ async function measure(url: string, key: string, prompt: (salt: string) => strin
   await a;
   if (!bTimes.length) throw new Error("B generated nothing");
   const bFirst = bTimes[0]!;
-  const gaps = (from: number, to: number) => aTimes.flatMap((t, i) => (i > 0 && t > from && t <= to ? [t - aTimes[i - 1]!] : []));
+  // A's gaps that overlap the time B's prompt was read (B's send to its first token), the one that
+  // spans it whole included: a server that stalls A for all of B's prompt shows that stall
+  const gaps = (from: number, to: number) => aTimes.flatMap((t, i) => (i > 0 && t > from && aTimes[i - 1]! < to ? [t - aTimes[i - 1]!] : []));
   const alone = aTimes.slice(A_SETTLE, A_SETTLE + A_ALONE).flatMap((t, i, xs) => (i > 0 ? [t - xs[i - 1]!] : []));
   const during = gaps(bSent, bFirst);
-  // the gap open when B's first token came (A waited past it) counts as far as it went
-  const lastA = aTimes.filter((t) => t <= bFirst).at(-1) ?? bSent;
-  if (!aTimes.some((t) => t > bFirst)) during.push(bFirst - lastA);
+  // no A token after it (A was cut first): the gap open at B's first token counts as far as it went
+  if (!aTimes.some((t) => t > bFirst)) during.push(bFirst - (aTimes.filter((t) => t <= bFirst).at(-1) ?? bSent));
   const inB = aTimes.filter((t) => t > bSent && t <= bEnd).length + bTimes.length;
   const t0 = performance.now();
   let first = 0;
