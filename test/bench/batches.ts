@@ -15,9 +15,9 @@ import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";
+import { median } from "./stats";
 
 const SLOTS = 4;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function pool<T>(items: T[], concurrency: number, run: (item: T) => Promise<unknown>) {
   let next = 0;

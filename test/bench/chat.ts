@@ -13,6 +13,7 @@ import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { BENCH } from "./chat-setup";
 import { readSseEvents } from "./sse-client";
+import { median } from "./stats";
 
 /**
  * Both sides are timed the same way: from the first to the last piece of visible text, counting
@@ -71,7 +72,6 @@ export async function httpStream(url: string, key: string, prompt: string): Prom
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, wallMs: last - t0 };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 /** Aggregate tokens/s of a round: all tokens over the time until the last stream finished. */
 const total = (round: Stream[]) => round.reduce((n, s) => n + s.tokens, 0) / (Math.max(...round.map((s) => s.wallMs)) / 1000);
 

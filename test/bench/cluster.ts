@@ -2,6 +2,7 @@ import { ensureChatModel } from "../../models/cache";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { clusterCli, embedModelToml, nodeConfig, startNode, stopNodes, type TestNode } from "../helpers/nodes";
 import { freshDatabase, postgresCluster } from "../helpers/postgres";
+import { median, pct } from "./stats";
 
 // Benchmark (issue 45, several boxes as one): on this one machine, three real nodes on the tests'
 // PostgreSQL, all serving the embedding model `embed`, node B also the chat model `chat-b`.
@@ -19,8 +20,6 @@ const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 25);
 const THROUGHPUT_S = Number(process.env.BENCH_SECONDS ?? 4);
 const WORKERS = 12;
 const TTFT_TARGET_MS = 2;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 
 async function firstToken(base: string, key: string): Promise<number> {
   const t0 = performance.now();

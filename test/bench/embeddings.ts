@@ -13,6 +13,7 @@ import { validateConfig } from "../../src/lib/config";
 import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { median } from "./stats";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 11);
 const THREADS = 2;
@@ -21,7 +22,6 @@ const SENTENCES = WORDPIECE_CORPUS.split("\n")
   .filter(Boolean)
   .slice(0, 32);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();

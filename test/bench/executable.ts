@@ -10,9 +10,9 @@ import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
 import { httpStream } from "./chat";
 import { BENCH } from "./chat-setup";
+import { median } from "./stats";
 
 const ROOT = join(import.meta.dir, "..", "..");
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface Running {
   url: string;

@@ -8,6 +8,7 @@ import { untilListening } from "../helpers/cli";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
 import { waitHealthy } from "./vs-llama-server";
+import { median, pct } from "./stats";
 
 // Benchmark (issue 46, decode never stalls): what a long prompt does to a stream already generating.
 // Stream A generates; once its pace is steady, B arrives with a prompt of N tokens. Measured on our
@@ -35,8 +36,6 @@ const A_ALONE = 60;
 const SETTLE_MS = 1000;
 
 type Side = "ours" | "theirs";
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]! : NaN);
-const median = (xs: number[]) => pct(xs, 0.5);
 
 interface Round {
   aloneGap: number;

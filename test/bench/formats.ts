@@ -11,6 +11,7 @@ import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";
+import { median } from "./stats";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 25);
 const MAX_TOKENS = 64;
@@ -93,7 +94,6 @@ async function stream(url: string, key: string, format: Format, marks: { start: 
   return { ttftMs: first - t0, decodeTps: (tokens - 1) / ((last - first) / 1000), tokens, ownMs: marks.start - t0 + (first - marks.firstText) };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function benchFormats() {
   const modelPath = await ensureChatModel("bench-64m");

@@ -17,6 +17,7 @@ import type { ImageEngine } from "../../src/3-engines/types";
 import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { median } from "./stats";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 16);
 const THREADS = 2;
@@ -27,7 +28,6 @@ const CASES = [
 ];
 const PROMPT = "a lighthouse on a rocky coast at dusk, oil painting";
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function benchImages() {
   const sets = [

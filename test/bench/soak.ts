@@ -7,9 +7,9 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
+import { median } from "./stats";
 
 const ROOT = join(import.meta.dir, "..", "..");
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function sample(pid: number) {
   const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;

@@ -14,6 +14,7 @@ import { memoryLogger } from "../../src/lib/log";
 import { openPostgresStore, sqliteStore } from "../../src/4-store/store";
 import { tempDir } from "../helpers/app";
 import { freshDatabase, postgresCluster } from "../helpers/postgres";
+import { median } from "./stats";
 
 // Benchmark (issue 44, the store on PostgreSQL): what a billed request costs the store — the
 // meter's reserve (the credit hold) and settle (the usage row and the charge, durably) — on
@@ -28,7 +29,6 @@ import { freshDatabase, postgresCluster } from "../helpers/postgres";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 400);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 interface Side {
   name: "sqlite" | "postgres";

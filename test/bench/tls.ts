@@ -17,6 +17,7 @@ import { startServer, type RunningServer } from "../../src/main";
 import { ensureCa, issueServerCert, tlsPaths } from "../../src/lib/net/tls-ca";
 import { tempDir } from "../helpers/app";
 import { readSseEvents } from "./sse-client";
+import { median } from "./stats";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 1000);
@@ -141,7 +142,6 @@ function negotiated(s: Side, ca: string): Promise<string> {
   });
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function benchTls() {
   const modelPath = await ensureChatModel("chat");

@@ -30,6 +30,7 @@ import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
+import { median, pct } from "./stats";
 
 // BENCH_STREAMS=8 (or "1,8") measures some stream counts only; the targets need 1 and 8
 const STREAMS = (process.env.BENCH_STREAMS ?? "1,2,4,8").split(",").map(Number);
@@ -148,8 +149,6 @@ let nextPort = 18600;
 const keys: Record<Side, string> = { ours: "", theirs: "" };
 /** The end of what our server (and a baseline) wrote to stderr after its banner. */
 const stderrTails: Record<Side, string> = { ours: "", theirs: "" };
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
-const median = (xs: number[]) => pct(xs, 0.5);
 /** The median of the finite values (NaN when there are none: a tool stream's decode). */
 const medianOf = (xs: number[]) => (xs.some(Number.isFinite) ? median(xs.filter(Number.isFinite)) : NaN);
 
