@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { accessSync, closeSync, constants, openSync, readdirSync, readFileSync } from "node:fs";
 import { LOG_FILE, tailOf } from "./log-tail";
-import { createServer } from "node:net";
+import { freePort } from "../../../lib/net/free-port";
 import { join } from "node:path";
 import { proxyFlags } from "../access";
 import type { LaunchHandle, LaunchIntent, Launcher, LaunchSpec, Liveness } from "./types";
@@ -195,15 +195,4 @@ function ours(pid: number, rentalId: string): boolean {
   } catch {
     return true; // no /proc (not Linux): the pid check is all there is
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
