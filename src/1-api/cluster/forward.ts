@@ -39,12 +39,14 @@ export interface Hop {
   count?: (to: string, outcome: ForwardOutcome) => void;
   /** Marks a hop to node `to` open; the function it returns closes it (its answer ended or failed). */
   open?: (to: string) => () => void;
+  /** The error when no node took it, from what each said (default: model_unavailable). */
+  noneTook?: (problems: string) => ApiError;
 }
 
 /** Request headers that belong to one connection, or that this hop sets itself. */
 const REQUEST_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-connection", "host", "content-length", "accept-encoding", HOP_HEADER]);
 /** Response headers that belong to the hop's connection (the body is passed on decoded), or that this node sets itself. */
-const RESPONSE_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server", "x-request-id", "request-id"]);
+const RESPONSE_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server", "x-request-id", "request-id", "set-cookie"]);
 
 /** Sends the request to the first of `peers` that takes it; throws model_unavailable when none does. */
 export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Response> {
@@ -84,14 +86,17 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
     }
     return passThrough(res, h, peer, close);
   }
-  throw new ApiError("model_unavailable", `no node serving this model answered (${problems.join("; ") || "none is live"}); retry shortly`, { headers: { "retry-after": "1" } });
+  const said = problems.join("; ") || "none is live";
+  throw h.noneTook?.(said) ?? new ApiError("model_unavailable", `no node serving this model answered (${said}); retry shortly`, { headers: { "retry-after": "1" } });
 }
 
-function responseHeaders(res: Response): Headers {
+/** The headers of another node's answer to pass on: its own, less those of the hop's connection; each cookie kept apart. */
+export function responseHeaders(res: Response): Headers {
   const headers = new Headers();
   res.headers.forEach((v, k) => {
     if (!RESPONSE_SKIP.has(k)) headers.append(k, v);
   });
+  for (const c of res.headers.getSetCookie()) headers.append("set-cookie", c);
   return headers;
 }
 

@@ -2,9 +2,8 @@ import { HOP_HEADER, signHop } from "../../2-services/cluster/hop";
 import { nodeUnreachable, type RentalHome } from "../../2-services/rentals/cluster";
 import { newId } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
-import { forwardToPeers } from "../cluster/forward";
+import { forwardToPeers, responseHeaders } from "../cluster/forward";
 import { contextOf, pathAndQueryOf } from "../http/context";
-import { ApiError } from "../http/errors";
 
 // A rental of another node of the cluster (issue 45; src/2-services/rentals/cluster.ts): what
 // touches its notebook is sent one hop to the node that runs it, signed with the cluster's secret
@@ -28,8 +27,6 @@ export type Elsewhere = Extract<RentalHome, { here: false }>;
 /** Request headers of one connection, or that the hop sets itself. */
 const REQUEST_SKIP = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length", "accept-encoding", HOP_HEADER];
 const SOCKET_SKIP = [...REQUEST_SKIP, "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol"];
-/** Response headers of the hop's connection (the body comes decoded), or that this node sets itself. */
-const RESPONSE_SKIP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server", "x-request-id", "request-id", "set-cookie"]);
 
 /** Refuses a request that already came on a hop: it is not sent on again. */
 function once(request: Request, home: Elsewhere, what: string): void {
@@ -41,24 +38,20 @@ export async function rentalCallTo(home: Elsewhere, request: Request, body: stri
   once(request, home, what);
   if (!home.peer) throw nodeUnreachable(home, what);
   const rc = contextOf(request);
-  try {
-    return await forwardToPeers([home.peer], {
-      self: edge.node.id,
-      secret: edge.node.secret,
-      requestId: rc.id,
-      method: request.method,
-      path: pathAndQueryOf(request.url),
-      route: rc.route,
-      headers: request.headers,
-      body,
-      signal: request.signal,
-      logger: edge.logger,
-    });
-  } catch (e) {
-    // The forwarder's "no node answered" (unreachable, or it takes no new work): said of a rental.
-    if (e instanceof ApiError && e.code === "model_unavailable") throw nodeUnreachable(home, what, `does not take it now (${e.message.replace(/^no node serving this model answered \((.*)\); retry shortly$/, "$1")})`);
-    throw e;
-  }
+  return forwardToPeers([home.peer], {
+    self: edge.node.id,
+    secret: edge.node.secret,
+    requestId: rc.id,
+    method: request.method,
+    path: pathAndQueryOf(request.url),
+    route: rc.route,
+    headers: request.headers,
+    body,
+    signal: request.signal,
+    logger: edge.logger,
+    // unreachable, or it takes no new work: said of a rental
+    noneTook: (problems) => nodeUnreachable(home, what, `does not take it now (${problems})`),
+  });
 }
 
 /** The hop header of `method path` to node `to`, for a notebook request (no body hash: the body is streamed unread). */
@@ -93,12 +86,7 @@ export async function notebookCallTo(home: Elsewhere, request: Request, edge: Re
     edge.logger.warn("cluster: a rental's node did not take a notebook request", { request_id: contextOf(request).id, node: peer.id, error: (e as Error).message });
     throw nodeUnreachable(home, what, "does not answer");
   }
-  const out = new Headers();
-  res.headers.forEach((v, k) => {
-    if (!RESPONSE_SKIP.has(k)) out.append(k, v);
-  });
-  for (const c of res.headers.getSetCookie()) out.append("set-cookie", c);
-  return new Response(request.method === "HEAD" ? null : res.body, { status: res.status, statusText: res.statusText, headers: out });
+  return new Response(request.method === "HEAD" ? null : res.body, { status: res.status, statusText: res.statusText, headers: responseHeaders(res) });
 }
 
 /**
