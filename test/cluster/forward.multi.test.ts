@@ -7,6 +7,7 @@ import OpenAI, { toFile } from "openai";
 import { ensureChatModel } from "../../models/cache";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
+import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
@@ -36,6 +37,8 @@ let chatFile = "";
 let embedFile = "";
 let nliFile = "";
 let turboFile = "";
+/** A logit bias that keeps the random model from ending a long stream early (its special tokens barred). */
+let noEnd: Record<string, number> = {};
 let key = "";
 const nodes: ServedNode[] = [];
 
@@ -133,6 +136,10 @@ beforeAll(async () => {
   sql = new SQL({ url, max: 2 });
   [chatFile, embedFile, nliFile] = await Promise.all([ensureChatModel("chat"), ensureOnnxModel("embed"), ensureOnnxModel("nli")]);
   turboFile = ensureDiffusionModel("diffusion-turbo");
+  const { getLlama } = await import("node-llama-cpp");
+  const m = await (await getLlama({ build: "never", gpu: false })).loadModel({ modelPath: chatFile, vocabOnly: true });
+  noEnd = Object.fromEntries(SPECIAL_TOKENS.flatMap((t) => m.tokenize(t, true)).map((t) => [String(t), -100]));
+  await m.dispose();
   admin(["store", "migrate"]);
   admin(["accounts", "create", "team", "--credit", "50"]);
   key = newKey("team").key;
@@ -248,7 +255,7 @@ describe("three nodes serving different models are one appliance", () => {
     const r = await fetch(`${nodes[0]!.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "chat-2", messages: [{ role: "user", content: "a long answer" }], max_tokens: 3000, stream: true }),
+      body: JSON.stringify({ model: "chat-2", messages: [{ role: "user", content: "a long answer" }], max_tokens: 3000, stream: true, logit_bias: noEnd }),
     });
     expect(r.status).toBe(200);
     const id = r.headers.get("x-request-id")!;
@@ -347,7 +354,7 @@ describe("three nodes serving different models are one appliance", () => {
     try {
       const [{ id: third }] = await sql`SELECT id FROM cluster_nodes WHERE url = ${nodes[2]!.url}`;
       const ask = (max_tokens: number, stream: boolean) =>
-        fetch(`${proxy.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "chat-x", messages: [{ role: "user", content: "go on" }], max_tokens, stream }) });
+        fetch(`${proxy.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "chat-x", messages: [{ role: "user", content: "go on" }], max_tokens, stream, logit_bias: noEnd }) });
       const streams = (await Promise.all(Array.from({ length: 6 }, () => ask(2000, true)))).filter((r) => r.status === 200);
       const readers = streams.map((r) => ({ node: r.headers.get("x-appliance-node"), reader: r.body!.getReader(), text: "" }));
       // Every stream under way before the kill.
