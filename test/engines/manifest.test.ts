@@ -57,6 +57,8 @@ const sizeCases = [
   { name: "max_slots without auto slots is refused (it would do nothing)", input: { kind: "chat", slots: 2, max_slots: 4 }, expected: ["max_slots"] },
   { name: "auto slots are refused for an image model", input: { kind: "image", slots: "auto" }, expected: ["slots"] },
   { name: "a context per slot is refused for an embedding model", input: { kind: "embedding", context: "auto" }, expected: ["context"] },
+  { name: "a chat model may set its gap limit, 0 included (whole plans)", input: { kind: "chat", gap_limit: 0 }, expected: [] },
+  { name: "a gap limit is refused for an image model (it has no decode steps)", input: { kind: "image", gap_limit: 3 }, expected: ["gap_limit"] },
 ] as const;
 
 for (const c of sizeCases)
@@ -79,6 +81,6 @@ test("queues and batch widths are sized for the most slots an auto model may get
 });
 
 test("zero or non-integer sizes are refused by the schema", () => {
-  for (const bad of [{ context: 0 }, { slots: 0 }, { slots: "many" }, { context: 1.5 }, { max_slots: 0 }])
+  for (const bad of [{ context: 0 }, { slots: 0 }, { slots: "many" }, { context: 1.5 }, { max_slots: 0 }, { gap_limit: -1 }, { gap_limit: "high" }])
     expect(Value.Check(ModelManifest, Value.Default(ModelManifest, { ...base, kind: "chat", ...bad }))).toBe(false);
 });

@@ -36,6 +36,8 @@ export interface LlamaChatEngineOptions {
   threads: number;
   gpuLayers: "auto" | number;
   batchSize?: number;
+  /** A step beside a live stream takes at most about this many times the stream's step alone (decode-loop.ts); 0: whole plans. */
+  gapLimit?: number;
   maxQueue: number;
   maxWaitMs: number;
   logger: Logger;
@@ -199,7 +201,7 @@ export class LlamaChatEngine implements ChatEngine {
       threadpool = attached.pool;
       // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
       // the same per sequence in it and a live request arriving waits for the step in flight.
-      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1, ...(o.testGrammarBudget ? { grammarBudget: o.testGrammarBudget } : {}) });
+      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1, ...(o.gapLimit !== undefined ? { gapLimit: o.gapLimit } : {}), ...(o.testGrammarBudget ? { grammarBudget: o.testGrammarBudget } : {}) });
       // llama-server restores checkpoints of such caches; node-llama-cpp did too. Here their prompts are decoded whole.
       const probe = context.getSequence();
       const reuse = !probe.needsCheckpoints;

@@ -61,6 +61,7 @@ interface NativeLoop {
   copyWorth(): number;
   cancel(seq: number, id: number): void;
   stats(): LoopStats;
+  records(afterStep: number): Float64Array;
   close(): void;
 }
 export interface LoopStats {
@@ -71,9 +72,33 @@ export interface LoopStats {
   sampleMs: number;
   loopMs: number;
 }
-interface Addon {
-  DecodeLoop: new (model: unknown, context: unknown, onEvents: (events: Int32Array) => void, options: { batchWidthBesideLive: number; quietMs: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number }) => NativeLoop;
+/** One decode step as the loop ran it (native StepRecord): what the scheduling tests read. */
+export interface StepRecord {
+  step: number;
+  /** Slots that took their one token: a generated one, or a prompt's last. */
+  generating: number;
+  /** Of them, live requests' generated tokens. */
+  live: number;
+  /** Prompt tokens in the step (beyond each prompt's last token) and the slots they came from. */
+  prompt: number;
+  prompts: number;
+  /** Prompt tokens the step could carry beside a live generating slot; -1: not bounded (a plan). */
+  budget: number;
+  decodeMs: number;
+  stepMs: number;
 }
+const RECORD_FIELDS = 8;
+interface Addon {
+  DecodeLoop: new (
+    model: unknown,
+    context: unknown,
+    onEvents: (events: Int32Array) => void,
+    options: { batchWidthBesideLive: number; quietMs: number; gapLimit: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number },
+  ) => NativeLoop;
+}
+
+/** A step beside a live stream takes at most about this many times the stream's step alone (issue 46). */
+export const DEFAULT_GAP_LIMIT = 3;
 
 const KIND = ["token", "eog", "max", "cancelled", "error", "prefilled"] as const;
 const ERRORS: Record<number, string> = {
@@ -154,7 +179,12 @@ export class DecodeLoop {
   /** What one request's grammar may cost (GRAMMAR_BUDGET; tests lower it). */
   private readonly budget: typeof GRAMMAR_BUDGET;
 
-  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number; grammarBudget?: Partial<typeof GRAMMAR_BUDGET> }) {
+  /**
+   * gapLimit: beside a live request that is generating, a step carries as many prompt tokens as keep
+   * it within about this many times a step of the generating slots alone (measured as the loop runs);
+   * 0: prompts take whole plans of up to 2,048 tokens, as llama-server's batch.
+   */
+  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number; gapLimit?: number; grammarBudget?: Partial<typeof GRAMMAR_BUDGET> }) {
     const addon = llamaAddon<Addon>();
     const why = decodeLoopUnavailable();
     if (why || !addon) throw new Error(why ?? "the llama addon is not built");
@@ -162,6 +192,7 @@ export class DecodeLoop {
     this.native = new addon.DecodeLoop(nativeModel(model), nativeContext(context), (events) => this.onEvents(events), {
       batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
       quietMs: o.quietMs ?? 2000,
+      gapLimit: o.gapLimit ?? DEFAULT_GAP_LIMIT,
       grammarStatesMax: this.budget.statesMax,
       grammarMsPerToken: this.budget.msPerToken,
       grammarMsAllowance: this.budget.msAllowance,
@@ -192,6 +223,15 @@ export class DecodeLoop {
 
   stats(): LoopStats {
     return this.native.stats();
+  }
+
+  /** The steps after `afterStep` the loop ran, of its last 4,096, in order. */
+  records(afterStep = 0): StepRecord[] {
+    const f = this.native.records(afterStep);
+    const out: StepRecord[] = [];
+    for (let i = 0; i + RECORD_FIELDS <= f.length; i += RECORD_FIELDS)
+      out.push({ step: f[i]!, generating: f[i + 1]!, live: f[i + 2]!, prompt: f[i + 3]!, prompts: f[i + 4]!, budget: f[i + 5]!, decodeMs: f[i + 6]!, stepMs: f[i + 7]! });
+    return out;
   }
 
   /**

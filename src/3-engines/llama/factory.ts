@@ -27,6 +27,7 @@ export function llamaChatFactory(
       threads: m.threads ?? threads,
       gpuLayers: m.gpu_layers ?? "auto",
       batchSize: m.batch_size,
+      ...(m.gap_limit !== undefined ? { gapLimit: m.gap_limit } : {}),
       ...slotQueue(m),
       logger,
       ...extra,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { LlamaModel } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import type { ChatJob, EngineEvent } from "../../../src/3-engines/chat-job";
+import type { ChatJob } from "../../../src/3-engines/chat-job";
 import type { ChatLease } from "../../../src/3-engines/types";
 import { LlamaChatEngine } from "../../../src/3-engines/llama/chat-engine";
 import type { DecodeLoop } from "../../../src/3-engines/llama/decode-loop";
@@ -9,6 +9,7 @@ import { llamaRuntime } from "../../../src/3-engines/llama/runtime";
 import { createLogger } from "../../../src/lib/log";
 import { THREADS } from "../../models/llama";
 import { userJob } from "../../helpers/chat-job";
+import { holdLoop, loopOf, noEnd, run } from "./loop-helpers";
 
 // The decode loop (native/loop.cpp, decode-loop.ts) on the real engine and the tiny generated chat
 // model: several requests on one context decode in shared steps, say what each says alone, give
@@ -20,9 +21,10 @@ const BYTES = /«bytes:([0-9A-F ]+)»/;
 const logger = createLogger({ level: "error" });
 const runtime = () => llamaRuntime({ device: "cpu", threads: THREADS, logger });
 
-function engine(slots: number, batchSize?: number, contextSize = 512) {
+function engine(slots: number, batchSize?: number, contextSize = 512, gapLimit?: number) {
   return new LlamaChatEngine({
     ...(batchSize ? { batchSize } : {}),
+    ...(gapLimit !== undefined ? { gapLimit } : {}),
     modelId: "chat",
     modelPath: chatPath,
     runtime,
@@ -59,23 +61,6 @@ afterAll(async () => {
 });
 
 const job = (text: string, o: Partial<ChatJob> = {}) => userJob(text, { maxTokens: 16, ...o });
-
-async function run(e: LlamaChatEngine, j: ChatJob, signal = new AbortController().signal, onEvent?: (e: EngineEvent) => void, batch = false) {
-  const prepared = await e.prepare(j);
-  const lease = await prepared.acquire(undefined, { batch });
-  let text = "";
-  try {
-    const result = await lease.run((ev) => {
-      if (ev.type === "text") text += ev.text;
-      onEvent?.(ev);
-    }, signal);
-    return { text, finishReason: result.finishReason, completionTokens: result.completionTokens, cachedTokens: result.cachedTokens, promptTokens: result.promptTokens };
-  } finally {
-    lease.release();
-  }
-}
-
-const loopOf = (e: LlamaChatEngine) => (e as unknown as { state: { loop: DecodeLoop } }).state.loop;
 
 /** The decode steps `e`'s loop ran while `f` ran. */
 async function countSteps<T>(e: LlamaChatEngine, f: () => Promise<T>): Promise<{ value: T; steps: number }> {
@@ -135,18 +120,6 @@ async function together(e: LlamaChatEngine, leases: ChatLease[]) {
   }
 }
 
-/**
- * Sampling that never ends the turn: a request runs to max_tokens. On the tiny model a step takes
- * a fraction of a millisecond, so a request of a few tokens is over before a second one, submitted
- * in the same tick, reaches the loop on a busy machine (measured: 2-7 ms of JavaScript between two
- * submissions); long requests overlap whatever the load.
- */
-async function noEnd(e: LlamaChatEngine) {
-  await e.load();
-  const model = (e as unknown as { state: { model: LlamaModel } }).state.model;
-  return { temperature: 0, logitBias: new Map(["<|im_end|>", "<|endoftext|>"].map((t) => [model.tokenize(t, true)[0]!, -100])) };
-}
-
 test("four requests at once decode in shared steps, and each says what it says alone", async () => {
   const tokens = 160;
   const sampling = await noEnd(four);
@@ -171,17 +144,14 @@ async function longPrompts(e: LlamaChatEngine): Promise<ChatJob[]> {
   return topics.map((t) => job(long(t), { maxTokens: 8, sampling }));
 }
 
-/** The loop takes no step for `ms`: what is submitted meanwhile shares its steps from the first. */
-function holdLoop(e: LlamaChatEngine, ms: number): void {
-  (loopOf(e).handle as { hold(ms: number): void }).hold(ms);
-}
-
-test("prompts that come together finish their prefill together, as in one of llama-server's batches (2048 tokens); past that, the first ones generate before the last ones' prefill is done", async () => {
+test("with gap_limit 0, prompts that come together finish their prefill together, as in one of llama-server's batches (2048 tokens); past that, the first ones generate before the last ones' prefill is done", async () => {
   // four prompts of ~700 tokens on a context of n_batch 128: a plan of 2048 prompt tokens holds
   // the first two whole (they finish together, in its last step) and the start of the third,
   // which finishes with the fourth in the next plan. In the order they came, each finishing as
   // soon as it could, no two finished in one step; shared out evenly, all four finished together.
-  const narrow = engine(4, 128, 1024);
+  // (With a gap limit, the last two are read beside the first two's streams in budgeted steps,
+  // the shortest first: step-budget.test.ts.)
+  const narrow = engine(4, 128, 1024, 0);
   try {
     const jobs = await longPrompts(narrow);
     const prompts = await Promise.all(jobs.map(async (j) => (await narrow.prepare(j)).promptTokens));
@@ -202,12 +172,12 @@ test("prompts that come together finish their prefill together, as in one of lla
   }
 });
 
-test("a prompt waiting for the next plan takes no room from the plan's prompts, whatever slots they are in", async () => {
+test("with gap_limit 0, a prompt waiting for the next plan takes no room from the plan's prompts, whatever slots they are in", async () => {
   // The same four prompts, the slots taken in reverse: the prompt left for the next plan sits in a
   // lower slot than the plan's. It took a token a step beyond the plan's room, the step overflowed
   // n_batch, and the plan's prompt in the highest slot was left out of every step, losing its share:
   // the first two submitted finished 12 steps apart.
-  const narrow = engine(4, 128, 1024);
+  const narrow = engine(4, 128, 1024, 0);
   try {
     const jobs = await longPrompts(narrow);
     const prepared = [];

@@ -1,15 +1,17 @@
 // The decode loop of a chat context, on a native thread (issue 29):
-//   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs })
+//   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs, gapLimit, grammar… })
 //   loop.submit(seq, tokens: Uint32Array, nPast, request) -> id   request: see Request below
 //   loop.cancel(seq, id)   ends that request, if it still runs (a late cancel never ends the next one on seq)
 //   loop.stats() -> { steps, tokens, flushes, decodeMs, sampleMs, loopMs }
+//   loop.records(afterStep) -> the last steps as the loop ran them (StepRecord)
 //   loop.close()
 //   loop.hold(ms)   tests: pause before the next step
 //   loop.copyWorth() -> the fewest prompt tokens a copy of another sequence's cache must save (request.copyFrom)
 // One thread per llama_context owns it: it alone decodes, trims a sequence's cache and decodes image
 // chunks into it (decode_loop_run, for mtmd-addon.cpp), so nothing in JavaScript sits between two
-// decode steps. Each step batches every slot with tokens to decode (a generating slot's last token,
-// prompts sharing the rest of n_batch by a plan made in the order they came: prompt_shares), decodes, and samples each finishing slot with its own chain
+// decode steps. Each step batches every slot with tokens to decode (a generating slot's last token;
+// prompts, bounded by the step's measured cost beside a live stream, else by a plan: prompt_shares),
+// decodes, and samples each finishing slot with its own chain
 // (logit bias, penalties, then greedy or top-k/top-p/temperature/seeded draw: the order
 // node-llama-cpp's sampler uses, so a seeded request draws the same tokens) and grammar (llama.cpp's
 // reject-then-resample scheme, as common_sampler_sample does).
@@ -37,6 +39,8 @@
 #include "llama-grammar.h"  // llama.cpp's own grammar, held directly: its parse states are counted (issue 41)
 #include "llama.h"
 #include "nlc.h"
+#include "prompt-order.h"
+#include "step-cost.h"
 #include "utf8.h"
 
 namespace {
@@ -82,6 +86,8 @@ struct Slot {
     int32_t failed = 0;
     int32_t planned = 0;              // its prompt tokens in the prefill plan under way (prompt_shares)
     int32_t copy_from = -1;           // a sequence whose cache it starts from (copyFrom): see intake
+    uint64_t arrived = 0;             // the loop's prompt tokens decoded (prompt_done_) when it came: its wait (prompt_order)
+    uint64_t prompt_done = 0;         // its own prompt tokens decoded
     ~Slot() {
         if (chain) llama_sampler_free(chain);
         if (grammar) llama_grammar_free_impl(grammar);
@@ -92,6 +98,19 @@ struct Stats {
     uint64_t steps = 0, flushes = 0, tokens = 0;
     double decode_ms = 0, sample_ms = 0, loop_ms = 0;
 };
+
+// One decode step, as the loop ran it (records(): the scheduling tests read these, not wall time).
+struct StepRecord {
+    uint64_t step = 0;
+    int32_t generating = 0;  // slots that took their one token (a generated token, or a prompt's last)
+    int32_t live = 0;        // of them, live requests' generated tokens
+    int32_t prompt = 0;      // prompt tokens in the step (beyond the last token of each)
+    int32_t prompts = 0;     // slots those came from
+    int32_t budget = -1;     // prompt tokens the step could carry beside generating slots; -1: whole plans
+    double decode_ms = 0, step_ms = 0;
+};
+constexpr size_t RECORDS = 4096;
+constexpr size_t RECORD_FIELDS = 8;
 
 constexpr float FORCE_LOGIT = 1000.0f;
 /** Candidates sampled per thread before another thread is worth starting (~0.25 ms of work, measured). */
@@ -105,6 +124,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             InstanceMethod("submit", &DecodeLoop::Submit),
             InstanceMethod("cancel", &DecodeLoop::Cancel),
             InstanceMethod("stats", &DecodeLoop::GetStats),
+            InstanceMethod("records", &DecodeLoop::Records),
             InstanceMethod("close", &DecodeLoop::Close),
             InstanceMethod("hold", &DecodeLoop::Hold),
             InstanceMethod("copyWorth", &DecodeLoop::CopyWorth),
@@ -133,6 +153,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         grammar_states_max_ = (size_t) std::max(1.0, num("grammarStatesMax", 4096));
         grammar_ms_per_token_ = num("grammarMsPerToken", 25);
         grammar_ms_allowance_ = num("grammarMsAllowance", 1000);
+        stretch_ = num("gapLimit", 3);
+        cost_ = std::make_unique<StepCost>((int32_t) llama_n_seq_max(ctx_));
+        records_.resize(RECORDS);
         batch_ = llama_batch_init(n_batch_, 0, 1);
         tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "decode-loop", 0, 1, this);
         tsfn_.Unref(env);
@@ -176,6 +199,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     size_t grammar_states_max_ = 4096;
     double grammar_ms_per_token_ = 25;
     double grammar_ms_allowance_ = 1000;
+    double stretch_ = 3;  // gapLimit: a step beside live generating slots takes at most about this many times their step alone; 0: whole plans
     llama_batch batch_{};
 
     std::thread thread_;
@@ -192,6 +216,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     std::map<int32_t, std::unique_ptr<Slot>> slots_;  // ordered by seq id: one llama.cpp micro-batch
     uint64_t step_ = 0;
     double last_live_ = -1e18;  // when the last live request ended
+    uint64_t prompt_done_ = 0;  // prompt tokens decoded, all slots (prompt_order's wait)
+    std::unique_ptr<StepCost> cost_;
+    int32_t budget_ = -1;       // the step's prompt budget (prompt_shares), -1: whole plans
     std::vector<int32_t> step_events_;
 
     std::mutex out_mu_;  // guards outbox_, scheduled_
@@ -201,8 +228,9 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     int active_ = 0;  // JS thread: submitted, not ended (keeps the event loop alive)
     uint32_t next_id_ = 0;  // JS thread
 
-    std::mutex stats_mu_;
+    std::mutex stats_mu_;  // guards stats_, records_
     Stats stats_;
+    std::vector<StepRecord> records_;  // the last RECORDS steps, by step % RECORDS
 
     void stop() {
         if (closed_) return;
@@ -360,6 +388,26 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return o;
     }
 
+    // records(afterStep = 0) -> Float64Array of [step, generating, live, prompt, prompts, budget,
+    // decodeMs, stepMs] per step after that one, of the last RECORDS steps, in order
+    Napi::Value Records(const Napi::CallbackInfo & info) {
+        const double after = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
+        std::vector<double> out;
+        {
+            std::lock_guard<std::mutex> l(stats_mu_);
+            const uint64_t last = stats_.steps;
+            const uint64_t first = std::max<double>(after + 1, last >= RECORDS ? (double) (last - RECORDS + 1) : 1.0);
+            for (uint64_t k = first; k <= last; k++) {
+                const StepRecord & r = records_[k % RECORDS];
+                if (r.step != k) continue;
+                out.insert(out.end(), {(double) r.step, (double) r.generating, (double) r.live, (double) r.prompt, (double) r.prompts, (double) r.budget, r.decode_ms, r.step_ms});
+            }
+        }
+        auto arr = Napi::Float64Array::New(info.Env(), out.size());
+        if (!out.empty()) std::memcpy(arr.Data(), out.data(), out.size() * sizeof(double));
+        return arr;
+    }
+
     // The fewest prompt tokens a copy of another sequence's cache (copyFrom) must save to pay: the
     // copy moves a whole sequence's cache (n_ctx_seq cells, keys and values of every layer, f16; each
     // byte read and written: 2 x bytes), a prefill computes ~2 FLOPs per weight per token; a byte
@@ -461,6 +509,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 // request, if it came in the same intake, trims it only then. The caller knows the
                 // source holds those n_past tokens (decode-loop.ts: its record, submitted in order).
                 if (s->copy_from >= 0) llama_memory_seq_cp(llama_get_memory(ctx_), s->copy_from, s->seq, -1, -1);
+                s->arrived = prompt_done_;
                 slots_[s->seq] = std::move(s);
             }
             incoming_.clear();
@@ -589,26 +638,60 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         return out;
     }
 
-    // How many prompt tokens each prompt of the step decodes. Generating slots take one token each;
-    // prompts share the rest by a plan of up to PLAN_TOKENS (llama-server's batch: 2048, over its
-    // 512-token micro-batches) or n_batch if larger, made in the order the prompts came: the
-    // prompts that finish in a plan all finish in its last step, together, as they do in
-    // llama-server's one batch, and the steps before it carry each a share of every one. Generating slots still take a token in each
-    // of those steps, where llama-server's decode waits for its whole batch.
-    //   - In the order they came, each finishing as soon as it can, the first prompts of a burst
-    //     began generating while the rest prefilled in their steps: 8 streams of bench-64m decoded
-    //     at 0.80-0.88x llama-server's per stream.
-    //   - Shared out evenly without a bound, a long prompt held back every short one beside it.
-    // Prompts that come while a plan is under way wait for the next one, but take what is left of
-    // its last step.
+    // The order prompts get a step's tokens: prompt-order.h.
+    std::vector<Slot *> ordered(const std::vector<Slot *> & prompts) const {
+        std::vector<WaitingPrompt> w;
+        for (Slot * s : prompts) w.push_back({s->id, (int64_t) s->input.size(), s->arrived, s->prompt_done});
+        std::vector<Slot *> out;
+        for (size_t i : prompt_order(w, prompt_done_)) out.push_back(prompts[i]);
+        return out;
+    }
+
+    // How many prompt tokens each prompt of the step decodes. Generating slots take one token each.
+    //   - Beside a live request that is generating, the step's prompt tokens are bounded by what the
+    //     loop measured its steps to cost (step-cost.h): as many as keep the step within about
+    //     gapLimit times a step of the generating slots alone, unless so few would read the prompt
+    //     at a higher cost per token than larger steps do. A long prompt neither stalls the streams
+    //     for its whole length (llama-server decodes a batch of up to 2,048 prompt tokens before
+    //     anyone's next token) nor takes much longer than alone. The prompts share the budget in
+    //     prompt-order.h's order, each as much as it has left.
+    //   - Otherwise prompts share the rest by a plan of up to PLAN_TOKENS (llama-server's batch:
+    //     2048, over its 512-token micro-batches) or n_batch if larger, made in that order: the
+    //     prompts that finish in a plan all finish in its last step, together, as they do in
+    //     llama-server's one batch, and the steps before it carry each a share of every one. Prompts
+    //     that come while a plan is under way wait for the next one, but take what is left of its
+    //     last step. (Shared out evenly without a bound, a long prompt held back every short one
+    //     beside it.)
     std::map<Slot *, int32_t> prompt_shares(const std::vector<Slot *> & step) {
         std::vector<Slot *> prompts;
-        int32_t left = n_batch_;
+        int32_t left = n_batch_, generating = 0;
+        bool live = false;
         for (Slot * s : step) {
-            if (s->input.size() > 1) prompts.push_back(s);
-            else left--;
+            if (s->input.size() > 1) {
+                prompts.push_back(s);
+                continue;
+            }
+            left--;
+            generating++;
+            if (!s->batch && s->generated > 0) live = true;
         }
-        std::sort(prompts.begin(), prompts.end(), [](Slot * a, Slot * b) { return a->id < b->id; });
+        prompts = ordered(prompts);
+        std::map<Slot *, int32_t> share;
+        budget_ = -1;
+        if (live && stretch_ > 0 && !prompts.empty()) {
+            int64_t waiting = 0;
+            for (Slot * p : prompts) waiting += (int64_t) p->input.size();
+            budget_ = cost_->budget(generating, stretch_, std::max(0, left), waiting);
+            int32_t budget = budget_;
+            for (Slot * p : prompts) {
+                p->planned = 0;  // a plan under way ends: the next one is made when no one generates
+                const int32_t take = std::min<int32_t>((int32_t) p->input.size(), budget);
+                if (take <= 0) continue;
+                share[p] = take;
+                budget -= take;
+            }
+            return share;
+        }
         std::vector<Slot *> plan;
         for (Slot * p : prompts)
             if (p->planned > 0) plan.push_back(p);
@@ -621,7 +704,6 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 plan.push_back(p);
             }
         }
-        std::map<Slot *, int32_t> share;
         int64_t total = 0;
         for (Slot * p : plan) total += p->planned;
         if (total <= left) {
@@ -676,6 +758,8 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
             std::map<Slot *, int32_t> share = prompt_shares(step);
             batch_.n_tokens = 0;
             std::vector<Slot *> in_step;
+            StepRecord rec;
+            rec.budget = budget_;
             for (Slot * s : step) {
                 auto it = share.find(s);
                 // a generating slot takes its token; a prompt outside the plan and its last step waits
@@ -691,6 +775,17 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                     continue;
                 }
                 const bool finishing = take == (int32_t) s->input.size();
+                if (it != share.end()) {
+                    rec.prompt += take;
+                    rec.prompts++;
+                } else {
+                    rec.generating++;
+                    if (!s->batch && s->generated > 0) rec.live++;
+                }
+                if (s->generated == 0) {
+                    s->prompt_done += take;
+                    prompt_done_ += take;
+                }
                 for (int32_t k = 0; k < take; k++) {
                     const int32_t i = batch_.n_tokens++;
                     batch_.token[i] = s->input[k];
@@ -759,10 +854,19 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
                 s.input.assign(1, id);
                 ++it;
             }
+            if (batch_.n_tokens > 0) {
+                rec.step = step_;
+                rec.decode_ms = t2 - t1;
+                rec.step_ms = now_ms() - t0;
+                cost_->record(rec.generating, rec.prompt, rec.decode_ms, rec.step_ms);
+            }
             {
                 // counted before the step's tokens go out: a caller that has them sees the step counted
                 std::lock_guard<std::mutex> l(stats_mu_);
-                if (batch_.n_tokens > 0) stats_.steps++;
+                if (batch_.n_tokens > 0) {
+                    stats_.steps++;
+                    records_[step_ % RECORDS] = rec;
+                }
                 stats_.tokens += sampled;
                 stats_.decode_ms += t2 - t1;
                 stats_.sample_ms += t3 - t2;
