@@ -2,26 +2,27 @@
 // and how many prompt tokens a step may carry beside generating slots.
 //
 // A generating slot gets one token a step, so its gap between tokens is the step's time. A step that
-// also carries P prompt tokens takes longer, by a cost that is far from linear in P: on a CPU, 32
-// prompt tokens deep in a context took 6x as long as 64 (ggml's attention takes a tiled path from a
-// few dozen rows), and on any device a matrix product reads its weights once per step, so small steps
-// waste it. The loop keeps, from its own steps:
-//   - alone: the whole step (decode, sampling, the loop's own work) with g generating tokens and no
-//     prompt, and its decode alone, for each g;
-//   - per_token[k]: decode ms per prompt token of the steps that carried 2^k to 2^(k+1)-1 of them,
-//     the least of its last SAMPLES steps (a step that another process, or the server's own
-//     JavaScript, delayed says nothing about the size: one such step had 64-token steps taken at 4x
-//     their cost and never tried again).
-// Beside generating slots a step carries P prompt tokens, a power of two (or the room left), the larger of
+// also carries P prompt tokens takes longer, by a cost far from linear in P, and one that changes
+// as the context fills:
+//   - on any device a matrix product reads its weights once per step, so small steps waste it;
+//   - on this 2-core CPU, steps under 64 prompt tokens deep in a context cost 2.5-7x more a token
+//     than 64 (ggml's CPU attention takes a tiled path from a few dozen rows), but near the start
+//     of a context about as much;
+//   - attention grows with the context: the same step costs 2-4x more 4,000 tokens in.
+// So sizes are compared by steps taken at the same depth: a step of one size between two of the
+// size beside it (the two's mean cost a token is the cost at the middle one's depth). Each link k
+// holds log(cost a token of 2^k prompt tokens / that of 2^(k+1)), an average over such steps
+// (steps of a power of two, the room left counting as the nearest). From the links and the last
+// step's own cost, the loop knows what each size costs now. The step alone of g generating tokens
+// (decode, sampling, the loop's own work) is an exponential average (ALPHA) for each g.
+// Beside generating slots a step carries P prompt tokens, the larger of
 //   - P_gap: the most whose step stays within gap_limit times the generating slots' step alone;
-//   - P_eff: the fewest that read a prompt at no more than SLOWDOWN times the cost per token of
-//     the cheapest size measured (a long prompt beside a stream still finishes about as fast as
-//     alone: where the device cannot do both, the stream's gap gives way);
-// The figures follow a context that fills (attention grows with it): the alone figures are
-// exponential averages (ALPHA), a size's samples are its last few, and the size below the one
-// chosen is tried again once its figure is STALE prompt steps old. A size never measured is taken
-// at the nearest larger size's cost per token: the loop tries it, the smallest first, and keeps it
-// only if it pays.
+//   - P_eff: the fewest that read a prompt at no more than SLOWDOWN times the least cost a token of
+//     any size (a long prompt beside a stream still finishes about as fast as alone: where the
+//     device cannot do both, the stream's gap gives way).
+// The loop learns the links from the top: a whole step first (as a prompt alone is read), then
+// half of it, and so on down while the smaller size costs little more a token. The links beside
+// the size chosen are measured again once STALE prompt steps old (the context has grown since).
 
 #pragma once
 
@@ -33,30 +34,41 @@
 class StepCost {
   public:
     static constexpr double ALPHA = 0.25;
-    /** A prompt beside generating slots is read at no more than this times its cost per token alone. */
+    static constexpr double LINK_ALPHA = 0.5;
+    /** A prompt beside generating slots is read at no more than this times its least cost a token. */
     static constexpr double SLOWDOWN = 1.1;
-    /** Prompt tokens a step carries beside generating slots before the loop has measured any prompt. */
+    /** Prompt tokens a step carries beside generating slots before the loop has measured them alone. */
     static constexpr int32_t COLD = 64;
-    static constexpr int32_t BUCKETS = 20;
-    /** Prompt steps after which a size's figure is tried again. */
-    static constexpr uint64_t STALE = 256;
-    static constexpr int32_t SAMPLES = 2;
+    static constexpr int32_t SIZES = 20;
+    /** Prompt steps after which the links beside the size chosen are measured again. */
+    static constexpr uint64_t STALE = 64;
 
-    explicit StepCost(int32_t max_gen) : step_ms_(max_gen + 1, NAN), decode_ms_(max_gen + 1, NAN), sizes_(BUCKETS) {}
+    explicit StepCost(int32_t max_gen)
+        : step_ms_(max_gen + 1, NAN), decode_ms_(max_gen + 1, NAN), link_(SIZES, NAN), link_at_(SIZES, 0), latest_(SIZES, NAN), latest_at_(SIZES, 0) {}
 
     void record(int32_t gen, int32_t prompt, double decode_ms, double step_ms) {
         if (gen < 0 || prompt < 0 || !(decode_ms >= 0)) return;
         if (prompt == 0) {
             if (gen == 0) return;
             gen = std::min<int32_t>(gen, (int32_t) step_ms_.size() - 1);
-            ema(step_ms_[gen], step_ms);
-            ema(decode_ms_[gen], decode_ms);
+            ema(step_ms_[gen], step_ms, ALPHA);
+            ema(decode_ms_[gen], decode_ms, ALPHA);
             return;
         }
-        Size & z = sizes_[bucket(prompt)];
-        if (!fresh(z)) z.n = 0;  // measured again after a while: the old samples are of a shorter context
-        z.samples[z.n++ % SAMPLES] = decode_ms / prompt;
-        z.at = ++prompt_steps_;
+        const int32_t k = size_of(prompt);
+        const double v = decode_ms / prompt;
+        ++prompt_steps_;
+        // a step of a size beside, between two of this size: the two's mean was taken at its depth
+        if (before_.k == k && std::abs(last_.k - k) == 1 && v > 0 && last_.v > 0 && before_.v > 0) {
+            const double around = (before_.v + v) / 2;
+            const int32_t lo = std::min(k, last_.k);
+            ema(link_[lo], lo == k ? std::log(around / last_.v) : std::log(last_.v / around), LINK_ALPHA);
+            link_at_[lo] = prompt_steps_;
+        }
+        latest_[k] = v;
+        latest_at_[k] = prompt_steps_;
+        before_ = last_;
+        last_ = {k, v};
     }
 
     /**
@@ -69,35 +81,45 @@ class StepCost {
         if (gap_limit <= 0) return cap;
         const double alone = near(step_ms_, std::max(gen, 1)), alone_decode = near(decode_ms_, std::max(gen, 1));
         if (std::isnan(alone)) return std::min(cap, COLD);
-        // the reference: the least cost per token of the sizes measured lately (else ever)
-        double ref = INFINITY, ref_any = INFINITY;
-        for (int32_t k = 0; k <= bucket(cap); k++) {
-            const double v = sizes_[k].per_token();
-            if (std::isnan(v)) continue;
-            ref_any = std::min(ref_any, v);
-            if (fresh(sizes_[k])) ref = std::min(ref, v);
-        }
-        if (!std::isfinite(ref)) ref = ref_any;
-        if (!std::isfinite(ref)) return cap;  // nothing measured: a whole step, as a prompt alone is read
         const double overhead = std::max(0.0, alone - alone_decode);  // sampling and the loop's own work, each step
-        int32_t p_gap = 0, p_eff = 0, p_cheapest = cap;
-        double cheapest = INFINITY;
-        for (int32_t k = 0; k < BUCKETS; k++) {
-            const int32_t c = std::min(1 << k, cap);
-            const double step = c * estimate(bucket(c)) + overhead;
-            if (step <= gap_limit * alone) p_gap = c;
-            if (p_eff == 0 && step / c <= SLOWDOWN * ref) p_eff = c;
-            if (step / c < cheapest) cheapest = step / c, p_cheapest = c;
-            if (c == cap) break;
+        const int32_t top = size_of(cap);
+        // rel[k]: log of size k's cost a token against the top size's, down to the first link not known
+        std::vector<double> rel(top + 1, NAN);
+        rel[top] = 0;
+        int32_t known = top;
+        while (known > 0 && !std::isnan(link_[known - 1])) {
+            rel[known - 1] = rel[known] + link_[known - 1];
+            known--;
         }
-        if (p_eff == 0) p_eff = p_cheapest;
-        const int32_t p = std::max(1, std::max(p_gap, p_eff));
-        // the rest of the prompts in one step, rather than a last small one
-        if (waiting <= cap && waiting <= p + p / 2) return (int32_t) waiting;
-        // the size below, not measured lately, is tried again: the context has grown since, or it
-        // was never tried (the loop comes down from the larger steps a prompt alone is read in)
-        const int32_t down = (1 << bucket(p)) == p ? p / 2 : 1 << bucket(p);
-        if (down >= 1 && !fresh(sizes_[bucket(down)])) return down;
+        double best = INFINITY;
+        for (int32_t k = known; k <= top; k++) best = std::min(best, rel[k]);
+        int32_t k_eff = top;
+        for (int32_t k = known; k <= top; k++)
+            if (rel[k] <= best + std::log(SLOWDOWN)) {
+                k_eff = k;
+                break;
+            }
+        // what a token costs now at size k: the latest step of a known size, through the links
+        // (below the known ones, as much as the smallest known: steps cost no less a token as they shrink)
+        int32_t recent = -1;
+        for (int32_t k = known; k <= top; k++)
+            if (!std::isnan(latest_[k]) && (recent < 0 || latest_at_[k] > latest_at_[recent])) recent = k;
+        int32_t k_gap = -1;
+        if (recent >= 0)
+            for (int32_t k = 0; k <= top; k++) {
+                const double per_token = latest_[recent] * std::exp(rel[std::max(k, known)] - rel[recent]);
+                if (size(k, cap) * per_token + overhead <= gap_limit * alone) k_gap = k;
+            }
+        const int32_t k_p = std::max(k_gap, k_eff);
+        const int32_t p = size(k_p, cap);
+        // the rest of the prompts in one step, rather than a last small one after it
+        if (waiting <= cap && waiting <= p + p / 2) return (int32_t) std::max<int64_t>(1, waiting);
+        // a link beside the size chosen, not known or not lately: a step of the size beside it,
+        // right after one of this size (the next is of this size again: the pair around it)
+        if (last_.k == k_p) {
+            if (k_p > 0 && stale(k_p - 1)) return size(k_p - 1, cap);
+            if (k_p < top && stale(k_p)) return size(k_p + 1, cap);
+        }
         return p;
     }
 
@@ -105,42 +127,30 @@ class StepCost {
     double alone_ms(int32_t gen) const { return near(step_ms_, std::max(gen, 1)); }
 
   private:
-    struct Size {
-        double samples[SAMPLES];
-        int32_t n = 0;    // samples taken (the last SAMPLES kept)
-        uint64_t at = 0;  // prompt_steps_ when last measured
-        double per_token() const {
-            if (n == 0) return NAN;
-            double least = samples[0];
-            for (int32_t i = 1; i < std::min(n, SAMPLES); i++) least = std::min(least, samples[i]);
-            return least;
-        }
-    };
     std::vector<double> step_ms_, decode_ms_;
-    std::vector<Size> sizes_;
+    std::vector<double> link_;        // log(cost a token at 2^k / at 2^(k+1))
+    std::vector<uint64_t> link_at_;   // prompt_steps_ when each link was last measured
+    std::vector<double> latest_;      // the last step's cost a token at each size
+    std::vector<uint64_t> latest_at_;
     uint64_t prompt_steps_ = 0;
+    struct Step {
+        int32_t k = -1;  // size
+        double v = 0;    // cost a token
+    };
+    Step last_, before_;  // the last two prompt steps
 
-    bool fresh(const Size & z) const { return z.n > 0 && prompt_steps_ - z.at < STALE; }
+    bool stale(int32_t k) const { return std::isnan(link_[k]) || prompt_steps_ - link_at_[k] >= STALE; }
 
-    static int32_t bucket(int32_t n) {
+    // the nearest power of two (the room left beside generating tokens, 511, is 512's size)
+    static int32_t size_of(int32_t n) {
         int32_t k = 0;
-        while (k + 1 < BUCKETS && (1 << (k + 1)) <= n) k++;
+        while (k + 1 < SIZES && (1 << (k + 1)) <= n) k++;
+        if (k + 1 < SIZES && n - (1 << k) > (1 << (k + 1)) - n) k++;
         return k;
     }
+    static int32_t size(int32_t k, int32_t cap) { return std::min(1 << k, cap); }
 
-    static void ema(double & avg, double x) { avg = std::isnan(avg) ? x : avg + ALPHA * (x - avg); }
-
-    // a size's cost per token as last measured; one never measured at the nearest smaller size's
-    // (larger steps cost no more a token, as a rule: the loop finds out when it tries it), else
-    // the nearest larger one's
-    double estimate(int32_t k) const {
-        if (sizes_[k].n) return sizes_[k].per_token();
-        for (int32_t j = k - 1; j >= 0; j--)
-            if (sizes_[j].n) return sizes_[j].per_token();
-        for (int32_t j = k + 1; j < BUCKETS; j++)
-            if (sizes_[j].n) return sizes_[j].per_token();
-        return NAN;
-    }
+    static void ema(double & avg, double x, double alpha) { avg = std::isnan(avg) ? x : avg + alpha * (x - avg); }
 
     // the figure for g generating tokens, or the nearest g measured (fewer first)
     static double near(const std::vector<double> & v, int32_t g) {
