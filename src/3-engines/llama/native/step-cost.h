@@ -22,7 +22,7 @@
 //     device cannot do both, the stream's gap gives way).
 // The loop learns the links from the top: a whole step first (as a prompt alone is read), then
 // half of it, and so on down while the smaller size costs little more a token. The links beside
-// the size chosen are measured again once STALE prompt steps old (the context has grown since).
+// the size chosen are measured again once STALE prompt tokens were read since (the context has grown).
 
 #pragma once
 
@@ -40,8 +40,8 @@ class StepCost {
     /** Prompt tokens a step carries beside generating slots before the loop has measured them alone. */
     static constexpr int32_t COLD = 64;
     static constexpr int32_t SIZES = 20;
-    /** Prompt steps after which the links beside the size chosen are measured again. */
-    static constexpr uint64_t STALE = 64;
+    /** Prompt tokens read after which the links beside the size chosen are measured again. */
+    static constexpr uint64_t STALE = 2048;
 
     explicit StepCost(int32_t max_gen)
         : step_ms_(max_gen + 1, NAN), decode_ms_(max_gen + 1, NAN), link_(SIZES, NAN), link_at_(SIZES, 0), latest_(SIZES, NAN), latest_at_(SIZES, 0) {}
@@ -57,16 +57,16 @@ class StepCost {
         }
         const int32_t k = size_of(prompt);
         const double v = decode_ms / prompt;
-        ++prompt_steps_;
+        prompt_tokens_ += prompt;
         // a step of a size beside, between two of this size: the two's mean was taken at its depth
         if (before_.k == k && std::abs(last_.k - k) == 1 && v > 0 && last_.v > 0 && before_.v > 0) {
             const double around = (before_.v + v) / 2;
             const int32_t lo = std::min(k, last_.k);
             ema(link_[lo], lo == k ? std::log(around / last_.v) : std::log(last_.v / around), LINK_ALPHA);
-            link_at_[lo] = prompt_steps_;
+            link_at_[lo] = prompt_tokens_;
         }
         latest_[k] = v;
-        latest_at_[k] = prompt_steps_;
+        latest_at_[k] = ++prompt_steps_;
         before_ = last_;
         last_ = {k, v};
     }
@@ -129,17 +129,17 @@ class StepCost {
   private:
     std::vector<double> step_ms_, decode_ms_;
     std::vector<double> link_;        // log(cost a token at 2^k / at 2^(k+1))
-    std::vector<uint64_t> link_at_;   // prompt_steps_ when each link was last measured
+    std::vector<uint64_t> link_at_;   // prompt_tokens_ when each link was last measured
     std::vector<double> latest_;      // the last step's cost a token at each size
     std::vector<uint64_t> latest_at_;
-    uint64_t prompt_steps_ = 0;
+    uint64_t prompt_steps_ = 0, prompt_tokens_ = 0;
     struct Step {
         int32_t k = -1;  // size
         double v = 0;    // cost a token
     };
     Step last_, before_;  // the last two prompt steps
 
-    bool stale(int32_t k) const { return std::isnan(link_[k]) || prompt_steps_ - link_at_[k] >= STALE; }
+    bool stale(int32_t k) const { return std::isnan(link_[k]) || prompt_tokens_ - link_at_[k] >= STALE; }
 
     // the nearest power of two (the room left beside generating tokens, 511, is 512's size)
     static int32_t size_of(int32_t n) {
