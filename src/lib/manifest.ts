@@ -52,7 +52,14 @@ export const ModelManifest = T.Object(
       T.Number({
         minimum: 0,
         description:
-          "chat: while a live request generates, each decode step carries as many prompt tokens as keep it within about this many times a step of the generating requests alone (measured as the model runs); 0: prompts take whole plans of 2,048 tokens as llama-server does; default 3",
+          "chat: while a live request generates, each decode step carries as many prompt tokens as keep it within about this many times a step of the generating requests alone (measured as the model runs), unless that reads prompts at more than prompt_slowdown times their least cost a token; 0: prompts take whole plans of 2,048 tokens as llama-server does; default 3",
+      }),
+    ),
+    prompt_slowdown: T.Optional(
+      T.Number({
+        minimum: 1,
+        description:
+          "chat: how much dearer a prompt token may get (smaller steps) to keep the streams beside it within gap_limit; default 1.1 (a long prompt reads about as fast as alone, and on a CPU the gap gives way); higher: smoother streams, slower long prompts",
       }),
     ),
     queue: T.Optional(T.Integer({ minimum: 0, description: "requests that may wait for a busy slot; default = slots (chat), 4 (image)" })),
@@ -74,15 +81,15 @@ const ONNX_KINDS: readonly ModelKind[] = ["embedding", "classifier", "image"];
  * "vulkan" is llama.cpp's (chat), "webgpu" ONNX Runtime's (embedding, classifier, image).
  */
 export function manifestProblems(
-  m: Pick<ModelManifest, "kind" | "device"> & Partial<Pick<ModelManifest, "slots" | "max_slots" | "context" | "max_context" | "gap_limit">>,
+  m: Pick<ModelManifest, "kind" | "device"> & Partial<Pick<ModelManifest, "slots" | "max_slots" | "context" | "max_context" | "gap_limit" | "prompt_slowdown">>,
 ): { field: keyof ModelManifest; message: string }[] {
   const onnx = ONNX_KINDS.includes(m.kind);
   if (m.kind !== "chat" && m.slots === "auto")
     return [{ field: "slots", message: `"auto" slots are chosen for chat models; ${article(m.kind)} ${m.kind} model takes a number` }];
   if (m.kind !== "chat" && m.context !== undefined)
     return [{ field: "context", message: `context per slot is a chat model's setting; ${article(m.kind)} ${m.kind} model's input size is max_context` }];
-  if (m.kind !== "chat" && m.gap_limit !== undefined)
-    return [{ field: "gap_limit", message: `gap_limit paces a chat model's decode steps; ${article(m.kind)} ${m.kind} model has none` }];
+  for (const field of ["gap_limit", "prompt_slowdown"] as const)
+    if (m.kind !== "chat" && m[field] !== undefined) return [{ field, message: `${field} paces a chat model's decode steps; ${article(m.kind)} ${m.kind} model has none` }];
   if (typeof m.context === "number" && m.max_context !== undefined && m.context > m.max_context)
     return [{ field: "context", message: `${m.context} tokens per slot is more than max_context (${m.max_context}); raise max_context or lower context` }];
   if (m.max_slots !== undefined && m.slots !== undefined && m.slots !== "auto")

@@ -59,6 +59,7 @@ const sizeCases = [
   { name: "a context per slot is refused for an embedding model", input: { kind: "embedding", context: "auto" }, expected: ["context"] },
   { name: "a chat model may set its gap limit, 0 included (whole plans)", input: { kind: "chat", gap_limit: 0 }, expected: [] },
   { name: "a gap limit is refused for an image model (it has no decode steps)", input: { kind: "image", gap_limit: 3 }, expected: ["gap_limit"] },
+  { name: "a prompt slowdown is refused for an embedding model", input: { kind: "embedding", prompt_slowdown: 2 }, expected: ["prompt_slowdown"] },
 ] as const;
 
 for (const c of sizeCases)
@@ -81,6 +82,6 @@ test("queues and batch widths are sized for the most slots an auto model may get
 });
 
 test("zero or non-integer sizes are refused by the schema", () => {
-  for (const bad of [{ context: 0 }, { slots: 0 }, { slots: "many" }, { context: 1.5 }, { max_slots: 0 }, { gap_limit: -1 }, { gap_limit: "high" }])
+  for (const bad of [{ context: 0 }, { slots: 0 }, { slots: "many" }, { context: 1.5 }, { max_slots: 0 }, { gap_limit: -1 }, { gap_limit: "high" }, { prompt_slowdown: 0.5 }])
     expect(Value.Check(ModelManifest, Value.Default(ModelManifest, { ...base, kind: "chat", ...bad }))).toBe(false);
 });

@@ -38,6 +38,8 @@ export interface LlamaChatEngineOptions {
   batchSize?: number;
   /** A step beside a live stream takes at most about this many times the stream's step alone (decode-loop.ts); 0: whole plans. */
   gapLimit?: number;
+  /** How much dearer a prompt token may get to keep to gapLimit (decode-loop.ts); default 1.1. */
+  promptSlowdown?: number;
   maxQueue: number;
   maxWaitMs: number;
   logger: Logger;
@@ -201,7 +203,7 @@ export class LlamaChatEngine implements ChatEngine {
       threadpool = attached.pool;
       // Beside live traffic, batch lines decode one at a time on a CPU, where a step costs about
       // the same per sequence in it and a live request arriving waits for the step in flight.
-      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1, ...(o.gapLimit !== undefined ? { gapLimit: o.gapLimit } : {}), ...(o.testGrammarBudget ? { grammarBudget: o.testGrammarBudget } : {}) });
+      loop = new DecodeLoop(model, context, { batchWidthBesideLive: model.gpuLayers > 0 ? Infinity : 1, ...(o.gapLimit !== undefined ? { gapLimit: o.gapLimit } : {}), ...(o.promptSlowdown !== undefined ? { promptSlowdown: o.promptSlowdown } : {}), ...(o.testGrammarBudget ? { grammarBudget: o.testGrammarBudget } : {}) });
       // llama-server restores checkpoints of such caches; node-llama-cpp did too. Here their prompts are decoded whole.
       const probe = context.getSequence();
       const reuse = !probe.needsCheckpoints;

@@ -93,7 +93,7 @@ interface Addon {
     model: unknown,
     context: unknown,
     onEvents: (events: Int32Array) => void,
-    options: { batchWidthBesideLive: number; quietMs: number; gapLimit: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number },
+    options: { batchWidthBesideLive: number; quietMs: number; gapLimit: number; promptSlowdown?: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number },
   ) => NativeLoop;
 }
 
@@ -182,9 +182,15 @@ export class DecodeLoop {
   /**
    * gapLimit: beside a live request that is generating, a step carries as many prompt tokens as keep
    * it within about this many times a step of the generating slots alone (measured as the loop runs);
-   * 0: prompts take whole plans of up to 2,048 tokens, as llama-server's batch.
+   * 0: prompts take whole plans of up to 2,048 tokens, as llama-server's batch. promptSlowdown: how
+   * much dearer a token of the prompt may get to keep to it (default 1.1: a long prompt beside a
+   * stream reads about as fast as alone; where the device cannot do both, the gap gives way).
    */
-  constructor(model: LlamaModel, context: LlamaContext, o: { batchWidthBesideLive: number; quietMs?: number; gapLimit?: number; grammarBudget?: Partial<typeof GRAMMAR_BUDGET> }) {
+  constructor(
+    model: LlamaModel,
+    context: LlamaContext,
+    o: { batchWidthBesideLive: number; quietMs?: number; gapLimit?: number; promptSlowdown?: number; grammarBudget?: Partial<typeof GRAMMAR_BUDGET> },
+  ) {
     const addon = llamaAddon<Addon>();
     const why = decodeLoopUnavailable();
     if (why || !addon) throw new Error(why ?? "the llama addon is not built");
@@ -193,6 +199,7 @@ export class DecodeLoop {
       batchWidthBesideLive: Number.isFinite(o.batchWidthBesideLive) ? o.batchWidthBesideLive : 1e9,
       quietMs: o.quietMs ?? 2000,
       gapLimit: o.gapLimit ?? DEFAULT_GAP_LIMIT,
+      ...(o.promptSlowdown !== undefined ? { promptSlowdown: o.promptSlowdown } : {}),
       grammarStatesMax: this.budget.statesMax,
       grammarMsPerToken: this.budget.msPerToken,
       grammarMsAllowance: this.budget.msAllowance,

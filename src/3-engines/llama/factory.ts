@@ -28,6 +28,7 @@ export function llamaChatFactory(
       gpuLayers: m.gpu_layers ?? "auto",
       batchSize: m.batch_size,
       ...(m.gap_limit !== undefined ? { gapLimit: m.gap_limit } : {}),
+      ...(m.prompt_slowdown !== undefined ? { promptSlowdown: m.prompt_slowdown } : {}),
       ...slotQueue(m),
       logger,
       ...extra,

@@ -68,6 +68,14 @@ describe("the step budget and the prompt order (native headers)", () => {
     expect(Number(out[0])).toBe(64);
   });
 
+  test("prompt_slowdown lets the gap limit win over the prompt's cost a token", () => {
+    const table: Record<number, number> = { 1: 2.7, 2: 4.48, 4: 6.48, 8: 10.48, 16: 17.58, 32: 33.26, 64: 26.31, 128: 51.57, 256: 101.16, 511: 217.99 };
+    const costs = ["cost 4", ...stream(0.8), ...measured((n) => table[n]!)];
+    // within 6x the stream's 0.8 ms step: 2 tokens (4.5 ms). The cheapest a token: 256 (0.40 ms).
+    // Allowed 1.1x: 64 (0.41); 3.5x: 8 (1.31 ms a token); 10x: the gap's 2 (2.24)
+    expect(harness([...costs, "budget 1 6 511 100000 1.1", "budget 1 6 511 100000 3.5", "budget 1 6 511 100000 10"]).map(Number)).toEqual([64, 8, 2]);
+  });
+
   test("a loop that knows only whole steps comes down to the cheapest small size in a few steps, and stays there", () => {
     const table: Record<number, number> = { 1: 2.7, 2: 4.48, 4: 6.48, 8: 10.48, 16: 17.58, 32: 33.26, 64: 26.31, 128: 51.57, 256: 101.16, 511: 217.99 };
     const decode = (n: number) => {

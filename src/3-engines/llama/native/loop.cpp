@@ -1,5 +1,5 @@
 // The decode loop of a chat context, on a native thread (issue 29):
-//   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs, gapLimit, grammar… })
+//   new DecodeLoop(model, context, onEvents, { batchWidthBesideLive, quietMs, gapLimit, promptSlowdown, grammar… })
 //   loop.submit(seq, tokens: Uint32Array, nPast, request) -> id   request: see Request below
 //   loop.cancel(seq, id)   ends that request, if it still runs (a late cancel never ends the next one on seq)
 //   loop.stats() -> { steps, tokens, flushes, decodeMs, sampleMs, loopMs }
@@ -154,6 +154,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         grammar_ms_per_token_ = num("grammarMsPerToken", 25);
         grammar_ms_allowance_ = num("grammarMsAllowance", 1000);
         stretch_ = num("gapLimit", 3);
+        slowdown_ = num("promptSlowdown", StepCost::SLOWDOWN);
         cost_ = std::make_unique<StepCost>((int32_t) llama_n_seq_max(ctx_));
         records_.resize(RECORDS);
         batch_ = llama_batch_init(n_batch_, 0, 1);
@@ -200,6 +201,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     double grammar_ms_per_token_ = 25;
     double grammar_ms_allowance_ = 1000;
     double stretch_ = 3;  // gapLimit: a step beside live generating slots takes at most about this many times their step alone; 0: whole plans
+    double slowdown_ = StepCost::SLOWDOWN;  // promptSlowdown: how much dearer a prompt token may get to keep to gapLimit
     llama_batch batch_{};
 
     std::thread thread_;
@@ -681,7 +683,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         if (live && stretch_ > 0 && !prompts.empty()) {
             int64_t waiting = 0;
             for (Slot * p : prompts) waiting += (int64_t) p->input.size();
-            budget_ = cost_->budget(generating, stretch_, std::max(0, left), waiting);
+            budget_ = cost_->budget(generating, stretch_, std::max(0, left), waiting, slowdown_);
             int32_t budget = budget_;
             for (Slot * p : prompts) {
                 p->planned = 0;  // a plan under way ends: the next one is made when no one generates

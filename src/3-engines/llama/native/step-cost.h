@@ -17,9 +17,10 @@
 // (decode, sampling, the loop's own work) is an exponential average (ALPHA) for each g.
 // Beside generating slots a step carries P prompt tokens, the larger of
 //   - P_gap: the most whose step stays within gap_limit times the generating slots' step alone;
-//   - P_eff: the fewest that read a prompt at no more than SLOWDOWN times the least cost a token of
-//     any size (a long prompt beside a stream still finishes about as fast as alone: where the
-//     device cannot do both, the stream's gap gives way).
+//   - P_eff: the fewest that read a prompt at no more than `slowdown` (SLOWDOWN: 1.1) times the
+//     least cost a token of any size (a long prompt beside a stream still finishes about as fast
+//     as alone: where the device cannot do both, the stream's gap gives way, unless the operator
+//     allows the prompt to slow down more).
 // The loop learns the links from the top: a whole step first (as a prompt alone is read), then
 // half of it, and so on down while the smaller size costs little more a token. The links beside
 // the size chosen are measured again once STALE prompt tokens were read since (the context has grown).
@@ -35,7 +36,7 @@ class StepCost {
   public:
     static constexpr double ALPHA = 0.25;
     static constexpr double LINK_ALPHA = 0.5;
-    /** A prompt beside generating slots is read at no more than this times its least cost a token. */
+    /** By default, a prompt beside generating slots is read at no more than this times its least cost a token. */
     static constexpr double SLOWDOWN = 1.1;
     /** Prompt tokens a step carries beside generating slots before the loop has measured them alone. */
     static constexpr int32_t COLD = 64;
@@ -73,10 +74,11 @@ class StepCost {
 
     /**
      * Prompt tokens a step beside `gen` generating tokens carries (see above); between 1 and `cap`,
-     * the room the step has for them; `waiting`: the prompt tokens waiting. gap_limit <= 0: `cap`
+     * the room the step has for them; `waiting`: the prompt tokens waiting; `slowdown`: the most a
+     * prompt's cost a token may grow to keep the gap (SLOWDOWN by default). gap_limit <= 0: `cap`
      * (no bound).
      */
-    int32_t budget(int32_t gen, double gap_limit, int32_t cap, int64_t waiting) const {
+    int32_t budget(int32_t gen, double gap_limit, int32_t cap, int64_t waiting, double slowdown = SLOWDOWN) const {
         if (cap < 1) return std::max(0, cap);
         if (gap_limit <= 0) return cap;
         const double alone = near(step_ms_, std::max(gen, 1)), alone_decode = near(decode_ms_, std::max(gen, 1));
@@ -95,7 +97,7 @@ class StepCost {
         for (int32_t k = known; k <= top; k++) best = std::min(best, rel[k]);
         int32_t k_eff = top;
         for (int32_t k = known; k <= top; k++)
-            if (rel[k] <= best + std::log(SLOWDOWN)) {
+            if (rel[k] <= best + std::log(std::max(1.0, slowdown))) {
                 k_eff = k;
                 break;
             }

@@ -3,7 +3,7 @@
 // step costs the test chooses, so its decisions are checked without wall time.
 //   cost MAX_GEN                         a new StepCost
 //   rec GEN PROMPT DECODE_MS STEP_MS     a step the loop ran
-//   budget GEN GAP_LIMIT CAP WAITING     prints the budget
+//   budget GEN GAP_LIMIT CAP WAITING [SLOWDOWN]   prints the budget
 //   order DECODED ID LEFT ARRIVED DONE ... prints the ids in order
 #include <iostream>
 #include <memory>
@@ -34,7 +34,9 @@ int main() {
             double gap;
             int64_t waiting;
             in >> g >> gap >> cap >> waiting;
-            std::cout << cost->budget(g, gap, cap, waiting) << "\n";
+            double slowdown = StepCost::SLOWDOWN, given = 0;
+            if (in >> given) slowdown = given;
+            std::cout << cost->budget(g, gap, cap, waiting, slowdown) << "\n";
         } else if (op == "order") {
             uint64_t decoded;
             in >> decoded;
