@@ -153,7 +153,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         grammar_states_max_ = (size_t) std::max(1.0, num("grammarStatesMax", 4096));
         grammar_ms_per_token_ = num("grammarMsPerToken", 25);
         grammar_ms_allowance_ = num("grammarMsAllowance", 1000);
-        stretch_ = num("gapLimit", 3);
+        gap_limit_ = num("gapLimit", 3);
         slowdown_ = num("promptSlowdown", StepCost::SLOWDOWN);
         cost_ = std::make_unique<StepCost>((int32_t) llama_n_seq_max(ctx_));
         records_.resize(RECORDS);
@@ -200,7 +200,7 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
     size_t grammar_states_max_ = 4096;
     double grammar_ms_per_token_ = 25;
     double grammar_ms_allowance_ = 1000;
-    double stretch_ = 3;  // gapLimit: a step beside live generating slots takes at most about this many times their step alone; 0: whole plans
+    double gap_limit_ = 3;  // gapLimit: a step beside live generating slots takes at most about this many times their step alone; 0: whole plans
     double slowdown_ = StepCost::SLOWDOWN;  // promptSlowdown: how much dearer a prompt token may get to keep to gapLimit
     llama_batch batch_{};
 
@@ -680,10 +680,10 @@ class DecodeLoop : public Napi::ObjectWrap<DecodeLoop>, public DecodeLoopTasks {
         prompts = ordered(prompts);
         std::map<Slot *, int32_t> share;
         budget_ = -1;
-        if (live && stretch_ > 0 && !prompts.empty()) {
+        if (live && gap_limit_ > 0 && !prompts.empty()) {
             int64_t waiting = 0;
             for (Slot * p : prompts) waiting += (int64_t) p->input.size();
-            budget_ = cost_->budget(generating, stretch_, std::max(0, left), waiting, slowdown_);
+            budget_ = cost_->budget(generating, gap_limit_, std::max(0, left), waiting, slowdown_);
             int32_t budget = budget_;
             for (Slot * p : prompts) {
                 p->planned = 0;  // a plan under way ends: the next one is made when no one generates
