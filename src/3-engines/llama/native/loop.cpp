@@ -110,7 +110,6 @@ struct StepRecord {
     double decode_ms = 0, step_ms = 0;
 };
 constexpr size_t RECORDS = 4096;
-constexpr size_t RECORD_FIELDS = 8;
 
 constexpr float FORCE_LOGIT = 1000.0f;
 /** Candidates sampled per thread before another thread is worth starting (~0.25 ms of work, measured). */

@@ -125,9 +125,6 @@ class StepCost {
         return p;
     }
 
-    /** The measured step alone of `gen` generating tokens (ms; NaN before one). */
-    double alone_ms(int32_t gen) const { return near(step_ms_, std::max(gen, 1)); }
-
   private:
     std::vector<double> step_ms_, decode_ms_;
     std::vector<double> link_;        // log(cost a token at 2^k / at 2^(k+1))
