@@ -95,6 +95,7 @@ interface Addon {
     onEvents: (events: Int32Array) => void,
     options: { batchWidthBesideLive: number; quietMs: number; gapLimit: number; promptSlowdown?: number; grammarStatesMax: number; grammarMsPerToken: number; grammarMsAllowance: number },
   ) => NativeLoop;
+  scoreContinuations(loop: NativeLoop, seq: number, nPast: number, last: number, continuations: Uint32Array[], biasTokens?: Uint32Array, biasLogits?: Float32Array): Promise<Float64Array>;
 }
 
 /** A step beside a live stream takes at most about this many times the stream's step alone (issue 46). */
@@ -256,6 +257,23 @@ export class DecodeLoop {
     if (tokens.length === 0) return this.trim(slot, nPast);
     const stream = this.generate(slot, tokens, nPast, { maxTokens: 0, batch });
     for await (const _ of stream);
+  }
+
+  /**
+   * The log-probability the model gives each continuation after `prompt` (native/score.cpp): the
+   * prompt's part after the first `nPast` tokens of the slot's cache is read in the loop's steps,
+   * beside the other requests; its last token and the continuations' tree are decoded between two
+   * steps, each shared prefix once. The slot's cache then holds the prompt, for the next question.
+   */
+  async score(slot: LoopSlot, prompt: readonly number[], nPast: number, continuations: readonly (readonly number[])[], o: { batch: boolean; bias?: { tokens: Uint32Array; logits: Float32Array } }): Promise<Float64Array> {
+    if (prompt.length === 0) throw new Error("score: an empty prompt");
+    const head = prompt.slice(0, -1);
+    await this.prefill(slot, head.slice(Math.min(nPast, head.length)), Math.min(nPast, head.length), o.batch);
+    const addon = llamaAddon<Addon>()!;
+    slot.cached = [];  // until it is done: what the cache holds is known again only then
+    const out = await addon.scoreContinuations(this.native, slot.seq, head.length, prompt.at(-1)!, continuations.map((c) => Uint32Array.from(c)), o.bias?.tokens, o.bias?.logits);
+    slot.cached = [...prompt];
+    return out;
   }
 
   /** Drops the slot's cache after `nPast` in its record; the loop trims the cache itself at the next submit. */

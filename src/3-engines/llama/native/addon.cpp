@@ -6,6 +6,7 @@
 //   the decode loop of a chat context on a native thread (loop.cpp)
 //   a token's text as bytes, for streaming output (pieces.cpp)
 //   a long text's tokens counted off the JavaScript thread (tokens.cpp)
+//   continuations of a prompt scored by the model's probabilities (score.cpp)
 // Built from the llama.cpp source node-llama-cpp ships, against its prebuilt shared libraries
 // (CMakeLists.txt, build.ts), so the process has one llama.cpp.
 
@@ -21,6 +22,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     init_loop(env, exports);
     init_pieces(env, exports);
     init_tokens(env, exports);
+    init_score(env, exports);
     return exports;
 }
 }  // namespace

@@ -67,3 +67,4 @@ void init_threadpool(Napi::Env env, Napi::Object exports);
 void init_grammar(Napi::Env env, Napi::Object exports);
 void init_pieces(Napi::Env env, Napi::Object exports);
 void init_tokens(Napi::Env env, Napi::Object exports);
+void init_score(Napi::Env env, Napi::Object exports);
