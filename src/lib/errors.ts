@@ -10,6 +10,9 @@ export const ERROR_TABLE = {
   unsupported_schema: { status: 400, openaiType: "invalid_request_error", openaiCode: "unsupported_schema", anthropicType: "invalid_request_error" },
   // A schema past the bounds of web/docs/limits.md, or a grammar that grew past its budget while generating.
   schema_too_complex: { status: 400, openaiType: "invalid_request_error", openaiCode: "schema_too_complex", anthropicType: "invalid_request_error" },
+  // /v1/decisions (issue 47): more questions than a request may ask, or a question whose answers are malformed.
+  too_many_questions: { status: 400, openaiType: "invalid_request_error", openaiCode: "too_many_questions", anthropicType: "invalid_request_error" },
+  invalid_question: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_question", anthropicType: "invalid_request_error" },
   too_many_images: { status: 400, openaiType: "invalid_request_error", openaiCode: "too_many_images", anthropicType: "invalid_request_error" },
   invalid_image: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_image", anthropicType: "invalid_request_error" },
   invalid_image_url: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_image_url", anthropicType: "invalid_request_error" },
