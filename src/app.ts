@@ -14,6 +14,7 @@ import { batchLanes } from "./1-api/batch-lanes";
 import { batchesRoutes } from "./1-api/openai/batches";
 import { chatRoutes } from "./1-api/openai/chat";
 import { classifyRoutes } from "./1-api/openai/classify";
+import { decisionRoutes } from "./1-api/openai/decisions";
 import { embeddingsRoutes } from "./1-api/openai/embeddings";
 import { filesRoutes } from "./1-api/openai/files";
 import { rentalsRoutes } from "./1-api/rentals/routes";
@@ -135,6 +136,7 @@ export function createApp(deps: AppDeps): App {
     )
     .use(embeddingsRoutes(deps))
     .use(classifyRoutes(deps))
+    .use(decisionRoutes(deps))
     .use(imagesRoutes(deps))
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
@@ -252,7 +254,7 @@ export function createApp(deps: AppDeps): App {
 export const NODE_HEADER = "x-appliance-node";
 
 /** The routes whose model another node of the cluster may serve: their JSON body names it. */
-const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/images/generations"]);
+const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/decisions", "/v1/images/generations"]);
 
 /** Whether a request starts work (a draining node refuses it) rather than reading or ending some (GET, DELETE, a cancel). */
 export function isNewWork(method: string, route: string): boolean {

@@ -17,6 +17,7 @@ import { createBatchesService, type BatchesService } from "./2-services/batches/
 import { createBatchWorker, type BatchWorker } from "./2-services/batches/worker";
 import { createChatService, type ChatService } from "./2-services/chat/service";
 import { createClassifyService, type ClassifyService } from "./2-services/classify/service";
+import { createDecisionService, type DecisionService } from "./2-services/decisions/service";
 import { diffusionFactory } from "./3-engines/diffusion/factory";
 import { chatRuntime, llamaChatFactory } from "./3-engines/llama/factory";
 import type { LlamaRuntime } from "./3-engines/llama/runtime";
@@ -61,6 +62,7 @@ export interface AppDeps {
   chat: ChatService;
   embeddings: EmbeddingsService;
   classify: ClassifyService;
+  decisions: DecisionService;
   images: ImagesService;
   files: FilesService;
   batches: BatchesService;
@@ -229,6 +231,7 @@ export function createServices(
     chat,
     embeddings,
     classify: createClassifyService(capability),
+    decisions: createDecisionService(capability),
     images: createImagesService(capability),
     files,
     batches,

@@ -26,7 +26,20 @@ export interface ChatEngine {
   countTokens(job: ChatJob): Promise<number>;
   /** Renders the prompt with the model's template and counts it; refuses what cannot run. */
   prepare(job: ChatJob): Promise<PreparedChat>;
+  /**
+   * The log-probability of each answer text as the start of the model's reply to `job`, from its
+   * own next-token distributions (nothing generated): /v1/decisions (issue 47).
+   */
+  score?(job: ChatJob, answers: readonly string[], o?: { batch?: boolean; signal?: AbortSignal; bias?: ReadonlyMap<number, number> }): Promise<ScoredAnswers>;
   stats(): EngineStats;
+}
+
+export interface ScoredAnswers {
+  logprobs: number[];
+  promptTokens: number;
+  cachedTokens: number;
+  /** Each answer's tokens, as scored. */
+  answerTokens: number[][];
 }
 
 export interface PreparedChat {

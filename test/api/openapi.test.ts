@@ -7,6 +7,7 @@ import { ApiError, ERROR_TABLE, toAnthropicErrorBody, toOpenAIErrorBody, type Er
 import { CreateBatchRequest } from "../../src/1-api/openai/batches";
 import { ChatRequest } from "../../src/2-services/chat/request";
 import { ClassifyRequest } from "../../src/2-services/classify/request";
+import { DecisionRequest } from "../../src/2-services/decisions/request";
 import { EmbeddingsRequest } from "../../src/2-services/embeddings/request";
 import { ImagesRequest } from "../../src/2-services/images/request";
 import { buildOpenApi, HTTP_METHODS, openApiPath, routeKey, type OpenApiDocument, type Operation, type RouteLike } from "../../src/1-api/openapi/document";
@@ -167,6 +168,7 @@ test("each documented JSON body and query is the very schema its route validates
     "POST /v1/messages/count_tokens": CountTokensRequest,
     "POST /v1/embeddings": EmbeddingsRequest,
     "POST /v1/classify": ClassifyRequest,
+    "POST /v1/decisions": DecisionRequest,
     "POST /v1/images/generations": ImagesRequest,
     "POST /v1/batches": CreateBatchRequest,
   };
@@ -194,7 +196,7 @@ test("each documented JSON body and query is the very schema its route validates
 
 test("a minimal example of each JSON body passes the route's validation", async () => {
   const ops = jsonBodies();
-  expect(ops.length).toBe(13); // 8 schema hooks + 5 bodies checked by hand
+  expect(ops.length).toBe(14); // 9 schema hooks + 5 bodies checked by hand
   const refused: unknown[] = [];
   for (const { method, path, op } of ops) {
     const example = exampleOf(deref(op.requestBody!.content["application/json"]!.schema));

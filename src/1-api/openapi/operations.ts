@@ -105,6 +105,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "POST /v1/messages/count_tokens": { operationId: "countMessageTokens", summary: "Count a message's input tokens (not billed)", errors: [404, 503], ok: json("`{input_tokens}`") },
   "POST /v1/embeddings": { operationId: "createEmbeddings", summary: "Create embeddings", errors: INFERENCE, ok: json("OpenAI's embedding list.") },
   "POST /v1/classify": { operationId: "classify", summary: "Classify premise/hypothesis pairs (NLI)", errors: INFERENCE, ok: json("One three-class result per pair or input.") },
+  "POST /v1/decisions": {
+    operationId: "createDecision",
+    summary: "Answer typed questions about an input from a chat model's probabilities",
+    errors: INFERENCE,
+    ok: json("One answer per question, in order: predicate, choice, score or refusal."),
+  },
   "POST /v1/images/generations": { operationId: "generateImages", summary: "Generate images from a prompt", errors: INFERENCE, ok: json("`{created, data:[{b64_json, seed}], size, output_format:\"png\"}`") },
 
   "POST /v1/files": {
@@ -242,6 +248,7 @@ export const TAGS: { tag: string; prefix: string; description: string }[] = [
   { tag: "Messages", prefix: "/v1/messages", description: "Anthropic's Messages format, translated onto chat completions (spec §2.6). Errors use Anthropic's envelope." },
   { tag: "Embeddings", prefix: "/v1/embeddings", description: "Spec §2.9." },
   { tag: "Classification", prefix: "/v1/classify", description: "Three-class NLI (spec §2.7)." },
+  { tag: "Decisions", prefix: "/v1/decisions", description: "Typed questions answered by a chat model's probabilities (OpenAI's Decisions API; issue 47)." },
   { tag: "Images", prefix: "/v1/images", description: "Text to image (spec §2.8)." },
   { tag: "Files", prefix: "/v1/files", description: "Batch inputs and results (spec §2.10)." },
   { tag: "Batches", prefix: "/v1/batches", description: "JSONL batches at half price (spec §2.10)." },

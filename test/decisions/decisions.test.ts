@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import OpenAI from "openai";
+import type { TestApp } from "../helpers/app";
+import { chatTestApp } from "../helpers/chat";
+
+// POST /v1/decisions (issue 47) through the official `openai` SDK's decisions.create, unmodified, on
+// the tiny chat model: answers in question order in the SDK's shapes, probabilities that sum to
+// one, the input read once for all questions (cached tokens), the usage row charged once, and the
+// refusals of malformed questions in OpenAI's envelope.
+
+let t: TestApp & { openai: (key: string) => OpenAI };
+beforeAll(async () => {
+  t = await chatTestApp();
+});
+afterAll(() => t.close());
+
+const row = (requestId: string) => t.deps.db!.query<Record<string, number | string>, [string]>("SELECT * FROM usage WHERE request_id = ?").get(requestId);
+const ticket = "Ticket 4411: I was charged twice for the same subscription renewal this month. " + "Please refund the second charge to my card as soon as you can. ".repeat(4);
+
+test("decisions.create: a predicate, a choice and a score answered in order, from the model's probabilities, billed once", async () => {
+  const key = await t.key({ account: "decider", creditUsd: 1 });
+  const client = t.openai(key);
+  const before = (await t.deps.accounts.getAccount("decider")).balance_micros;
+  const { data, response } = await client.decisions
+    .create({
+      model: "chat",
+      input: ticket,
+      questions: [
+        { type: "predicate", name: "double_charge", instructions: "The customer reports being charged more than once." },
+        { type: "choice", name: "category", instructions: "Classify the ticket.", choices: [{ value: "billing" }, { value: "technical", description: "Software errors and outages" }, { value: true }] },
+        { type: "score", instructions: "How urgent is the ticket?", levels: [{ label: "low" }, { label: "medium" }, { label: "high" }] },
+      ],
+    })
+    .withResponse();
+  expect(data.model).toBe("chat");
+  expect(data.answers.map((a) => a.type)).toEqual(["predicate", "choice", "score"]);
+  const [p, c, s] = data.answers as [OpenAI.Decision.AnswerResourcePredicate, OpenAI.Decision.AnswerResourceChoice, OpenAI.Decision.AnswerResourceScore];
+  expect(p.name).toBe("double_charge");
+  expect(p.probability).toBeGreaterThan(0);
+  expect(p.probability).toBeLessThan(1);
+  expect(c.name).toBe("category");
+  expect(c.probabilities.map((x) => x.value)).toEqual(["billing", "technical", true]);
+  expect(c.probabilities.reduce((sum, x) => sum + x.probability, 0)).toBeCloseTo(1, 9);
+  const best = c.probabilities.reduce((m, x) => (x.probability > m.probability ? x : m));
+  expect(c.choice).toBe(best.value);
+  expect(c.confidence).toBe(best.probability);
+  expect(s.name).toBeNull();
+  expect(s.probabilities.map((x) => [x.label, x.value])).toEqual([["low", 0], ["medium", 1], ["high", 2]]);
+  expect(s.score).toBeCloseTo(s.probabilities.reduce((sum, x) => sum + x.probability * x.value, 0), 9);
+  // the input read once: the second and third questions start from it in the slot's cache
+  const u = data.usage;
+  expect(u.output_tokens).toBe(0);
+  expect(u.input_tokens_details.cached_tokens).toBeGreaterThan(100);
+  expect(u.total_tokens).toBe(u.input_tokens);
+  const r = row(response.headers.get("x-request-id")!)!;
+  expect(r).toMatchObject({ model: "chat", endpoint: "/v1/decisions", input_tokens: u.input_tokens, output_tokens: 0, cached_tokens: u.input_tokens_details.cached_tokens, batch: 0 });
+  expect((await t.deps.accounts.getAccount("decider")).balance_micros).toBe(before - Number(r.cost_micros));
+  expect(Number(r.cost_micros)).toBeGreaterThan(0);
+});
+
+test("messages as input; the same question twice gives the same answer", async () => {
+  const client = t.openai(await t.key({ creditUsd: 1 }));
+  const ask = () =>
+    client.decisions.create({
+      model: "chat",
+      input: [
+        { role: "developer", content: "You triage support tickets." },
+        { role: "user", content: [{ type: "input_text", text: ticket }, { type: "input_json", data: { plan: "annual", region: "EU" } }] },
+      ],
+      questions: [{ type: "predicate", instructions: "The customer wants money back." }],
+    });
+  const [a, b] = [await ask(), await ask()];
+  expect((a.answers[0] as OpenAI.Decision.AnswerResourcePredicate).probability).toBeCloseTo((b.answers[0] as OpenAI.Decision.AnswerResourcePredicate).probability, 5);
+});
+
+test("refused in OpenAI's envelope, each by name: too many questions, a choice list outside 2–255 or repeated, one level, an image to a text-only model, an unknown model", async () => {
+  const client = t.openai(await t.key({ creditUsd: 1 }));
+  const p = { type: "predicate" as const, instructions: "It is about billing." };
+  const refused = async (body: Record<string, unknown>) => {
+    try {
+      await client.decisions.create({ model: "chat", input: ticket, questions: [p], ...body } as OpenAI.DecisionCreateParams);
+    } catch (e) {
+      if (e instanceof OpenAI.APIError) return { status: e.status, code: e.code, param: e.param };
+      throw e;
+    }
+    throw new Error("not refused");
+  };
+  expect(await refused({ questions: Array(11).fill(p) })).toEqual({ status: 400, code: "too_many_questions", param: "questions" });
+  expect(await refused({ questions: [{ type: "choice", instructions: "Pick.", choices: [{ value: "a" }] }] })).toEqual({ status: 400, code: "invalid_question", param: "questions[0].choices" });
+  expect(await refused({ questions: [{ type: "choice", instructions: "Pick.", choices: [{ value: "a" }, { value: "a" }] }] })).toEqual({ status: 400, code: "invalid_question", param: "questions[0].choices[1]" });
+  expect(await refused({ questions: [{ type: "score", instructions: "Rate.", levels: [{ label: "only" }] }] })).toEqual({ status: 400, code: "invalid_question", param: "questions[0].levels" });
+  expect(await refused({ input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] })).toEqual({
+    status: 400,
+    code: null,
+    param: "input[0].content[0]",
+  });
+  expect(await refused({ input: [{ type: "function_call", call_id: "c1", name: "lookup", arguments: "{}" }] })).toEqual({ status: 400, code: null, param: "input[0]" });
+  expect((await refused({ model: "no-such-model" })).status).toBe(404);
+  // nothing charged for any of them
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/decisions' AND input_tokens = 0").get()).toEqual({ n: 0 });
+});
