@@ -44,7 +44,7 @@ export interface App {
 export function createApp(deps: AppDeps): App {
   const { accounts, limits, logger, metrics } = deps;
   // The batch worker checks and runs lines as the live routes do: the edge gives it their lanes.
-  deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, compat: () => deps.config.compat }));
+  deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, decisions: deps.decisions, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
   const servedBy = deps.node.secret ? deps.node.id : null;
 

@@ -4,6 +4,8 @@ import type { BatchLane, BatchLanes } from "../2-services/batches/lanes";
 import { ChatRequest } from "../2-services/chat/request";
 import type { ChatService } from "../2-services/chat/service";
 import type { CompatSettings } from "../lib/config";
+import { DecisionRequest } from "../2-services/decisions/request";
+import type { DecisionService } from "../2-services/decisions/service";
 import { EmbeddingsRequest } from "../2-services/embeddings/request";
 import type { EmbeddingsService } from "../2-services/embeddings/service";
 import { toOpenAIErrorBody } from "./http/errors";
@@ -13,13 +15,13 @@ import { requestErrors as responsesErrors, type ResponsesRequest } from "./respo
 
 // The batch worker's lanes (src/2-services/batches/lanes.ts), built at the edge: each endpoint's body check is
 // the very schema its live route validates with, worded by the same describer, and its runner the
-// service (chat, embeddings) or translation (Responses) the live route calls.
+// service (chat, embeddings, decisions) or translation (Responses) the live route calls.
 
 type Errors = Parameters<typeof describeFirstError>[0];
 
 const schemaCheck = (schema: TSchema) => (body: unknown) => describeFirstError([...Value.Errors(schema, body)] as unknown as Errors);
 
-export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsService; compat?: CompatSettings }): BatchLanes {
+export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsService; decisions: DecisionService; compat?: CompatSettings }): BatchLanes {
   const chat: BatchLane = {
     firstProblem: schemaCheck(ChatRequest),
     run: (principal, body, call) => deps.chat.complete(principal, body as ChatRequest, call),
@@ -32,5 +34,9 @@ export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsServ
     firstProblem: schemaCheck(EmbeddingsRequest),
     run: (principal, body, call) => deps.embeddings.create(principal, body as EmbeddingsRequest, call),
   };
-  return { lanes: { "/v1/chat/completions": chat, "/v1/responses": responses, "/v1/embeddings": embeddings }, errorBody: toOpenAIErrorBody };
+  const decisions: BatchLane = {
+    firstProblem: schemaCheck(DecisionRequest),
+    run: (principal, body, call) => deps.decisions.decide(principal, body as DecisionRequest, call),
+  };
+  return { lanes: { "/v1/chat/completions": chat, "/v1/responses": responses, "/v1/embeddings": embeddings, "/v1/decisions": decisions }, errorBody: toOpenAIErrorBody };
 }

@@ -99,3 +99,27 @@ test("refused in OpenAI's envelope, each by name: too many questions, a choice l
   // nothing charged for any of them
   expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/decisions' AND input_tokens = 0").get()).toEqual({ n: 0 });
 });
+
+test("/v1/decisions as a batch endpoint: each line answered as the live route answers it, at the batch price", async () => {
+  const { fileLines, uploadLines, waitForBatch } = await import("../helpers/batches");
+  t.deps.batchWorker.start();
+  const client = t.openai(await t.key({ account: "batch-decider", creditUsd: 1 }));
+  const q = { type: "predicate", instructions: "The customer wants money back." };
+  const lines = [0, 1, 2].map((i) => ({ custom_id: `d${i}`, url: "/v1/decisions", body: { model: "chat", input: `${ticket} (${i})`, questions: [q] } }));
+  lines.push({ custom_id: "bad", url: "/v1/decisions", body: { model: "chat", input: ticket, questions: Array(11).fill(q) } });
+  // the SDK's type lists the endpoints OpenAI batches; the appliance takes /v1/decisions too
+  const endpoint = "/v1/decisions" as OpenAI.BatchCreateParams["endpoint"];
+  const b = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, lines), endpoint, completion_window: "24h" })).id);
+  expect(b.request_counts).toEqual({ total: 4, completed: 3, failed: 1 });
+  const out = await fileLines(client, b.output_file_id);
+  expect(out.map((l) => [l.custom_id, l.response.body.answers[0].type])).toEqual([
+    ["d0", "predicate"],
+    ["d1", "predicate"],
+    ["d2", "predicate"],
+  ]);
+  const errors = await fileLines(client, b.error_file_id);
+  expect(errors.map((l) => [l.custom_id, l.error.code])).toEqual([["bad", "too_many_questions"]]);
+  const rows = t.deps.db!.query<{ batch: number; endpoint: string; input_tokens: number }, [string]>("SELECT batch, endpoint, input_tokens FROM usage WHERE request_id LIKE ?").all(`req_${b.id.slice(6)}_%`);
+  expect(rows.map((r) => [r.batch, r.endpoint])).toEqual([[1, "/v1/decisions"], [1, "/v1/decisions"], [1, "/v1/decisions"]]);
+  expect(rows.map((r) => r.input_tokens)).toEqual(out.map((l) => l.response.body.usage.input_tokens));
+});

@@ -7,6 +7,7 @@ export const BATCH_ENDPOINTS = {
   "/v1/chat/completions": { kind: "chat" },
   "/v1/responses": { kind: "chat" },
   "/v1/embeddings": { kind: "embedding" },
+  "/v1/decisions": { kind: "chat" },
 } as const satisfies Record<string, { kind: ModelKind }>;
 
 export type BatchEndpoint = keyof typeof BATCH_ENDPOINTS;

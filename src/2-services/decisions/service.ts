@@ -5,6 +5,7 @@ import type { ChatEngine } from "../../3-engines/types";
 import { ApiError } from "../../lib/errors";
 import type { ModelManifest } from "../../lib/manifest";
 import type { CapabilityDeps } from "../capability";
+import type { LedgerEffect } from "../../4-store/ledger";
 import { answerOf, answerTexts, checkQuestions, questionMessage, type Answer, type Question } from "./questions";
 import { DecisionMessage, type DecisionPart, type DecisionQuestion, type DecisionRequest } from "./request";
 
@@ -18,6 +19,8 @@ export interface DecisionCallOptions {
   endpoint?: string;
   batch?: boolean;
   signal?: AbortSignal;
+  /** What commits with the charge, in one transaction (batch lines record their result this way). */
+  record?: (response: DecisionResponse) => LedgerEffect;
 }
 
 export interface DecisionResponse {
@@ -75,20 +78,18 @@ export function createDecisionService(deps: CapabilityDeps) {
         input += r.promptTokens;
         cached += r.cachedTokens;
       }
-      return {
-        result: {
-          model: manifest.id,
-          answers,
-          usage: {
-            input_tokens: input,
-            input_tokens_details: { cached_tokens: cached, cache_write_tokens: 0 },
-            output_tokens: 0,
-            output_tokens_details: { reasoning_tokens: 0 },
-            total_tokens: input,
-          },
+      const result: DecisionResponse = {
+        model: manifest.id,
+        answers,
+        usage: {
+          input_tokens: input,
+          input_tokens_details: { cached_tokens: cached, cache_write_tokens: 0 },
+          output_tokens: 0,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: input,
         },
-        usage: { inputTokens: input, outputTokens: 0, cachedTokens: cached },
       };
+      return { result, usage: { inputTokens: input, outputTokens: 0, cachedTokens: cached }, effect: opts.record?.(result) };
     });
   }
 
