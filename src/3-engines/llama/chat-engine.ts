@@ -22,6 +22,7 @@ import { imageMarker, imageChatWrapper } from "./vision/prompt";
 import { Projector, type ImageSpan } from "./vision/projector";
 import type { ImageRun } from "./vision/prompt";
 import type { LoadSettings } from "../planner/types";
+import { scoreAnswers, type ScoreOptions } from "./score-answers";
 import { loadGgufModel } from "./load-model";
 
 export interface LlamaChatEngineOptions {
@@ -334,32 +335,11 @@ export class LlamaChatEngine implements ChatEngine {
     };
   }
 
-  /**
-   * The log-probability the model gives each answer text as the start of its reply to `job`
-   * (issue 47): its tokens, as the model would write them at the start of the reply, chained
-   * through the model's own next-token distributions; nothing is generated. The prompt is read
-   * on the decode loop beside other requests and stays in the slot's cache, so questions on one
-   * input share its reading. `bias`: token → logit added (tests make an answer certain with it).
-   */
-  async score(job: ChatJob, answers: readonly string[], o: { batch?: boolean; signal?: AbortSignal; bias?: ReadonlyMap<number, number> } = {}) {
+  /** Each answer text's log-probability as the start of the reply to `job` (score-answers.ts; issue 47). */
+  async score(job: ChatJob, answers: readonly string[], o: ScoreOptions = {}) {
     const { s, promptTokens, images } = await this.render({ ...job, thinking: false });
     if (images.length) throw new ApiError("invalid_request", "scoring answers after images is not supported yet", { param: "input" });
-    const continuations = answers.map((a) => s.model.tokenize(a, false) as number[]);
-    const longest = Math.max(0, ...continuations.map((c) => c.length));
-    const contextSize = s.context.contextSize;
-    if (promptTokens.length + longest > contextSize)
-      throw new ApiError("context_length_exceeded", `this model's context window is ${contextSize} tokens; the input and question take ${promptTokens.length} and the longest answer ${longest} more`, {
-        param: "input",
-      });
-    const lease = await s.pool.acquire(promptTokens, o.signal, { batch: o.batch === true, key: job.cacheKey });
-    try {
-      const cachedTokens = Math.max(0, Math.min(lease.reusable, promptTokens.length - 1));
-      const bias = o.bias?.size ? { tokens: Uint32Array.from(o.bias.keys()), logits: Float32Array.from(o.bias.values()) } : undefined;
-      const logprobs = await s.loop.score(lease.slot, promptTokens, cachedTokens, continuations, { batch: o.batch === true, ...(bias ? { bias } : {}) });
-      return { logprobs: [...logprobs], promptTokens: promptTokens.length, cachedTokens, answerTokens: continuations };
-    } finally {
-      lease.release();
-    }
+    return scoreAnswers({ ...s, contextSize: s.context.contextSize }, promptTokens, answers, { ...o, ...(job.cacheKey !== undefined ? { cacheKey: job.cacheKey } : {}) });
   }
 
   async countTokens(job: ChatJob): Promise<number> {
