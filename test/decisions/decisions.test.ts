@@ -74,7 +74,8 @@ test("messages as input; the same question twice gives the same answer", async (
 });
 
 test("refused in OpenAI's envelope, each by name: too many questions, a choice list outside 2–255 or repeated, one level, an image to a text-only model, an unknown model", async () => {
-  const client = t.openai(await t.key({ creditUsd: 1 }));
+  const client = t.openai(await t.key({ account: "refused", creditUsd: 1 }));
+  const before = (await t.deps.accounts.getAccount("refused")).balance_micros;
   const p = { type: "predicate" as const, instructions: "It is about billing." };
   const refused = async (body: Record<string, unknown>) => {
     try {
@@ -96,8 +97,11 @@ test("refused in OpenAI's envelope, each by name: too many questions, a choice l
   });
   expect(await refused({ input: [{ type: "function_call", call_id: "c1", name: "lookup", arguments: "{}" }] })).toEqual({ status: 400, code: null, param: "input[0]" });
   expect((await refused({ model: "no-such-model" })).status).toBe(404);
-  // nothing charged for any of them
-  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/decisions' AND input_tokens = 0").get()).toEqual({ n: 0 });
+  // nothing charged for any of them, and nothing left held
+  expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE account_id = (SELECT id FROM accounts WHERE name = 'refused')").get()).toEqual({ n: 0 });
+  const account = await t.deps.accounts.getAccount("refused");
+  expect(account.balance_micros).toBe(before);
+  expect((await t.deps.meter.held(account.id)).micros).toBe(0);
 });
 
 test("/v1/decisions as a batch endpoint: each line answered as the live route answers it, at the batch price", async () => {
