@@ -5,7 +5,7 @@ import { ConfigError } from "../lib/config";
 import type { Logger } from "../lib/log";
 import { slotCount, slotQueue, type ModelKind, type ModelManifest, type RetiredModel } from "../lib/manifest";
 import { DeviceUnavailableError } from "./onnx-device";
-import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine } from "./types";
+import type { ChatEngine, ClassifierEngine, EmbeddingEngine, ImageEngine, ModelEngine, RerankerEngine } from "./types";
 import { GgufFormatError, ggufVerdict, ggufVerdictSync } from "./gguf-check";
 import { ggufFiles, ggufLoadError } from "./model-files";
 import { createResidency, ModelRemovedError, type Resident, type ResidencyOptions, type ResidencyStatus } from "./residency";
@@ -40,6 +40,7 @@ export interface EngineFactories {
   chat?: Factory<ChatEngine>;
   embedding?: Factory<EmbeddingEngine>;
   classifier?: Factory<ClassifierEngine>;
+  reranker?: Factory<RerankerEngine>;
   image?: Factory<ImageEngine>;
 }
 
@@ -47,6 +48,7 @@ interface EngineOf {
   chat: ChatEngine;
   embedding: EmbeddingEngine;
   classifier: ClassifierEngine;
+  reranker: RerankerEngine;
   image: ImageEngine;
 }
 

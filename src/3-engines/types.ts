@@ -129,6 +129,35 @@ export interface ClassifierEngine extends ModelEngine {
   classify(items: TokenizedItem[], signal?: AbortSignal): Promise<[number, number, number][]>;
 }
 
+/** A tokenized (query, document) pair for a cross-encoder; `cut` tokens were cut from the document's end. */
+export interface RerankPair extends TokenizedItem {
+  /** Tokens cut from the document's end to fit the model's limit (0 when it fit). */
+  cut: number;
+}
+
+export interface RerankerEngine extends ModelEngine {
+  /** Tokens per (query, document) pair: the model's own limit, or the manifest's max_context if smaller. */
+  readonly maxTokens: number;
+  /**
+   * Each document paired with the query through the tokenizer's own (text, text_pair) template, the
+   * document cut from its end so the pair fits `maxTokens` (default: the engine's). A query that
+   * leaves no room for a document token throws RerankQueryTooLong.
+   */
+  tokenizePairs(query: string, documents: string[], maxTokens?: number): Promise<RerankPair[]>;
+  /** Relevance in [0, 1] per pair, in order (sigmoid of the one logit, or the positive label's softmax); micro-batched. */
+  rerank(pairs: TokenizedItem[], signal?: AbortSignal): Promise<number[]>;
+}
+
+/** The query alone fills a pair: `queryTokens` with the template's special tokens, of `maxTokens`. */
+export class RerankQueryTooLong extends Error {
+  constructor(
+    readonly queryTokens: number,
+    readonly maxTokens: number,
+  ) {
+    super(`the query takes ${queryTokens} tokens with the pair's special tokens; a pair holds at most ${maxTokens}`);
+  }
+}
+
 export interface ImageRequest {
   prompt: string;
   width: number;

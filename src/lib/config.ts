@@ -83,6 +83,8 @@ const Prices = T.Object(
     chat_input_per_m: T.Number({ default: 0.12, minimum: 0 }),
     chat_output_per_m: T.Number({ default: 1.7, minimum: 0 }),
     classifier_input_per_m: T.Number({ default: 0.05, minimum: 0 }),
+    decision_input_per_m: T.Number({ default: 0.05, minimum: 0, description: "/v1/decisions input tokens on a chat model (its manifest's price.decision_input_per_m overrides)" }),
+    reranker_input_per_m: T.Number({ default: 0.02, minimum: 0, description: "/v1/rerank input tokens (query + document per pair)" }),
     embedding_input_per_m: T.Number({ default: 0.02, minimum: 0 }),
     image_per_image: T.Number({ default: 0.003, minimum: 0 }),
     batch_discount: T.Number({ default: 0.5, minimum: 0, maximum: 1, description: "fraction of the live price batches pay" }),

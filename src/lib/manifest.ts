@@ -3,7 +3,7 @@ import { Type as T, type Static } from "@sinclair/typebox";
 // A model manifest: what the registry needs to list a model, price it and hand it to an engine.
 // Engines read `files` (paths relative to the manifest's base dir) and their own options.
 
-export const ModelKind = T.Union([T.Literal("chat"), T.Literal("embedding"), T.Literal("classifier"), T.Literal("image")]);
+export const ModelKind = T.Union([T.Literal("chat"), T.Literal("embedding"), T.Literal("classifier"), T.Literal("reranker"), T.Literal("image")]);
 export type ModelKind = Static<typeof ModelKind>;
 
 export const ModelPrice = T.Object(
@@ -11,6 +11,7 @@ export const ModelPrice = T.Object(
     input_per_m: T.Optional(T.Number({ minimum: 0, description: "USD per million input tokens" })),
     output_per_m: T.Optional(T.Number({ minimum: 0, description: "USD per million output tokens" })),
     per_image: T.Optional(T.Number({ minimum: 0, description: "USD per generated image" })),
+    decision_input_per_m: T.Optional(T.Number({ minimum: 0, description: "chat: USD per million input tokens of /v1/decisions" })),
   },
   { additionalProperties: false },
 );
@@ -73,7 +74,7 @@ export const ModelManifest = T.Object(
 export type ModelManifest = Static<typeof ModelManifest>;
 
 const article = (kind: ModelKind) => (kind === "embedding" || kind === "image" ? "an" : "a");
-const ONNX_KINDS: readonly ModelKind[] = ["embedding", "classifier", "image"];
+const ONNX_KINDS: readonly ModelKind[] = ["embedding", "classifier", "reranker", "image"];
 
 /**
  * What the schema alone cannot see because it depends on `kind`: each problem names its field, so
@@ -95,7 +96,7 @@ export function manifestProblems(
   if (m.max_slots !== undefined && m.slots !== undefined && m.slots !== "auto")
     return [{ field: "max_slots", message: `max_slots is the ceiling for slots = "auto"; with slots = ${m.slots} it has no effect: remove it or set slots = "auto"` }];
   if (m.device === "webgpu" && !onnx)
-    return [{ field: "device", message: `"webgpu" is ONNX Runtime's provider, for embedding, classifier and image models; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "vulkan"` }];
+    return [{ field: "device", message: `"webgpu" is ONNX Runtime's provider, for embedding, classifier, reranker and image models; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "vulkan"` }];
   if (m.device === "vulkan" && onnx)
     return [{ field: "device", message: `"vulkan" is the chat engine's backend; ${article(m.kind)} ${m.kind} model takes "auto", "cpu", "cuda" or "webgpu" (ONNX Runtime's WebGPU provider, over Vulkan)` }];
   return [];

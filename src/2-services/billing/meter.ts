@@ -9,7 +9,7 @@ import { LineEnded, sqliteLedger, type HoldSpend, type Ledger, type LedgerEffect
 import { usageRepo, type UsageRow } from "../../4-store/usage";
 import type { Limits } from "./limits";
 import { costOfMinutes } from "./minutes";
-import { batchBasisPoints, costMicros, formatMicros, priceFor } from "./pricing";
+import { batchBasisPoints, costMicros, formatMicros, priceFor, type Price } from "./pricing";
 
 // The one road to the ledger. Every engine's billable work goes through it:
 //   const ticket = meter.reserve(principal, estimate)   // before work: limits + credit hold
@@ -31,6 +31,8 @@ export interface MeterRequest {
   images?: number;
   /** Batch lines: batch price, and no per-minute or in-flight limits (spec §8). */
   batch?: boolean;
+  /** The price when it is not the model's own (a chat model's /v1/decisions: decisionPriceFor). */
+  price?: Price;
 }
 
 export interface ActualUsage {
@@ -81,7 +83,7 @@ export function createMeter(
   }
 
   async function reserve(p: Principal, req: MeterRequest): Promise<Ticket> {
-    const price = priceFor(req.model, config.prices);
+    const price = req.price ?? priceFor(req.model, config.prices);
     const images = req.images ?? 0;
     const bp = req.batch ? batchBasisPoints(config.prices) : null; // read per request: prices reload
     const holdMicros =

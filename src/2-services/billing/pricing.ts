@@ -42,11 +42,18 @@ export function priceFor(model: Pick<ModelManifest, "kind" | "price">, prices: C
       };
     case "classifier":
       return { inputPerM: usdToMicros(p.input_per_m ?? prices.classifier_input_per_m), outputPerM: 0, perImage: 0 };
+    case "reranker":
+      return { inputPerM: usdToMicros(p.input_per_m ?? prices.reranker_input_per_m), outputPerM: 0, perImage: 0 };
     case "embedding":
       return { inputPerM: usdToMicros(p.input_per_m ?? prices.embedding_input_per_m), outputPerM: 0, perImage: 0 };
     case "image":
       return { inputPerM: 0, outputPerM: 0, perImage: usdToMicros(p.per_image ?? prices.image_per_image) };
   }
+}
+
+/** A chat model's /v1/decisions price: input tokens only (its manifest's, else the config's). */
+export function decisionPriceFor(model: Pick<ModelManifest, "price">, prices: Config["prices"]): Price {
+  return { inputPerM: usdToMicros(model.price?.decision_input_per_m ?? prices.decision_input_per_m), outputPerM: 0, perImage: 0 };
 }
 
 /** Cost in micro-dollars, rounded up; `batchBasisPoints` (e.g. 5000 = 50 %) applies to batch lines. */

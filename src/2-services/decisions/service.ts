@@ -6,13 +6,15 @@ import { ApiError } from "../../lib/errors";
 import type { ModelManifest } from "../../lib/manifest";
 import type { CapabilityDeps } from "../capability";
 import type { LedgerEffect } from "../../4-store/ledger";
+import { decisionPriceFor } from "../billing/pricing";
 import { answerOf, answerTexts, checkQuestions, questionMessage, type Answer, type Question } from "./questions";
 import { DecisionMessage, type DecisionPart, type DecisionQuestion, type DecisionRequest } from "./request";
 
 // THE decisions service (issue 47): typed questions about an input, answered by a chat model's own
 // probabilities (questions.ts), one question at a time on one slot, so the input's reading stays in
 // the slot's cache for the next question; nothing is generated. Billed per input token at the
-// model's input price, nothing for output (no output is generated).
+// decisions price (prices.decision_input_per_m, or the model's price.decision_input_per_m), nothing
+// for output (no output is generated).
 
 export interface DecisionCallOptions {
   requestId: string;
@@ -67,7 +69,8 @@ export function createDecisionService(deps: CapabilityDeps) {
     if (!engine.score) throw new ApiError("invalid_request", `model "${manifest.id}" cannot answer decisions (its engine scores no answers)`, { param: "model" });
     let estimate = 0;
     for (const j of jobs) estimate += await engine.countTokens(j);
-    const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/decisions", inputTokens: estimate, maxOutputTokens: 0, batch: opts.batch };
+    const price = decisionPriceFor(manifest, deps.config.prices);
+    const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/decisions", inputTokens: estimate, maxOutputTokens: 0, batch: opts.batch, price };
     return meter.metered(principal, request, async () => {
       const answers: Answer[] = [];
       let input = 0;

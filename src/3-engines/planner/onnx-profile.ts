@@ -167,8 +167,8 @@ function placed(device: LoadSettings["device"], weights: number, compute: number
   return toFootprint(gpu, cpu);
 }
 
-/** An embedding or classifier model folder (HF layout) as the transformers engines load it. */
-export async function profileEncoder(kind: "embedding" | "classifier", folder: string, o: { maxTokens?: number } = {}): Promise<ModelProfile> {
+/** An embedding, classifier or reranker model folder (HF layout) as the transformers engines load it. */
+export async function profileEncoder(kind: "embedding" | "classifier" | "reranker", folder: string, o: { maxTokens?: number } = {}): Promise<ModelProfile> {
   const info = readFolder(folder);
   const graph = await readGraph(join(folder, "onnx", `model${ONNX_SUFFIX[info.dtype]}.onnx`));
   const tokenizer = statSync(join(folder, "tokenizer.json")).size;

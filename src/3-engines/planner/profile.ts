@@ -40,6 +40,7 @@ export function profileModel(manifest: ModelManifest, file: (role: string) => st
     }
     case "embedding":
     case "classifier":
+    case "reranker":
       // cheap to build: their graphs' summaries are what is cached (per graph file version)
       return profileEncoder(manifest.kind, model, { maxTokens: manifest.max_context });
     case "image":

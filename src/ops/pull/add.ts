@@ -40,7 +40,7 @@ export interface FolderModel {
 }
 
 /** Worker slots a new entry gets: two for a chat model (an agent and one more client), else one. */
-export const DEFAULT_SLOTS: Record<ModelKind, number> = { chat: 2, embedding: 1, classifier: 1, image: 1 };
+export const DEFAULT_SLOTS: Record<ModelKind, number> = { chat: 2, embedding: 1, classifier: 1, reranker: 1, image: 1 };
 /** The prompt window a diffusers-layout image model gets when its tokenizer does not say (CLIP's). */
 const CLIP_CONTEXT = 77;
 /** Z-Image-Turbo's prompt limit (its pipeline's max_sequence_length). */
