@@ -15,6 +15,7 @@ import { batchesRoutes } from "./1-api/openai/batches";
 import { chatRoutes } from "./1-api/openai/chat";
 import { classifyRoutes } from "./1-api/openai/classify";
 import { decisionRoutes } from "./1-api/openai/decisions";
+import { rerankRoutes } from "./1-api/openai/rerank";
 import { embeddingsRoutes } from "./1-api/openai/embeddings";
 import { filesRoutes } from "./1-api/openai/files";
 import { rentalsRoutes } from "./1-api/rentals/routes";
@@ -44,7 +45,7 @@ export interface App {
 export function createApp(deps: AppDeps): App {
   const { accounts, limits, logger, metrics } = deps;
   // The batch worker checks and runs lines as the live routes do: the edge gives it their lanes.
-  deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, decisions: deps.decisions, compat: () => deps.config.compat }));
+  deps.batchWorker.useLanes(batchLanes({ chat: deps.chat, embeddings: deps.embeddings, decisions: deps.decisions, rerank: deps.rerank, compat: () => deps.config.compat }));
   const maxBodyBytes = maxBodyBytesOf(deps.config);
   const servedBy = deps.node.secret ? deps.node.id : null;
 
@@ -122,7 +123,7 @@ export function createApp(deps: AppDeps): App {
     .use(healthRoutes(deps))
     .use(metricsRoutes(deps))
     .use(adminModelsRoutes(deps))
-    .use(modelsRoutes(deps.registry, deps.node))
+    .use(modelsRoutes(deps.registry, deps.node, deps.pricing))
     .use(chatRoutes(deps.chat, logger))
     .use(responsesRoutes(deps.chat, logger, () => deps.config.compat))
     .use(
@@ -137,6 +138,7 @@ export function createApp(deps: AppDeps): App {
     .use(embeddingsRoutes(deps))
     .use(classifyRoutes(deps))
     .use(decisionRoutes(deps))
+    .use(rerankRoutes(deps))
     .use(imagesRoutes(deps))
     .use(filesRoutes(deps.files))
     .use(batchesRoutes(deps.batches))
@@ -254,7 +256,7 @@ export function createApp(deps: AppDeps): App {
 export const NODE_HEADER = "x-appliance-node";
 
 /** The routes whose model another node of the cluster may serve: their JSON body names it. */
-const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/decisions", "/v1/images/generations"]);
+const FORWARDABLE = new Set(["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/v1/classify", "/v1/decisions", "/v1/rerank", "/v2/rerank", "/v1/images/generations"]);
 
 /** Whether a request starts work (a draining node refuses it) rather than reading or ending some (GET, DELETE, a cancel). */
 export function isNewWork(method: string, route: string): boolean {

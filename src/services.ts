@@ -10,6 +10,7 @@ import { advertisedUrl, clusterSecretOf } from "./2-services/cluster/settings";
 import { createAccountService, type AccountService } from "./2-services/accounts/service";
 import { createLimits, type Limits } from "./2-services/billing/limits";
 import { createMeter, type Meter } from "./2-services/billing/meter";
+import { pricingOf } from "./2-services/billing/pricing";
 import { systemClock, type Clock } from "./lib/clock";
 import type { CapabilityDeps } from "./2-services/capability";
 import type { Config } from "./lib/config";
@@ -18,6 +19,7 @@ import { createBatchWorker, type BatchWorker } from "./2-services/batches/worker
 import { createChatService, type ChatService } from "./2-services/chat/service";
 import { createClassifyService, type ClassifyService } from "./2-services/classify/service";
 import { createDecisionService, type DecisionService } from "./2-services/decisions/service";
+import { createRerankService, type RerankService } from "./2-services/rerank/service";
 import { diffusionFactory } from "./3-engines/diffusion/factory";
 import { chatRuntime, llamaChatFactory } from "./3-engines/llama/factory";
 import type { LlamaRuntime } from "./3-engines/llama/runtime";
@@ -63,6 +65,9 @@ export interface AppDeps {
   embeddings: EmbeddingsService;
   classify: ClassifyService;
   decisions: DecisionService;
+  rerank: RerankService;
+  /** A served model's price as /v1/models shows it (USD), read from the live [prices]; undefined once it has left. */
+  pricing: (id: string) => Record<string, number> | undefined;
   images: ImagesService;
   files: FilesService;
   batches: BatchesService;
@@ -140,6 +145,13 @@ export function createServices(
     },
   });
   const capability: CapabilityDeps = { config, registry, meter, clock, logger };
+  const pricing = (id: string): Record<string, number> | undefined => {
+    try {
+      return { ...pricingOf(registry.resolve(id), config.prices) } as Record<string, number>;
+    } catch {
+      return undefined;
+    }
+  };
   const accounts = createAccountService(accountStoreOf(store, storeFailed), config.limits, clock);
   const usage = usageReportsOf(store);
   const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
@@ -232,6 +244,8 @@ export function createServices(
     embeddings,
     classify: createClassifyService(capability),
     decisions: createDecisionService(capability),
+    pricing,
+    rerank: createRerankService({ ...capability, counted: (model, documents, tokens) => metrics.judged("/v1/rerank", model, documents, tokens) }),
     images: createImagesService(capability),
     files,
     batches,
@@ -264,7 +278,7 @@ export function createServices(
           ? advertisedUrl(config.cluster.advertise_url, listening.port || config.server.port)
           : `${config.server.tls ? "https" : "http"}://${publicHost}:${listening.port || config.server.port}`,
       config,
-      models: () => nodeModels(registry),
+      models: () => nodeModels(registry, pricing),
       // With what GET /api/v1/gpus shows of each on the other nodes (src/2-services/rentals/cluster.ts).
       gpus: async () =>
         (await rentals.gpus()).map((n) => ({ node_id: n.node_id, gpu: n.gpu, count: Math.max(1, n.gpu_uuids.length), vram_mb: n.vram_mb, price_per_hour: n.price_per_hour, compute_cap: n.compute_cap, country: n.country, country_code: n.country_code })),

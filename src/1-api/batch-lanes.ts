@@ -8,6 +8,8 @@ import { DecisionRequest } from "../2-services/decisions/request";
 import type { DecisionService } from "../2-services/decisions/service";
 import { EmbeddingsRequest } from "../2-services/embeddings/request";
 import type { EmbeddingsService } from "../2-services/embeddings/service";
+import { RerankRequest } from "../2-services/rerank/request";
+import type { RerankService } from "../2-services/rerank/service";
 import { toOpenAIErrorBody } from "./http/errors";
 import { describeFirstError } from "./http/validation";
 import { respond } from "./responses/routes";
@@ -15,13 +17,13 @@ import { requestErrors as responsesErrors, type ResponsesRequest } from "./respo
 
 // The batch worker's lanes (src/2-services/batches/lanes.ts), built at the edge: each endpoint's body check is
 // the very schema its live route validates with, worded by the same describer, and its runner the
-// service (chat, embeddings, decisions) or translation (Responses) the live route calls.
+// service (chat, embeddings, decisions, rerank) or translation (Responses) the live route calls.
 
 type Errors = Parameters<typeof describeFirstError>[0];
 
 const schemaCheck = (schema: TSchema) => (body: unknown) => describeFirstError([...Value.Errors(schema, body)] as unknown as Errors);
 
-export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsService; decisions: DecisionService; compat?: CompatSettings }): BatchLanes {
+export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsService; decisions: DecisionService; rerank: RerankService; compat?: CompatSettings }): BatchLanes {
   const chat: BatchLane = {
     firstProblem: schemaCheck(ChatRequest),
     run: (principal, body, call) => deps.chat.complete(principal, body as ChatRequest, call),
@@ -38,5 +40,9 @@ export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsServ
     firstProblem: schemaCheck(DecisionRequest),
     run: (principal, body, call) => deps.decisions.decide(principal, body as DecisionRequest, call),
   };
-  return { lanes: { "/v1/chat/completions": chat, "/v1/responses": responses, "/v1/embeddings": embeddings, "/v1/decisions": decisions }, errorBody: toOpenAIErrorBody };
+  const rerank: BatchLane = {
+    firstProblem: schemaCheck(RerankRequest),
+    run: (principal, body, call) => deps.rerank.rerank(principal, body as RerankRequest, call),
+  };
+  return { lanes: { "/v1/chat/completions": chat, "/v1/responses": responses, "/v1/embeddings": embeddings, "/v1/decisions": decisions, "/v1/rerank": rerank }, errorBody: toOpenAIErrorBody };
 }

@@ -31,6 +31,8 @@ export interface ModelEntry {
   kind: ModelKind;
   max_context: number;
   supports_vision?: true;
+  /** Its price (USD; pricingOf in src/2-services/billing/pricing.ts), added by the models route. */
+  pricing?: Record<string, number>;
 }
 
 type Factory<E> = (manifest: ModelManifest, file: (role: string) => string) => E;
@@ -460,11 +462,11 @@ const pathOf = (m: ModelManifest, role: string, baseDir: string): string => {
 
 /**
  * How many requests may wait for a model to load, and how long for memory: for models with worker
- * slots (chat, image) what their slots and queue hold; embedding and classifier engines batch
+ * slots (chat, image) what their slots and queue hold; embedding, classifier and reranker engines batch
  * whatever comes, and batch lines wait without bound (spec §8), as they do for slots.
  */
 function loadQueue(m: ModelManifest, batch: boolean): { maxQueue: number; maxWaitMs: number } {
-  if (batch || m.kind === "embedding" || m.kind === "classifier") return { maxQueue: Infinity, maxWaitMs: batch ? Infinity : slotQueue(m).maxWaitMs };
+  if (batch || m.kind === "embedding" || m.kind === "classifier" || m.kind === "reranker") return { maxQueue: Infinity, maxWaitMs: batch ? Infinity : slotQueue(m).maxWaitMs };
   const q = slotQueue(m);
   return { maxQueue: q.maxQueue + slotCount(m), maxWaitMs: q.maxWaitMs };
 }

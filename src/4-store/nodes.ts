@@ -13,6 +13,8 @@ export interface NodeModel {
   loaded: boolean;
   in_flight: number;
   slots: number | null;
+  /** Its price as /v1/models shows it (USD; src/2-services/billing/pricing.ts pricingOf). */
+  pricing?: Record<string, number>;
 }
 
 /** A rentable GPU node this node launches rentals on. */

@@ -8,6 +8,7 @@ import { CreateBatchRequest } from "../../src/1-api/openai/batches";
 import { ChatRequest } from "../../src/2-services/chat/request";
 import { ClassifyRequest } from "../../src/2-services/classify/request";
 import { DecisionRequest } from "../../src/2-services/decisions/request";
+import { RerankRequest } from "../../src/2-services/rerank/request";
 import { EmbeddingsRequest } from "../../src/2-services/embeddings/request";
 import { ImagesRequest } from "../../src/2-services/images/request";
 import { buildOpenApi, HTTP_METHODS, openApiPath, routeKey, type OpenApiDocument, type Operation, type RouteLike } from "../../src/1-api/openapi/document";
@@ -169,6 +170,8 @@ test("each documented JSON body and query is the very schema its route validates
     "POST /v1/embeddings": EmbeddingsRequest,
     "POST /v1/classify": ClassifyRequest,
     "POST /v1/decisions": DecisionRequest,
+    "POST /v1/rerank": RerankRequest,
+    "POST /v2/rerank": RerankRequest,
     "POST /v1/images/generations": ImagesRequest,
     "POST /v1/batches": CreateBatchRequest,
   };
@@ -196,7 +199,7 @@ test("each documented JSON body and query is the very schema its route validates
 
 test("a minimal example of each JSON body passes the route's validation", async () => {
   const ops = jsonBodies();
-  expect(ops.length).toBe(14); // 9 schema hooks + 5 bodies checked by hand
+  expect(ops.length).toBe(16); // 11 schema hooks + 5 bodies checked by hand
   const refused: unknown[] = [];
   for (const { method, path, op } of ops) {
     const example = exampleOf(deref(op.requestBody!.content["application/json"]!.schema));

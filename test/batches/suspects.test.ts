@@ -97,7 +97,7 @@ test("a line that another path ended while it ran is not charged for its answer,
   const before = balance();
   // Ended elsewhere first (as the crash path or a cancel would), then its run finishes.
   expect(repo().fail(id, 1, JSON.stringify({ ended: "elsewhere" }), Date.now())).toBe(true);
-  const deps = { repo: sqliteBatchStore(t.deps.db!), lanes: batchLanes({ chat: t.deps.chat, embeddings: t.deps.embeddings, decisions: t.deps.decisions }), clock: t.deps.clock, logger: t.deps.logger };
+  const deps = { repo: sqliteBatchStore(t.deps.db!), lanes: batchLanes({ chat: t.deps.chat, embeddings: t.deps.embeddings, decisions: t.deps.decisions, rerank: t.deps.rerank }), clock: t.deps.clock, logger: t.deps.logger };
   expect(await runLine(deps, batch, line, principal, new AbortController().signal)).toBe("done");
   expect(usageOf(id, 1)).toBe(0);
   expect(balance()).toBe(before);

@@ -51,7 +51,7 @@ function processOn(owner: string, runMs: number, ran: string[]) {
       return {};
     },
   };
-  const lanes: BatchLanes = { lanes: { "/v1/chat/completions": lane, "/v1/responses": lane, "/v1/embeddings": lane, "/v1/decisions": lane }, errorBody: (e) => ({ error: { message: e.message, code: e.code } }) };
+  const lanes: BatchLanes = { lanes: { "/v1/chat/completions": lane, "/v1/responses": lane, "/v1/embeddings": lane, "/v1/decisions": lane, "/v1/rerank": lane }, errorBody: (e) => ({ error: { message: e.message, code: e.code } }) };
   const worker = createBatchWorker({ store, files, registry, accounts, clock: systemClock, logger: memoryLogger(), owner, leaseMs: 3000 });
   worker.useLanes(lanes);
   workers.push(worker);

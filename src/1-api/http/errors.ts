@@ -3,7 +3,8 @@
 import { ApiError, ERROR_TABLE } from "../../lib/errors";
 
 export { ApiError, asApiError, ERROR_TABLE, type ErrorCode } from "../../lib/errors";
-export type WireFormat = "openai" | "anthropic";
+/** "cohere": the /v2/ routes (rerank), answered in OpenAI's envelope plus Cohere's top-level `message`. */
+export type WireFormat = "openai" | "anthropic" | "cohere";
 
 /** The OpenAI envelope: {error:{message,type,param,code}} — code is a string or null, never a number. */
 export function toOpenAIErrorBody(err: ApiError) {
@@ -17,7 +18,7 @@ export function toAnthropicErrorBody(err: ApiError) {
 }
 
 export function renderError(err: ApiError, format: WireFormat, extraHeaders: Record<string, string> = {}): Response {
-  const body = format === "anthropic" ? toAnthropicErrorBody(err) : toOpenAIErrorBody(err);
+  const body = format === "anthropic" ? toAnthropicErrorBody(err) : format === "cohere" ? { message: err.message, ...toOpenAIErrorBody(err) } : toOpenAIErrorBody(err);
   return new Response(JSON.stringify(body), {
     status: err.status,
     headers: { "content-type": "application/json", ...extraHeaders, ...err.headers },
@@ -30,6 +31,7 @@ export function renderError(err: ApiError, format: WireFormat, extraHeaders: Rec
  */
 export function formatFor(path: string, headers: Headers): WireFormat {
   if (path === "/v1/messages" || path.startsWith("/v1/messages/")) return "anthropic";
+  if (path.startsWith("/v2/")) return "cohere";
   if ((path === "/v1/models" || path.startsWith("/v1/models/")) && headers.has("anthropic-version")) return "anthropic";
   return "openai";
 }

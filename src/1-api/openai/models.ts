@@ -14,22 +14,26 @@ const NONE: readonly NodeRow[] = [];
 // GET /v1/models (spec §2.1) in OpenAI's list envelope, each entry also carrying `kind`, and
 // GET /v1/models/{id} for the SDKs' `models.retrieve`. Ids may contain "/". An Anthropic client
 // (it sends `anthropic-version`) gets Anthropic's shapes instead: coding agents list models there.
-export function modelsRoutes(registry: Registry, cluster?: ClusterView) {
+export function modelsRoutes(registry: Registry, cluster?: ClusterView, pricing?: (id: string) => Record<string, number> | undefined) {
   const others = () => cluster?.others() ?? NONE;
+  /** This node's entries with their prices (read per list: [prices] reload in place). */
+  const priced = (entries: readonly ModelEntry[]) => (pricing ? entries.map((e) => ({ ...e, pricing: pricing(e.id) ?? e.pricing })) : entries);
   // The lists are serialised once per served set: a reload that adds or removes a model gives
   // list() a new array, and the next request serialises that.
   const json = (body: unknown) => new Response(body as string, { headers: { "content-type": "application/json" } });
-  let cached: { of: readonly ModelEntry[]; others: readonly NodeRow[]; openai: string; anthropic: string } | null = null;
+  let cached: { of: readonly ModelEntry[]; others: readonly NodeRow[]; prices: string; openai: string; anthropic: string } | null = null;
   const lists = () => {
     const local = registry.list();
     const remote = others();
-    if (cached?.of !== local || cached.others !== remote) {
+    const prices = JSON.stringify(local.map((e) => pricing?.(e.id)));
+    if (cached?.of !== local || cached.others !== remote || cached.prices !== prices) {
       // On a cluster: every live node's models (src/2-services/cluster/models.ts), the same list on each.
-      const entries = clusterEntries(cluster?.id ?? "", local, remote);
+      const entries = clusterEntries(cluster?.id ?? "", priced(local), remote);
       const anthropicEntries = entries.map(toAnthropic);
       cached = {
         of: local,
         others: remote,
+        prices,
         openai: JSON.stringify({ object: "list", data: entries }),
         anthropic: JSON.stringify({
           data: anthropicEntries,
@@ -46,7 +50,7 @@ export function modelsRoutes(registry: Registry, cluster?: ClusterView) {
     .get("/v1/models/*", ({ params, request }) => {
       const id = params["*"]; // decoded by the edge (src/app.ts)
       const elsewhere = registry.list().some((m) => m.id === id) ? undefined : clusterEntries(cluster?.id ?? "", [], others()).find((m) => m.id === id);
-      const entry = elsewhere ?? registry.entry(id);
+      const entry = elsewhere ?? priced([registry.entry(id)])[0]!;
       return contextOf(request).format === "anthropic" ? toAnthropic(entry) : entry;
     });
 }

@@ -117,10 +117,11 @@ export function buildOpenApi(app: { routes: readonly RouteLike[] }, info: Partia
       version: info.version ?? VERSION,
       description:
         info.description ??
-        "A self-hosted inference appliance: OpenAI chat completions, Responses, Anthropic Messages, embeddings, classification, images, files, batches, and GPU rentals. Generated from the schemas the routes validate with.",
+        "A self-hosted inference appliance: OpenAI chat completions, Responses, Anthropic Messages, embeddings, classification, decisions, rerank, images, files, batches, and GPU rentals. Generated from the schemas the routes validate with.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
-    tags: TAGS.filter((t) => used.has(t.tag)).map((t) => ({ name: t.tag, description: t.description })),
+    // (a tag may cover several prefixes: listed once, at its first)
+    tags: TAGS.filter((t, i) => used.has(t.tag) && TAGS.findIndex((u) => u.tag === t.tag) === i).map((t) => ({ name: t.tag, description: t.description })),
     paths,
     components: { schemas: components.schemas, securitySchemes: SECURITY_SCHEMES },
   };

@@ -111,6 +111,18 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     errors: INFERENCE,
     ok: json("One answer per question, in order: predicate, choice, score or refusal."),
   },
+  "POST /v1/rerank": {
+    operationId: "rerank",
+    summary: "Rank documents by relevance to a query with a cross-encoder (Jina/Cohere shape)",
+    errors: INFERENCE,
+    ok: json("`{id, model, results:[{index, relevance_score, document?}], usage, meta}`, best first; `meta.truncated` lists documents cut to fit."),
+  },
+  "POST /v2/rerank": {
+    operationId: "rerankV2",
+    summary: "Rerank at Cohere's v2 path (the same service as /v1/rerank)",
+    errors: INFERENCE,
+    ok: json("As /v1/rerank. Errors add Cohere's top-level `message` to OpenAI's envelope."),
+  },
   "POST /v1/images/generations": { operationId: "generateImages", summary: "Generate images from a prompt", errors: INFERENCE, ok: json("`{created, data:[{b64_json, seed}], size, output_format:\"png\"}`") },
 
   "POST /v1/files": {
@@ -249,6 +261,8 @@ export const TAGS: { tag: string; prefix: string; description: string }[] = [
   { tag: "Embeddings", prefix: "/v1/embeddings", description: "Spec §2.9." },
   { tag: "Classification", prefix: "/v1/classify", description: "Three-class NLI (spec §2.7)." },
   { tag: "Decisions", prefix: "/v1/decisions", description: "Typed questions answered by a chat model's probabilities (OpenAI's Decisions API; issue 47)." },
+  { tag: "Rerank", prefix: "/v1/rerank", description: "Documents ranked by a cross-encoder reranker (issue 47)." },
+  { tag: "Rerank", prefix: "/v2/rerank", description: "Documents ranked by a cross-encoder reranker (issue 47)." },
   { tag: "Images", prefix: "/v1/images", description: "Text to image (spec §2.8)." },
   { tag: "Files", prefix: "/v1/files", description: "Batch inputs and results (spec §2.10)." },
   { tag: "Batches", prefix: "/v1/batches", description: "JSONL batches at half price (spec §2.10)." },

@@ -4,11 +4,12 @@ import type { ModelKind } from "../../lib/manifest";
 // is checked and run is the live route's, given to the worker by the edge (lanes.ts).
 
 export const BATCH_ENDPOINTS = {
-  "/v1/chat/completions": { kind: "chat" },
-  "/v1/responses": { kind: "chat" },
-  "/v1/embeddings": { kind: "embedding" },
-  "/v1/decisions": { kind: "chat" },
-} as const satisfies Record<string, { kind: ModelKind }>;
+  "/v1/chat/completions": { kinds: ["chat"] },
+  "/v1/responses": { kinds: ["chat"] },
+  "/v1/embeddings": { kinds: ["embedding"] },
+  "/v1/decisions": { kinds: ["chat", "classifier"] },
+  "/v1/rerank": { kinds: ["reranker"] },
+} as const satisfies Record<string, { kinds: readonly ModelKind[] }>;
 
 export type BatchEndpoint = keyof typeof BATCH_ENDPOINTS;
 

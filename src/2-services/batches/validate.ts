@@ -1,6 +1,7 @@
 import { ApiError } from "../../lib/errors";
 import { parseClientJson } from "../../lib/bounded-json";
 import type { Registry } from "../../3-engines/registry";
+import type { ModelKind } from "../../lib/manifest";
 import { BATCH_ENDPOINTS, type BatchEndpoint } from "./endpoints";
 import type { BatchLane } from "./lanes";
 
@@ -68,7 +69,9 @@ export async function validateBatchFile(input: ReadableStream<Uint8Array>, endpo
       } else if (req.body.stream === true) problem(n, "invalid_request", `line ${n}: body.stream must not be true in a batch (results are written to a file)`, "body.stream");
       else {
         try {
-          registry.resolve(req.body.model, rules.kind);
+          const kinds: readonly ModelKind[] = rules.kinds;
+          const m = registry.resolve(req.body.model);
+          if (!kinds.includes(m.kind)) registry.resolve(req.body.model, kinds[0]); // the endpoint's own wording of a model of the wrong kind
         } catch (e) {
           const err = e as ApiError;
           problem(n, err.code === "model_not_found" ? "model_not_found" : "invalid_request", `line ${n}: ${err.message}`, "body.model");

@@ -51,6 +51,30 @@ export function priceFor(model: Pick<ModelManifest, "kind" | "price">, prices: C
   }
 }
 
+/** What a model costs, in USD, as /v1/models and the console show it: the fields its kind bills. */
+export interface ModelPricing {
+  input_per_m?: number;
+  output_per_m?: number;
+  decision_input_per_m?: number;
+  per_image?: number;
+  /** The share of the price a batch line pays (0.5: half). */
+  batch_share: number;
+}
+
+export function pricingOf(model: Pick<ModelManifest, "kind" | "price">, prices: Config["prices"]): ModelPricing {
+  const p = priceFor(model, prices);
+  const usd = (micros: number) => micros / USD;
+  const batch_share = prices.batch_discount;
+  switch (model.kind) {
+    case "chat":
+      return { input_per_m: usd(p.inputPerM), output_per_m: usd(p.outputPerM), decision_input_per_m: usd(decisionPriceFor(model, prices).inputPerM), batch_share };
+    case "image":
+      return { per_image: usd(p.perImage), batch_share };
+    default:
+      return { input_per_m: usd(p.inputPerM), batch_share };
+  }
+}
+
 /** A chat model's /v1/decisions price: input tokens only (its manifest's, else the config's). */
 export function decisionPriceFor(model: Pick<ModelManifest, "price">, prices: Config["prices"]): Price {
   return { inputPerM: usdToMicros(model.price?.decision_input_per_m ?? prices.decision_input_per_m), outputPerM: 0, perImage: 0 };

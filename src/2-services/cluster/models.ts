@@ -3,10 +3,11 @@ import type { ModelKind } from "../../lib/manifest";
 import type { NodeModel, NodeRow } from "../../4-store/nodes";
 
 /** What this node serves, as it registers it: each model's shape and its residency now. */
-export function nodeModels(registry: Pick<Registry, "list" | "status">): NodeModel[] {
+export function nodeModels(registry: Pick<Registry, "list" | "status">, pricing?: (id: string) => Record<string, number> | undefined): NodeModel[] {
   const status = new Map(registry.status().map((s) => [s.id, s]));
   return registry.list().map((m) => {
     const s = status.get(m.id);
+    const price = pricing?.(m.id);
     return {
       id: m.id,
       name: m.name,
@@ -17,6 +18,7 @@ export function nodeModels(registry: Pick<Registry, "list" | "status">): NodeMod
       loaded: s?.state === "loaded",
       in_flight: s?.in_flight ?? 0,
       slots: s?.slots ?? null,
+      ...(price ? { pricing: price } : {}),
     };
   });
 }
@@ -32,6 +34,7 @@ export function entryOf(m: NodeModel): ModelEntry {
     kind: m.kind as ModelKind,
     max_context: m.max_context,
     ...(m.vision ? { supports_vision: true as const } : {}),
+    ...(m.pricing ? { pricing: m.pricing } : {}),
   };
 }
 

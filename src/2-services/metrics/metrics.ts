@@ -69,6 +69,16 @@ export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
     "Requests this node sent one hop to another node of its cluster, by that node and what came of it: answered (its answer passed on), unreachable or not_serving (the next node tried), broken (cut off after it started).",
     ["to", "outcome"],
   );
+  const judged = registry.counter(
+    "appliance_judged_items_total",
+    "Items judged without generating text: /v1/decisions questions answered and /v1/rerank documents scored, by endpoint and model.",
+    ["endpoint", "model"],
+  );
+  const judgedTokens = registry.counter(
+    "appliance_judged_input_tokens_total",
+    "Input tokens read by /v1/decisions and /v1/rerank (what they bill), by endpoint and model.",
+    ["endpoint", "model"],
+  );
   const chatModel = (model: string) => {
     tokens.inc({ model, direction: "input" }, 0);
     tokens.inc({ model, direction: "output" }, 0);
@@ -80,6 +90,11 @@ export function createMetrics(opts: { chatModels?: readonly string[] } = {}) {
     registry,
     /** A chat model a config reload added: its token counters start at 0, as the configured ones' do. */
     chatModel,
+    /** One answered /v1/decisions (`items`: its questions) or /v1/rerank (`items`: its documents) request. */
+    judged(endpoint: "/v1/decisions" | "/v1/rerank", model: string, items: number, inputTokens: number): void {
+      judged.inc({ endpoint, model }, items);
+      judgedTokens.inc({ endpoint, model }, inputTokens);
+    },
     /** One hop to node `to` of the cluster and its outcome. */
     clusterForward(to: string, outcome: ForwardOutcome): void {
       forwards.inc({ to, outcome });
