@@ -1,16 +1,20 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import type { TestApp } from "../helpers/app";
+import { ensureChatModel } from "../../models/cache";
 import { chatTestApp } from "../helpers/chat";
 
 // POST /v1/decisions (issue 47) through the official `openai` SDK's decisions.create, unmodified, on
 // the tiny chat model: answers in question order in the SDK's shapes, probabilities that sum to
-// one, the input read once for all questions (cached tokens), the usage row charged once, and the
-// refusals of malformed questions in OpenAI's envelope.
+// one, the input read once for all questions (cached tokens), the usage row charged once at the
+// decisions price, and the refusals of malformed questions and of an input past the context window
+// in OpenAI's envelope.
 
 let t: TestApp & { openai: (key: string) => OpenAI };
 beforeAll(async () => {
-  t = await chatTestApp();
+  // a chat model with a decisions price of its own
+  const priced = { id: "priced", name: "Tiny chat, priced", kind: "chat", files: { model: await ensureChatModel("chat") }, max_context: 4096, slots: 1, load: "first_use", price: { input_per_m: 0.2, output_per_m: 0.5, decision_input_per_m: 3.7 } };
+  t = await chatTestApp({ extraModels: [priced], config: { prices: { decision_input_per_m: 0.9 } } });
 });
 afterAll(() => t.close());
 
@@ -126,4 +130,56 @@ test("/v1/decisions as a batch endpoint: each line answered as the live route an
   const rows = t.deps.db!.query<{ batch: number; endpoint: string; input_tokens: number }, [string]>("SELECT batch, endpoint, input_tokens FROM usage WHERE request_id LIKE ?").all(`req_${b.id.slice(6)}_%`);
   expect(rows.map((r) => [r.batch, r.endpoint])).toEqual([[1, "/v1/decisions"], [1, "/v1/decisions"], [1, "/v1/decisions"]]);
   expect(rows.map((r) => r.input_tokens)).toEqual(out.map((l) => l.response.body.usage.input_tokens));
+});
+
+test("billed at the decisions price: the config's prices.decision_input_per_m, or the model's price.decision_input_per_m, per input token", async () => {
+  const client = t.openai(await t.key({ creditUsd: 1 }));
+  const q = [{ type: "predicate" as const, instructions: "The customer wants money back." }];
+  for (const [model, perM] of [["chat", 0.9], ["priced", 3.7]] as const) {
+    const { data, response } = await client.decisions.create({ model, input: ticket, questions: q }).withResponse();
+    const r = row(response.headers.get("x-request-id")!)!;
+    expect(r).toMatchObject({ model, endpoint: "/v1/decisions", input_tokens: data.usage.input_tokens, output_tokens: 0 });
+    // micro-dollars, rounded up: input tokens × USD per million (nothing for output)
+    expect(Number(r.cost_micros)).toBe(Math.ceil((data.usage.input_tokens * perM * 1e6) / 1e6));
+  }
+});
+
+test("an input past the context window: 400 context_length_exceeded on input, refused before any credit is held", async () => {
+  // a premium key with no credit: any hold would be refused with 402 first
+  const broke = t.openai(await t.key({ account: "broke" }));
+  const q = [{ type: "predicate" as const, instructions: "The customer wants money back." }];
+  const refused = (p: Promise<unknown>) => p.then(() => { throw new Error("not refused"); }, (e: InstanceType<typeof OpenAI.APIError>) => ({ status: e.status, code: e.code, param: e.param, message: e.message }));
+  expect(await refused(broke.decisions.create({ model: "tight", input: "A short ticket.", questions: q }))).toMatchObject({ status: 402, code: "insufficient_balance" });
+  // "tight" holds 256 tokens: the input grown a word at a time is refused for its length as soon as
+  // the prompt leaves no room for an answer, not for the balance
+  let over: Awaited<ReturnType<typeof refused>> | null = null;
+  for (let words = 40; words < 400 && !over; words++) {
+    const e = await refused(broke.decisions.create({ model: "tight", input: "word ".repeat(words), questions: q }));
+    if (e.status !== 402) over = e;
+  }
+  expect(over).toMatchObject({ status: 400, code: "context_length_exceeded", param: "input" });
+  expect(over!.message).toContain("context window is 256 tokens");
+  expect(over!.message).toContain("leaving no room for an answer");
+  expect(await refused(broke.decisions.create({ model: "tight", input: ticket.repeat(3), questions: q }))).toMatchObject({ status: 400, code: "context_length_exceeded", param: "input" });
+  // far past it: refused from the text's length before the template renders it
+  expect(await refused(broke.decisions.create({ model: "chat", input: "word ".repeat(20_000), questions: q }))).toMatchObject({ status: 400, code: "context_length_exceeded", param: "input" });
+  // a prompt that fits with an answer that does not: the engine refuses it, the hold released, nothing charged
+  const client = t.openai(await t.key({ account: "long-answer", creditUsd: 1 }));
+  const long = "the refund of the second charge on the card as soon as possible ".repeat(3).trim();
+  const choice = { type: "choice" as const, instructions: "What is asked for?", choices: [{ value: "nothing" }, { value: long }] };
+  let engineRefusal: { status?: number; code?: string | null; message: string; requestId: string | null } | null = null;
+  for (let words = 1; words < 200 && !engineRefusal; words++) {
+    const e = await client.decisions.create({ model: "tight", input: "word ".repeat(words), questions: [choice] }).then(
+      () => null,
+      (e: InstanceType<typeof OpenAI.APIError>) => ({ status: e.status, code: e.code, message: e.message, requestId: e.headers?.get("x-request-id") ?? null }),
+    );
+    if (e) {
+      expect(e).toMatchObject({ status: 400, code: "context_length_exceeded" });
+      engineRefusal = e;
+    }
+  }
+  expect(engineRefusal!.message).toContain("the longest answer");
+  expect(row(engineRefusal!.requestId!)).toBeNull();
+  const account = await t.deps.accounts.getAccount("long-answer");
+  expect((await t.deps.meter.held(account.id)).micros).toBe(0);
 });

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { answerOf, answerTexts, checkQuestions, MAX_QUESTIONS, questionMessage, type Question } from "../../src/2-services/decisions/questions";
+import { answerOf, answerTexts, checkQuestions, instructionsAt, MAX_QUESTIONS, questionMessage, type Question } from "../../src/2-services/decisions/questions";
 import { ApiError } from "../../src/lib/errors";
 
 // The Decisions API's questions for a chat model (issue 47): what is refused, what the model is
@@ -26,6 +26,8 @@ test("refused, each with its name and the field: too many questions, choices out
   expect(refusal(() => checkQuestions([choice(["a", "b", "a"])]))).toEqual({ code: "invalid_question", param: "questions[0].choices[2]", status: 400 });
   // typed values: the string "true" and the boolean true are two values
   expect(refusal(() => checkQuestions([choice(["true", true])]))).toBeNull();
+  // a predicate without a statement cannot be judged (the AI SDK may send a question without instructions)
+  expect(refusal(() => checkQuestions([p, { type: "predicate", instructions: "  " }]))).toEqual({ code: "invalid_question", param: "questions[1].instructions", status: 400 });
   const levels = (labels: string[]): Question => ({ type: "score", instructions: "Rate.", levels: labels.map((label) => ({ label })) });
   expect(refusal(() => checkQuestions([levels(["only"])]))).toEqual({ code: "invalid_question", param: "questions[0].levels", status: 400 });
   expect(refusal(() => checkQuestions([levels(["low", "high", "low"])]))).toEqual({ code: "invalid_question", param: "questions[0].levels[2]", status: 400 });
@@ -40,6 +42,11 @@ test("the answers scored and the message asked: yes/no for a predicate, each val
   const s: Question = { type: "score", instructions: "How urgent?", levels: [{ label: "low" }, { label: "medium" }, { label: "high" }] };
   expect(answerTexts(s)).toEqual(["low", "medium", "high"]);
   expect(questionMessage({ type: "predicate", instructions: "The customer was charged twice." })).toContain("Statement: The customer was charged twice.");
+  // without instructions (the options' descriptions say it all): the message starts with the options
+  expect(questionMessage({ ...c, instructions: "" })).toStartWith("Answer with exactly one of these options, as written:\n- billing\n");
+  // where the instructions begin in the message, for images placed among them
+  for (const q of [c, s, { type: "predicate", instructions: "The customer was charged twice." } as Question])
+    expect(questionMessage(q).slice(instructionsAt(q))).toStartWith(q.instructions);
 });
 
 test("log-probabilities become answers: normalised over the offered answers, in the question's order", () => {

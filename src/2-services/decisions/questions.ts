@@ -43,7 +43,7 @@ export type Answer =
   | { type: "score"; name: string | null; score: number; confidence: number; probabilities: { label: string; value: number; probability: number }[] }
   | { type: "refusal"; name: string | null };
 
-/** Refuses a request's questions that cannot be asked: too many, choices outside 2–255 or repeated, fewer than 2 levels. */
+/** Refuses a request's questions that cannot be asked: too many, a predicate without a statement, choices outside 2–255 or repeated, fewer than 2 levels. */
 export function checkQuestions(questions: readonly Question[]): void {
   if (questions.length === 0) throw new ApiError("invalid_request", "questions: ask at least one question", { param: "questions" });
   if (questions.length > MAX_QUESTIONS)
@@ -52,6 +52,8 @@ export function checkQuestions(questions: readonly Question[]): void {
     });
   questions.forEach((q, i) => {
     const at = `questions[${i}]`;
+    if (q.type === "predicate" && !q.instructions.trim())
+      throw new ApiError("invalid_question", `${at}.instructions: a predicate needs a statement to judge (text; none given)`, { param: `${at}.instructions` });
     if (q.type === "choice") {
       if (q.choices.length < 2 || q.choices.length > MAX_CHOICES)
         throw new ApiError("invalid_question", `${at}.choices: give between 2 and ${MAX_CHOICES} choices (${q.choices.length} given)`, { param: `${at}.choices` });
@@ -84,12 +86,21 @@ export function answerTexts(q: Question): string[] {
   return q.levels.map((l) => l.label);
 }
 
+const STATEMENT = "Statement: ";
+
 /** The user message that asks the question, after the input. */
 export function questionMessage(q: Question): string {
-  if (q.type === "predicate") return `Statement: ${q.instructions}\n\nIs this statement true of the input above? Answer with exactly one word: yes or no.`;
+  if (q.type === "predicate") return `${STATEMENT}${q.instructions}\n\nIs this statement true of the input above? Answer with exactly one word: yes or no.`;
+  // a choice or score without instructions (the AI SDK sends none when the options say it all)
+  const lead = q.instructions ? `${q.instructions}\n\n` : "";
   if (q.type === "choice")
-    return `${q.instructions}\n\nAnswer with exactly one of these options, as written:\n${listed(q.choices.map((c) => ({ text: text(c.value), description: c.description })))}`;
-  return `${q.instructions}\n\nAnswer with exactly one of these levels, as written, from the lowest to the highest:\n${listed(q.levels.map((l) => ({ text: l.label, description: l.description })))}`;
+    return `${lead}Answer with exactly one of these options, as written:\n${listed(q.choices.map((c) => ({ text: text(c.value), description: c.description })))}`;
+  return `${lead}Answer with exactly one of these levels, as written, from the lowest to the highest:\n${listed(q.levels.map((l) => ({ text: l.label, description: l.description })))}`;
+}
+
+/** Where the instructions begin in questionMessage(q): images among them are placed from here. */
+export function instructionsAt(q: Question): number {
+  return q.type === "predicate" ? STATEMENT.length : 0;
 }
 
 /** The answer from each answer text's log-probability (answerTexts' order). */

@@ -3,7 +3,10 @@ import { Type as T, type Static } from "@sinclair/typebox";
 // POST /v1/decisions request (issue 47), as the `openai` SDK 7.57 types it (DecisionCreateParams):
 // an input (a string, or messages) and typed questions. Unknown fields are accepted (STYLE);
 // prompt_cache_key, prompt_cache_options and safety_identifier are accepted and need nothing here
-// (every prompt is cached by its tokens).
+// (every prompt is cached by its tokens). A question's `instructions` may be absent or null: the
+// AI SDK's decisionModel (@ai-sdk/openai 4.0) sends a choice or score question without them when
+// its options' descriptions define the judgment; a predicate without a statement is refused by name
+// in the service.
 
 const Text = T.Object({ type: T.Literal("input_text"), text: T.String(), prompt_cache_breakpoint: T.Optional(T.Unknown()) });
 const OutputText = T.Object({ type: T.Literal("output_text"), text: T.String() });
@@ -24,7 +27,7 @@ export type DecisionMessage = Static<typeof DecisionMessage>;
 /** Other input items the SDK types (function calls and their outputs): refused by name in the service. */
 const OtherItem = T.Object({ type: T.String() });
 
-const Instructions = T.Union([T.String(), T.Array(T.Union([Text, Image, Json]))]);
+const Instructions = T.Optional(T.Union([T.String(), T.Array(T.Union([Text, Image, Json])), T.Null()]));
 const Named = { name: T.Optional(T.String()) };
 
 export const DecisionQuestion = T.Union([

@@ -1,41 +1,31 @@
-import { Value } from "@sinclair/typebox/value";
 import type { Principal } from "../accounts/types";
-import type { ChatJob, ChatTurn } from "../../3-engines/chat-job";
+import type { ChatJob, ChatTurn, ImageInput } from "../../3-engines/chat-job";
+import { decodeImages } from "../../3-engines/image-input";
 import type { ChatEngine } from "../../3-engines/types";
 import { ApiError } from "../../lib/errors";
 import type { ModelManifest } from "../../lib/manifest";
 import type { CapabilityDeps } from "../capability";
-import type { LedgerEffect } from "../../4-store/ledger";
 import { decisionPriceFor } from "../billing/pricing";
-import { answerOf, answerTexts, checkQuestions, questionMessage, type Answer, type Question } from "./questions";
-import { DecisionMessage, type DecisionPart, type DecisionQuestion, type DecisionRequest } from "./request";
+import { decideOnClassifier, refuseOnClassifier } from "./classifier";
+import { imagesOf, premiseOf, toQuestions, toTurns, type AskedQuestion } from "./input";
+import { answerOf, answerTexts, checkQuestions, questionMessage, type Answer } from "./questions";
+import type { DecisionRequest } from "./request";
+import { decisionResponse, type DecisionCallOptions, type DecisionResponse } from "./response";
 
-// THE decisions service (issue 47): typed questions about an input, answered by a chat model's own
-// probabilities (questions.ts), one question at a time on one slot, so the input's reading stays in
-// the slot's cache for the next question; nothing is generated. Billed per input token at the
-// decisions price (prices.decision_input_per_m, or the model's price.decision_input_per_m), nothing
-// for output (no output is generated).
+export type { DecisionCallOptions, DecisionResponse } from "./response";
 
-export interface DecisionCallOptions {
-  requestId: string;
-  endpoint?: string;
-  batch?: boolean;
-  signal?: AbortSignal;
-  /** What commits with the charge, in one transaction (batch lines record their result this way). */
-  record?: (response: DecisionResponse) => LedgerEffect;
-}
-
-export interface DecisionResponse {
-  model: string;
-  answers: Answer[];
-  usage: {
-    input_tokens: number;
-    input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
-    output_tokens: number;
-    output_tokens_details: { reasoning_tokens: number };
-    total_tokens: number;
-  };
-}
+// THE decisions service (issue 47): typed questions about an input, answered by a model's own
+// probabilities, nothing generated.
+//   - a chat model: each question asked after the input (questions.ts), one at a time on one slot,
+//     so the input's reading (its images included) stays in the slot's cache for the next question.
+//     Images, in the input's user messages or in a question's instructions, go to a vision model as
+//     images of their user turn; to a text-only model they are the 400 chat answers. Billed per
+//     input token at the decisions price (prices.decision_input_per_m, or the model's
+//     price.decision_input_per_m); image tokens count as input tokens, as in chat.
+//   - an NLI classifier: predicate questions by entailment (classifier.ts).
+//   - any other kind of model: a 400 naming the kinds that answer.
+// Everything that can be refused is refused before credit is held: the question rules, the kind,
+// images to a model that does not see them, an input past the context window.
 
 export type DecisionService = ReturnType<typeof createDecisionService>;
 
@@ -43,16 +33,43 @@ export function createDecisionService(deps: CapabilityDeps) {
   const { registry, meter } = deps;
 
   async function decide(principal: Principal, req: DecisionRequest, opts: DecisionCallOptions): Promise<DecisionResponse> {
-    const questions = req.questions.map((q, i) => toQuestion(q, i));
-    checkQuestions(questions);
-    return registry.using(req.model, "chat", (manifest, engine) => decideWith(manifest, engine, principal, req, questions, opts), opts.signal);
+    const asked = toQuestions(req.questions);
+    checkQuestions(asked.map((a) => a.question));
+    const turns = toTurns(req.input);
+    const images = imagesOf(turns, asked);
+    const manifest = registry.resolve(req.model);
+    if (manifest.kind === "classifier") {
+      refuseOnClassifier(manifest, asked);
+      refuseImages(manifest, images);
+      return registry.using(req.model, "classifier", (m, engine) => decideOnClassifier(deps, m, engine, principal, premiseOf(turns), asked, opts), opts.signal);
+    }
+    if (manifest.kind !== "chat") {
+      const fits = registry.list().filter((e) => e.kind === "chat" || e.kind === "classifier").map((e) => e.id);
+      throw new ApiError(
+        "invalid_request",
+        `model "${manifest.id}" is ${manifest.kind === "embedding" || manifest.kind === "image" ? "an" : "a"} ${manifest.kind} model and cannot answer decisions; a chat model answers every question type, a classifier predicate questions` +
+          (fits.length ? `; use one of: ${fits.join(", ")}` : ""),
+        { param: "model" },
+      );
+    }
+    refuseImages(manifest, images);
+    return registry.using(req.model, "chat", (m, engine) => decideOnChat(m, engine, principal, req, turns, asked, images, opts), opts.signal);
   }
 
-  async function decideWith(manifest: ModelManifest, engine: ChatEngine, principal: Principal, req: DecisionRequest, questions: Question[], opts: DecisionCallOptions): Promise<DecisionResponse> {
-    const turns = inputTurns(req.input, manifest);
-    const jobs = questions.map((q): ChatJob => ({
+  async function decideOnChat(
+    manifest: ModelManifest,
+    engine: ChatEngine,
+    principal: Principal,
+    req: DecisionRequest,
+    turns: ChatTurn[],
+    asked: AskedQuestion[],
+    images: ImageInput[],
+    opts: DecisionCallOptions,
+  ): Promise<DecisionResponse> {
+    const jobs = asked.map(({ question, images: own }): ChatJob => ({
       model: manifest.id,
-      turns: [...turns, { role: "user", text: questionMessage(q), images: [] }],
+      // the input's turns (and images) are the same objects in every job: decoded once
+      turns: [...turns, { role: "user", text: questionMessage(question), images: own }],
       tools: [],
       toolChoice: "none",
       parallelToolCalls: false,
@@ -65,33 +82,33 @@ export function createDecisionService(deps: CapabilityDeps) {
       includeUsage: true,
       ...(req.prompt_cache_key ? { cacheKey: req.prompt_cache_key } : {}),
     }));
+    // every image of the request fetched and decoded once, under chat's limits (count, size, URLs)
+    if (images.length) await decodeImages({ ...jobs[0]!, turns: [{ role: "user", text: "", images }] }, deps.config.image_input);
     await engine.load();
     if (!engine.score) throw new ApiError("invalid_request", `model "${manifest.id}" cannot answer decisions (its engine scores no answers)`, { param: "model" });
     let estimate = 0;
-    for (const j of jobs) estimate += await engine.countTokens(j);
+    for (const [i, job] of jobs.entries()) {
+      const n = await promptTokens(engine, job);
+      // an answer is at least one token; the engine checks the longest answer's own length again
+      if (n + 1 > engine.contextSize)
+        throw new ApiError("context_length_exceeded", `this model's context window is ${engine.contextSize} tokens; the input and questions[${i}] take ${n}, leaving no room for an answer`, {
+          param: "input",
+        });
+      estimate += n;
+    }
     const price = decisionPriceFor(manifest, deps.config.prices);
     const request = { requestId: opts.requestId, model: manifest, endpoint: opts.endpoint ?? "/v1/decisions", inputTokens: estimate, maxOutputTokens: 0, batch: opts.batch, price };
     return meter.metered(principal, request, async () => {
       const answers: Answer[] = [];
       let input = 0;
       let cached = 0;
-      for (const [i, q] of questions.entries()) {
-        const r = await engine.score!(jobs[i]!, answerTexts(q), { batch: opts.batch === true, ...(opts.signal ? { signal: opts.signal } : {}) });
-        answers.push(answerOf(q, r.logprobs));
+      for (const [i, { question }] of asked.entries()) {
+        const r = await engine.score!(jobs[i]!, answerTexts(question), { batch: opts.batch === true, ...(opts.signal ? { signal: opts.signal } : {}) });
+        answers.push(answerOf(question, r.logprobs));
         input += r.promptTokens;
         cached += r.cachedTokens;
       }
-      const result: DecisionResponse = {
-        model: manifest.id,
-        answers,
-        usage: {
-          input_tokens: input,
-          input_tokens_details: { cached_tokens: cached, cache_write_tokens: 0 },
-          output_tokens: 0,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: input,
-        },
-      };
+      const result = decisionResponse(manifest.id, answers, input, cached);
       return { result, usage: { inputTokens: input, outputTokens: 0, cachedTokens: cached }, effect: opts.record?.(result) };
     });
   }
@@ -99,48 +116,19 @@ export function createDecisionService(deps: CapabilityDeps) {
   return { decide };
 }
 
-/** A question's instructions as text (JSON parts as JSON text); images are refused here (not yet supported). */
-function toQuestion(q: DecisionQuestion, i: number): Question {
-  const instructions = partsText(q.instructions, `questions[${i}].instructions`, null);
-  if (q.type === "predicate") return { type: "predicate", instructions, ...(q.name !== undefined ? { name: q.name } : {}) };
-  if (q.type === "choice") return { type: "choice", instructions, choices: q.choices, ...(q.name !== undefined ? { name: q.name } : {}) };
-  return { type: "score", instructions, levels: q.levels, ...(q.name !== undefined ? { name: q.name } : {}) };
+/** Images only for vision models: the 400 chat answers (chat/service.ts takeImages), naming the first image. */
+function refuseImages(manifest: ModelManifest, images: readonly ImageInput[]): void {
+  if (images.length === 0 || (manifest.kind === "chat" && manifest.vision)) return;
+  const param = images[0]!.param;
+  throw new ApiError("invalid_request", `${param}: model "${manifest.id}" does not accept images (supports_vision is false)`, { param });
 }
 
-function partsText(content: string | readonly DecisionPart[], param: string, manifest: ModelManifest | null): string {
-  if (typeof content === "string") return content;
-  return content
-    .map((p, k) => {
-      if (p.type === "input_text" || p.type === "output_text") return p.text;
-      if (p.type === "refusal") return p.refusal;
-      if (p.type === "input_json") return JSON.stringify(p.data);
-      throw new ApiError(
-        "invalid_request",
-        manifest && !manifest.vision
-          ? `${param}[${k}]: model "${manifest.id}" does not accept images`
-          : `${param}[${k}]: images in a decision's ${manifest ? "input" : "instructions"} are not supported by this appliance yet`,
-        { param: `${param}[${k}]` },
-      );
-    })
-    .join("\n");
-}
-
-/** The input as chat turns: a string is one user message; developer messages are system turns. */
-function inputTurns(input: DecisionRequest["input"], manifest: ModelManifest): ChatTurn[] {
-  if (typeof input === "string") {
-    if (!input) throw new ApiError("invalid_request", "input: must not be empty", { param: "input" });
-    return [{ role: "user", text: input, images: [] }];
+/** A job's prompt tokens; the engine's early refusal of an overlong text names the input. */
+async function promptTokens(engine: ChatEngine, job: ChatJob): Promise<number> {
+  try {
+    return await engine.countTokens(job);
+  } catch (e) {
+    if (e instanceof ApiError && e.code === "context_length_exceeded") throw new ApiError(e.code, e.message, { param: "input" });
+    throw e;
   }
-  if (input.length === 0) throw new ApiError("invalid_request", "input: give at least one message", { param: "input" });
-  return input.map((item, i): ChatTurn => {
-    const param = `input[${i}]`;
-    if (!("role" in item) || !Value.Check(DecisionMessage, item))
-      throw new ApiError("invalid_request", `${param}: input items of type "${String((item as { type?: unknown }).type)}" are not supported by this appliance; send messages (user, developer, system, assistant)`, {
-        param,
-      });
-    const text = partsText(item.content, `${param}.content`, manifest);
-    if (item.role === "user") return { role: "user", text, images: [] };
-    if (item.role === "assistant") return { role: "assistant", text, reasoning: "", toolCalls: [] };
-    return { role: "system", text };
-  });
 }

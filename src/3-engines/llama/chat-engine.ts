@@ -335,11 +335,11 @@ export class LlamaChatEngine implements ChatEngine {
     };
   }
 
-  /** Each answer text's log-probability as the start of the reply to `job` (score-answers.ts; issue 47). */
+  /** Each answer text's log-probability as the start of the reply to `job` (score-answers.ts; issue 47); images primed as a generation primes them. */
   async score(job: ChatJob, answers: readonly string[], o: ScoreOptions = {}) {
-    const { s, promptTokens, images } = await this.render({ ...job, thinking: false });
-    if (images.length) throw new ApiError("invalid_request", "scoring answers after images is not supported yet", { param: "input" });
-    return scoreAnswers({ ...s, contextSize: s.context.contextSize }, promptTokens, answers, { ...o, ...(job.cacheKey !== undefined ? { cacheKey: job.cacheKey } : {}) });
+    const { s, promptTokens, images, runs } = await this.render({ ...job, thinking: false });
+    const prime = images.length ? (slot: Slot, batch: boolean) => s.projector!.prime(slot, s.loop, promptTokens, images, runs, batch) : undefined;
+    return scoreAnswers({ ...s, contextSize: s.context.contextSize }, promptTokens, answers, { ...o, ...(job.cacheKey !== undefined ? { cacheKey: job.cacheKey } : {}) }, prime);
   }
 
   async countTokens(job: ChatJob): Promise<number> {

@@ -8,6 +8,8 @@ import type { DecodeLoop, LoopSlot } from "./decode-loop";
 // answer text as the start of its reply to a rendered prompt, chained through its own next-token
 // distributions (native/score.cpp); nothing is generated. The prompt is read on the decode loop
 // beside other requests and stays in the slot's cache, so questions on one input share its reading.
+// A prompt with images is primed first (the projector decodes each image's embeddings at its
+// positions, vision/projector.ts), exactly as a generation's prompt is.
 
 export interface ScoreOptions {
   batch?: boolean;
@@ -23,6 +25,8 @@ export async function scoreAnswers<S extends PoolSlot & LoopSlot>(
   promptTokens: number[],
   answers: readonly string[],
   o: ScoreOptions,
+  /** Brings the slot's cache up to the prompt's last image; returns the prompt tokens it then holds. */
+  prime?: (slot: S, batch: boolean) => Promise<number>,
 ): Promise<ScoredAnswers> {
   const continuations = answers.map((a) => s.model.tokenize(a, false) as number[]);
   const longest = Math.max(0, ...continuations.map((c) => c.length));
@@ -34,7 +38,8 @@ export async function scoreAnswers<S extends PoolSlot & LoopSlot>(
   try {
     const cachedTokens = Math.max(0, Math.min(lease.reusable, promptTokens.length - 1));
     const bias = o.bias?.size ? { tokens: Uint32Array.from(o.bias.keys()), logits: Float32Array.from(o.bias.values()) } : undefined;
-    const logprobs = await s.loop.score(lease.slot, promptTokens, cachedTokens, continuations, { batch: o.batch === true, ...(bias ? { bias } : {}) });
+    const nPast = prime ? await prime(lease.slot, o.batch === true) : cachedTokens;
+    const logprobs = await s.loop.score(lease.slot, promptTokens, nPast, continuations, { batch: o.batch === true, ...(bias ? { bias } : {}) });
     return { logprobs: [...logprobs], promptTokens: promptTokens.length, cachedTokens, answerTokens: continuations };
   } finally {
     lease.release();
