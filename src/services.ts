@@ -144,7 +144,8 @@ export function createServices(
       },
     },
   });
-  const capability: CapabilityDeps = { config, registry, meter, clock, logger };
+  const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
+  const capability: CapabilityDeps = { config, registry, meter, clock, logger, judged: metrics.judged };
   const pricing = (id: string): Record<string, number> | undefined => {
     try {
       return { ...pricingOf(registry.resolve(id), config.prices) } as Record<string, number>;
@@ -154,7 +155,6 @@ export function createServices(
   };
   const accounts = createAccountService(accountStoreOf(store, storeFailed), config.limits, clock);
   const usage = usageReportsOf(store);
-  const metrics = createMetrics({ chatModels: config.models.filter((m) => m.kind === "chat").map((m) => m.id) });
   const chat = createChatService({ registry, meter, clock, logger, metrics, imageInput: config.image_input, limits });
   const embeddings = createEmbeddingsService(capability);
   const files = createFilesService({ store: filesStoreOf(store, join(config.server.data_dir, "files")), clock, logger, storage: () => config.files });
@@ -245,7 +245,7 @@ export function createServices(
     classify: createClassifyService(capability),
     decisions: createDecisionService(capability),
     pricing,
-    rerank: createRerankService({ ...capability, counted: (model, documents, tokens) => metrics.judged("/v1/rerank", model, documents, tokens) }),
+    rerank: createRerankService(capability),
     images: createImagesService(capability),
     files,
     batches,
@@ -263,6 +263,7 @@ export function createServices(
         rentals,
         registry,
         cluster: store.kind === "postgres" ? { self: () => node!.id, others: () => node!.others() } : undefined,
+        pricing,
       }),
     },
     metrics,

@@ -15,4 +15,6 @@ export interface CapabilityDeps {
   meter: Meter;
   clock: Clock;
   logger: Logger;
+  /** Counts an answered /v1/decisions (items: questions) or /v1/rerank (items: documents) request in /metrics. */
+  judged?: (endpoint: "/v1/decisions" | "/v1/rerank", model: string, items: number, inputTokens: number) => void;
 }

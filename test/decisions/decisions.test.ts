@@ -183,3 +183,17 @@ test("an input past the context window: 400 context_length_exceeded on input, re
   const account = await t.deps.accounts.getAccount("long-answer");
   expect((await t.deps.meter.held(account.id)).micros).toBe(0);
 });
+
+test("/metrics counts each request's questions and input tokens under endpoint /v1/decisions", async () => {
+  const { parseExposition } = await import("../helpers/prometheus");
+  await t.deps.accounts.createAccount("metrics-admin", { role: "admin", creditMicros: 1_000_000 });
+  const admin = await t.key({ account: "metrics-admin" });
+  const scrape = async () => parseExposition(await (await t.request("GET", "/metrics", { key: admin })).text());
+  const labels = { endpoint: "/v1/decisions", model: "chat" };
+  const before = await scrape();
+  const q = { type: "predicate" as const, instructions: "The customer wants money back." };
+  const r = await t.openai(admin).decisions.create({ model: "chat", input: ticket, questions: [q, { ...q, instructions: "The ticket is about shipping." }] });
+  const after = await scrape();
+  expect(after.value("appliance_judged_items_total", labels)! - (before.value("appliance_judged_items_total", labels) ?? 0)).toBe(2);
+  expect(after.value("appliance_judged_input_tokens_total", labels)! - (before.value("appliance_judged_input_tokens_total", labels) ?? 0)).toBe(r.usage.input_tokens);
+});

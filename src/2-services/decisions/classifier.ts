@@ -63,6 +63,7 @@ export async function decideOnClassifier(
     const probs = await engine.classify(tokens, opts.signal);
     const answers = asked.map(({ question }, i): Answer => ({ type: "predicate", name: question.name ?? null, probability: probs[i]![ENTAILMENT]! }));
     const result = decisionResponse(manifest.id, answers, inputTokens, 0);
+    deps.judged?.("/v1/decisions", manifest.id, answers.length, inputTokens);
     return { result, usage: { inputTokens, outputTokens: 0 }, effect: opts.record?.(result) };
   });
 }

@@ -109,6 +109,7 @@ export function createDecisionService(deps: CapabilityDeps) {
         cached += r.cachedTokens;
       }
       const result = decisionResponse(manifest.id, answers, input, cached);
+      deps.judged?.("/v1/decisions", manifest.id, answers.length, input);
       return { result, usage: { inputTokens: input, outputTokens: 0, cachedTokens: cached }, effect: opts.record?.(result) };
     });
   }

@@ -47,7 +47,7 @@ export interface RerankResponse {
 
 export type RerankService = ReturnType<typeof createRerankService>;
 
-export function createRerankService(deps: CapabilityDeps & { counted?: (model: string, documents: number, tokens: number) => void }) {
+export function createRerankService(deps: CapabilityDeps) {
   const { registry, meter } = deps;
 
   async function rerank(principal: Principal, req: RerankRequest, opts: RerankCallOptions): Promise<RerankResponse> {
@@ -87,7 +87,7 @@ export function createRerankService(deps: CapabilityDeps & { counted?: (model: s
           ...(truncated.length ? { warnings: [cutWarning(truncated, limit, perDoc)] } : {}),
         },
       };
-      deps.counted?.(manifest.id, texts.length, inputTokens);
+      deps.judged?.("/v1/rerank", manifest.id, texts.length, inputTokens);
       return { result, usage: { inputTokens, outputTokens: 0 }, effect: opts.record?.(result) };
     });
   }
