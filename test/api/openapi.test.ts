@@ -16,6 +16,7 @@ import { AnthropicErrorBody, OpenAIErrorBody } from "../../src/1-api/openapi/han
 import { OPERATIONS } from "../../src/1-api/openapi/operations";
 import { REFERENCE_CSP } from "../../src/1-api/openapi/reference";
 import { openapiRoutes, renderReference } from "../../src/1-api/openapi/routes";
+import { accessOf } from "../../src/1-api/http/auth";
 import { ResponsesRequest } from "../../src/1-api/responses/schema";
 import { BASE, testApp, type TestApp } from "../helpers/app";
 import { consoleAccount, consoleClient, type ConsoleClient } from "./console/client";
@@ -308,6 +309,17 @@ test("auth is documented as the edge enforces it: every secured operation is 401
   expect(security("get", "/console/api/keys")).toEqual([{ consoleSession: [] }]);
   expect(security("post", "/console/api/login")).toEqual([]);
   expect((doc.paths["/console/api/keys"]!.post!.parameters ?? []).map((p) => p.name)).toContain("X-CSRF-Token");
+});
+
+test("every route that takes a key names the scope it needs: only the admin API, /metrics and the API's description take any scope", () => {
+  // (/v2/rerank once took a key of any scope and skipped the rpm count that comes with a scope)
+  const anyScope = new Set(["/metrics", "/openapi.json", "/reference"]);
+  const unscoped = routes.map((r) => r.path).filter((path) => {
+    const access = accessOf(path);
+    return access.key && access.scope === null && !path.startsWith("/api/v1/admin/") && !anyScope.has(path);
+  });
+  expect([...new Set(unscoped)]).toEqual([]);
+  expect(accessOf("/v2/rerank")).toEqual({ key: true, scope: "inference" });
 });
 
 test("the reference page lists every operation, with no script and only its hashed inline style", () => {

@@ -177,3 +177,13 @@ test("/v1/rerank as a batch endpoint: lines answered as live, at the batch price
   expect(rows.map((r) => r.batch)).toEqual([1, 1]);
   for (const r of rows) expect(r.cost_micros).toBe(Math.ceil(r.input_tokens * 0.02 * 0.5));
 });
+
+test("rate limits apply as to every inference route: a key of 1 request a minute gets 429 on its second rerank, at either path", async () => {
+  await t.deps.accounts.createAccount("slow", { creditMicros: 1_000_000 });
+  const k = await t.key({ account: "slow", rpm: 1 });
+  expect((await rerankRequest({ model: "rerank", query, documents }, "/v1/rerank", k)).status).toBe(200);
+  const second = await rerankRequest({ model: "rerank", query, documents }, "/v2/rerank", k);
+  expect(second.status).toBe(429);
+  expect(second.headers.get("retry-after")).not.toBeNull();
+  expect((await second.json()).message).toBeString();
+});

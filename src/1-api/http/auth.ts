@@ -10,7 +10,8 @@ import { ApiError, formatFor } from "./errors";
 /** The scope a route's pattern needs: /api/v1 (rentals) the rental scope, /v1 the inference scope. */
 export function requiredScope(route: string): Scope | null {
   if (route === "/api/v1" || route.startsWith("/api/v1/")) return "rental";
-  if (route === "/v1" || route.startsWith("/v1/")) return "inference";
+  // The inference API: OpenAI's and Anthropic's /v1, and Cohere's /v2 (rerank).
+  if (route === "/v1" || route.startsWith("/v1/") || route.startsWith("/v2/")) return "inference";
   return null;
 }
 

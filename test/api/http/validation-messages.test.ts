@@ -4,6 +4,8 @@ import { Value } from "@sinclair/typebox/value";
 import { CountTokensRequest, MessagesRequest } from "../../../src/1-api/anthropic/schema";
 import { CreateBatchRequest } from "../../../src/1-api/openai/batches";
 import { ChatRequest } from "../../../src/2-services/chat/request";
+import { DecisionRequest } from "../../../src/2-services/decisions/request";
+import { RerankRequest } from "../../../src/2-services/rerank/request";
 import { ClassifyRequest } from "../../../src/2-services/classify/request";
 import { EmbeddingsRequest } from "../../../src/2-services/embeddings/request";
 import { ImagesRequest } from "../../../src/2-services/images/request";
@@ -32,6 +34,9 @@ const ROUTES: { path: string; schema: TSchema; valid: Record<string, unknown> }[
   { path: "/v1/images/generations", schema: ImagesRequest, valid: { model: "m", prompt: "a cat" } },
   { path: "/v1/embeddings", schema: EmbeddingsRequest, valid: { model: "m", input: "hi" } },
   { path: "/v1/classify", schema: ClassifyRequest, valid: { model: "m", input: ["hi"] } },
+  { path: "/v1/decisions", schema: DecisionRequest, valid: { model: "m", input: "hi", questions: [{ type: "predicate", instructions: "x" }] } },
+  { path: "/v1/rerank", schema: RerankRequest, valid: { model: "m", query: "q", documents: ["d"] } },
+  { path: "/v2/rerank", schema: RerankRequest, valid: { model: "m", query: "q", documents: ["d"] } },
   { path: "/v1/messages", schema: MessagesRequest, valid: { model: "m", max_tokens: 5, messages: [{ role: "user", content: "hi" }] } },
   { path: "/v1/messages/count_tokens", schema: CountTokensRequest, valid: { model: "m", messages: [{ role: "user", content: "hi" }] } },
   { path: "/v1/responses", schema: ResponsesRequest, valid: { model: "m", input: "hi" } },
