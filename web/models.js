@@ -2,9 +2,9 @@
 // memory, idle time, requests in flight; live while the page is open). Admins load and unload.
 // On a cluster (a PostgreSQL store: the API's answer names this `node`) every live node's models,
 // with a Node column: this node's live, the others' as of their last heartbeat (loaded or not, in
-// flight); load and unload act on this node's own.
+// flight); load and unload act on this node's own. Each model's price (USD) as /v1/models shows it.
 import { api } from './api.js';
-import { h, fmtInt, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
+import { h, fmtInt, fmtMoney, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
 
 const POLL_MS = 5000;
 
@@ -25,12 +25,35 @@ function keepAlive(m) {
   return m.keep_alive_s < 0 ? 'stays until room is needed' : `unloads after ${fmtSeconds(m.keep_alive_s)} idle`;
 }
 
+const finite = (v) => typeof v === 'number' && Number.isFinite(v);
+
+/**
+ * A model's price (USD, /v1/models' `pricing`: only the fields its kind bills) as one line:
+ * "$0.12 / $1.70 per M in/out · decisions $0.05 per M" (chat), "$0.02 per M" (embedding,
+ * classifier, reranker), "$0.003 per image"; '' when none is known. Batch lines' share apart.
+ */
+function priceText(p) {
+  if (!p || typeof p !== 'object') return '';
+  const parts = [];
+  if (finite(p.input_per_m) && finite(p.output_per_m)) parts.push(`${fmtMoney(p.input_per_m)} / ${fmtMoney(p.output_per_m)} per M in/out`);
+  else if (finite(p.input_per_m)) parts.push(`${fmtMoney(p.input_per_m)} per M`);
+  if (finite(p.decision_input_per_m)) parts.push(`decisions ${fmtMoney(p.decision_input_per_m)} per M`);
+  if (finite(p.per_image)) parts.push(`${fmtMoney(p.per_image)} per image`);
+  return parts.join(' · ');
+}
+
+/** "batch lines at 50%" when batches are billed at a share of the price. */
+function batchText(p) {
+  const share = p?.batch_share;
+  return finite(share) && share >= 0 && share < 1 ? `batch lines at ${Math.round(share * 1000) / 10}%` : '';
+}
+
 export async function render({ view, signal, account }) {
   const admin = account?.role === 'admin';
   const first = await api('/models', { signal });
   /** This node's id on a cluster, else null (one node: no Node column). */
   const self = first?.node ?? null;
-  const headers = [...(self ? ['Node'] : []), 'ID', 'Name', 'Kind', 'Context size', 'Vision', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
+  const headers = [...(self ? ['Node'] : []), 'ID', 'Name', 'Kind', 'Context size', 'Vision', 'Price', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
   const { wrap, tbody } = dataTable({ id: 'models-table', label: 'Models', headers: admin ? [...headers, 'Actions'] : headers });
   put(view,
     h('p', { class: 'muted', text: 'Models load on first use (pinned ones at start) and unload when idle. This list updates every few seconds.' }),
@@ -62,14 +85,16 @@ export async function render({ view, signal, account }) {
       admin ? h('td', null, actions(m, state)) : null);
   }
 
-  /** What a model is, the same on every node: id, name, kind, context, vision. */
+  /** What a model is, the same on every node: id, name, kind, context, vision, price. */
   function identityCells(m) {
+    const price = priceText(m.pricing);
     return [
       h('td', null, h('code', { text: m.id ?? '' })),
       h('td', { text: m.name ?? '' }),
       h('td', { text: m.kind ?? '' }),
       h('td', { class: 'num', text: m.max_context ? `${fmtInt(m.max_context)} tokens` : '—' }),
       h('td', { text: m.supports_vision ? 'Yes' : 'No' }),
+      h('td', { class: 'price' }, price || '—', price && batchText(m.pricing) ? h('div', { class: 'muted small', text: batchText(m.pricing) }) : null),
     ];
   }
 

@@ -1,34 +1,17 @@
-// Playground: call /v1 with one of the user's own API keys (kept in sessionStorage only).
-import { api, ApiError, errorFromResponse } from './api.js';
+// Playground: call /v1 with one of the user's own API keys (kept in sessionStorage only): chat,
+// image generation, decisions (playground-decisions.js) and rerank (playground-rerank.js).
+import { api, ApiError } from './api.js';
 import { h, section, setAlert, errText, put, replace } from './dom.js';
 import { readSSE } from './sse.js';
+import { callV1, fillSelect } from './playground-shared.js';
+import { decisionsTool } from './playground-decisions.js';
+import { rerankTool } from './playground-rerank.js';
 
 const STORAGE = 'appliance.pg-key';
 const store = {
   get() { try { return sessionStorage.getItem(STORAGE) || ''; } catch { return ''; } },
   set(v) { try { if (v) sessionStorage.setItem(STORAGE, v); else sessionStorage.removeItem(STORAGE); } catch { /* disabled */ } },
 };
-
-async function callV1(path, key, body, signal) {
-  let res;
-  try {
-    res = await fetch(path, {
-      method: 'POST', credentials: 'omit', signal, body: JSON.stringify(body),
-      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
-    });
-  } catch (err) {
-    if (err.name === 'AbortError') throw err;
-    throw new ApiError('Could not reach the server. Check your connection and try again.');
-  }
-  if (!res.ok) throw await errorFromResponse(res);
-  return res;
-}
-
-function fillSelect(sel, models, emptyText) {
-  replace(sel);
-  if (!models.length) put(sel, h('option', { value: '', text: emptyText }));
-  for (const m of models) put(sel, h('option', { value: m.id, text: m.name && m.name !== m.id ? `${m.name} (${m.id})` : m.id }));
-}
 
 export async function render({ view, signal }) {
   // --- API key ---
@@ -67,13 +50,17 @@ export async function render({ view, signal }) {
     h('div', { class: 'field' }, h('label', { for: 'pg-image-prompt', text: 'Image prompt' }), imgPrompt),
     h('div', { class: 'buttons' }, genBtn), imgStatus, imgBox);
 
-  put(view, keyField, section('Chat', chatForm), section('Image generation', imgForm));
-
   const requireKey = (errEl) => {
     const key = keyIn.value.trim();
     if (!key) { setAlert(errEl, 'Paste one of your API keys first.'); keyIn.focus(); }
     return key;
   };
+  const decisions = decisionsTool({ requireKey, signal });
+  const rerank = rerankTool({ requireKey, signal });
+
+  put(view, keyField, section('Chat', chatForm), section('Image generation', imgForm),
+    section('Decisions', h('p', { class: 'muted', text: 'Typed questions about an input, answered from the model\'s own probabilities (POST /v1/decisions): a predicate is yes or no, a choice one of its values, a score one of its levels.' }), decisions.form),
+    section('Rerank', h('p', { class: 'muted', text: 'Documents ranked by their relevance to a query (POST /v1/rerank).' }), rerank.form));
 
   // --- chat streaming ---
   let chatCtl = null;
@@ -170,8 +157,12 @@ export async function render({ view, signal }) {
   } catch (err) {
     fillSelect(modelSel, [], 'Models could not be loaded');
     fillSelect(imgModelSel, [], 'Models could not be loaded');
+    decisions.fill([], 'Models could not be loaded');
+    rerank.fill([], 'Models could not be loaded');
     throw err;
   }
   fillSelect(modelSel, all.filter((m) => m.kind === 'chat'), 'No chat models installed');
   fillSelect(imgModelSel, all.filter((m) => m.kind === 'image'), 'No image models installed');
+  decisions.fill(all);
+  rerank.fill(all);
 }

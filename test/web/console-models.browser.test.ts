@@ -16,7 +16,8 @@ import { freshDatabase } from "../helpers/postgres";
 // the real server: each model's state, device, memory and idle time, and an admin loading and
 // unloading a model from the page. A screenshot goes to test/output/console/models-loaded.png.
 // On a cluster (issue 45: a PostgreSQL store, a second real node beside it) the page lists every
-// node's models with a Node column — test/output/console/models-cluster.png.
+// node's models with a Node column and each one's price (the other node's from its heartbeat) —
+// test/output/console/models-cluster.png.
 
 const SHOTS = join(import.meta.dir, "..", "output", "console");
 const dir = tempDir("appliance-console-models-");
@@ -151,6 +152,10 @@ describe("on a cluster", () => {
     expect(await theirs.getByRole("button").count()).toBe(0);
     expect(await theirs.getAttribute("data-state")).toBe("unloaded");
     expect(await theirs.locator(".state").textContent()).toContain("as of its last heartbeat");
+    // Each row's price: this node's from its live prices, the other's from its heartbeat.
+    const price = (row: typeof mine) => row.locator(".price").evaluate((td) => td.firstChild?.textContent);
+    expect(await price(mine)).toBe("$0.02 per M");
+    expect(await price(theirs)).toBe("$0.02 per M");
 
     expect((await nodeCli(b, ["ps", "load", "embed-b"])).code).toBe(0);
     // B's next beat carries it (3 s), A's next beat reads it (3 s), the page polls (5 s).

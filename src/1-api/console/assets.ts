@@ -23,6 +23,12 @@ import modelsJs from "../../../web/models.js" with { type: "text" };
 // @ts-ignore
 import playgroundJs from "../../../web/playground.js" with { type: "text" };
 // @ts-ignore
+import playgroundDecisionsJs from "../../../web/playground-decisions.js" with { type: "text" };
+// @ts-ignore
+import playgroundRerankJs from "../../../web/playground-rerank.js" with { type: "text" };
+// @ts-ignore
+import playgroundSharedJs from "../../../web/playground-shared.js" with { type: "text" };
+// @ts-ignore
 import rentalsJs from "../../../web/rentals.js" with { type: "text" };
 // @ts-ignore
 import sseJs from "../../../web/sse.js" with { type: "text" };
@@ -44,6 +50,9 @@ const FILES: Record<string, string> = {
   "keys.js": keysJs,
   "models.js": modelsJs,
   "playground.js": playgroundJs,
+  "playground-decisions.js": playgroundDecisionsJs,
+  "playground-rerank.js": playgroundRerankJs,
+  "playground-shared.js": playgroundSharedJs,
   "rentals.js": rentalsJs,
   "sse.js": sseJs,
   "style.css": styleCss,

@@ -28,6 +28,8 @@ export interface ConsoleDeps {
    * last beat, whose models the Models page lists too. Absent on SQLite (one node).
    */
   cluster?: { self(): string; others(): readonly NodeRow[] };
+  /** A model's price as /v1/models shows it (USD; billing/pricing.ts pricingOf), for the Models page. */
+  pricing?: (id: string) => Record<string, number> | undefined;
 }
 
 const usd = (micros: number) => micros / 1_000_000;
@@ -127,18 +129,23 @@ export function createConsoleViews(d: ConsoleDeps) {
      * The served models with their residency (state, device, memory, idle time, requests in
      * flight), as `appliance ps` shows it. On a cluster, every live node's, each row naming its
      * `node` (`node` at the top: this one's id): this node's live, the others' as of their last
-     * beat (loaded or not, in flight, slots).
+     * beat (loaded or not, in flight, slots). Each row carries its `pricing` where it is known
+     * (this node's from the live prices, another node's from its beat).
      */
     models() {
       const residency = new Map(models.list().data.map((s) => [s.id, s]));
-      const own = d.registry.list().map((m) => ({
-        ...residency.get(m.id),
-        id: m.id,
-        name: m.name,
-        kind: m.kind,
-        max_context: m.max_context,
-        supports_vision: m.supports_vision === true,
-      }));
+      const own = d.registry.list().map((m) => {
+        const pricing = d.pricing?.(m.id);
+        return {
+          ...residency.get(m.id),
+          id: m.id,
+          name: m.name,
+          kind: m.kind,
+          max_context: m.max_context,
+          supports_vision: m.supports_vision === true,
+          ...(pricing ? { pricing } : {}),
+        };
+      });
       if (!d.cluster) return { data: own };
       const self = d.cluster.self();
       const others = d.cluster.others().flatMap((n) =>
@@ -155,6 +162,7 @@ export function createConsoleViews(d: ConsoleDeps) {
           state: m.loaded ? "loaded" : "unloaded",
           in_flight: m.in_flight,
           slots: m.slots,
+          ...(m.pricing ? { pricing: m.pricing } : {}),
         })),
       );
       return { node: self, data: [...own.map((m) => ({ node: self, as_of: "live" as const, ...m })), ...others] };
