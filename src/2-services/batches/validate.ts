@@ -69,9 +69,19 @@ export async function validateBatchFile(input: ReadableStream<Uint8Array>, endpo
       } else if (req.body.stream === true) problem(n, "invalid_request", `line ${n}: body.stream must not be true in a batch (results are written to a file)`, "body.stream");
       else {
         try {
+          // served (here, or on another node) as one of the endpoint's kinds; else the first kind's refusal
           const kinds: readonly ModelKind[] = rules.kinds;
-          const m = registry.resolve(req.body.model);
-          if (!kinds.includes(m.kind)) registry.resolve(req.body.model, kinds[0]); // the endpoint's own wording of a model of the wrong kind
+          let refusal: unknown = null;
+          for (const kind of kinds) {
+            try {
+              registry.resolve(req.body.model, kind);
+              refusal = null;
+              break;
+            } catch (e) {
+              refusal ??= e;
+            }
+          }
+          if (refusal) throw refusal;
         } catch (e) {
           const err = e as ApiError;
           problem(n, err.code === "model_not_found" ? "model_not_found" : "invalid_request", `line ${n}: ${err.message}`, "body.model");
