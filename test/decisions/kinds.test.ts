@@ -130,3 +130,27 @@ test("embedding, image and reranker models are the wrong kind: a 400 on `model` 
   const account = await t.deps.accounts.getAccount("wrong-kind");
   expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE account_id = ?").get(account.id)).toEqual({ n: 0 });
 });
+
+test("a /v1/decisions batch takes lines for a chat model and for a classifier; a reranker line fails the batch at validation, named by line", async () => {
+  const { fileLines, uploadLines, waitForBatch } = await import("../helpers/batches");
+  t.deps.batchWorker.start();
+  const client = t.openai(await t.key({ account: "batch-kinds", creditUsd: 1 }));
+  const q = { type: "predicate", instructions: statements[1] };
+  const lines = ["chat", "nli", "rerank"].map((model) => ({ custom_id: model, url: "/v1/decisions", body: { model, input: premise, questions: [q] } }));
+  const endpoint = "/v1/decisions" as OpenAI.BatchCreateParams["endpoint"];
+  const b = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, lines), endpoint, completion_window: "24h" })).id);
+  // a line of the wrong kind fails validation, and so the whole batch (spec: any line invalid → failed)
+  expect(b.status).toBe("failed");
+  expect(b.errors?.data?.map((e) => [e.line, e.param])).toEqual([[3, "body.model"]]);
+  const ok = lines.slice(0, 2);
+  const b2 = await waitForBatch(client, (await client.batches.create({ input_file_id: await uploadLines(client, ok), endpoint, completion_window: "24h" })).id);
+  expect(b2.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+  const out = await fileLines(client, b2.output_file_id);
+  expect(out.map((l) => [l.custom_id, l.response.body.model, l.response.body.answers[0].type])).toEqual([
+    ["chat", "chat", "predicate"],
+    ["nli", "nli", "predicate"],
+  ]);
+  // the classifier's line is P(entailment), as the live request answers it
+  const live = await client.decisions.create({ model: "nli", input: premise, questions: [q] } as never);
+  expect(out[1].response.body.answers[0].probability).toBeCloseTo((live as any).answers[0].probability, 6);
+});
