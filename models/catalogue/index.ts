@@ -8,6 +8,7 @@ import c_demo_chat from "./demo-chat.json" with { type: "text" };
 import c_demo_embed from "./demo-embed.json" with { type: "text" };
 import c_demo_image from "./demo-image.json" with { type: "text" };
 import c_demo_nli from "./demo-nli.json" with { type: "text" };
+import c_demo_rerank from "./demo-rerank.json" with { type: "text" };
 import c_demo_small_chat from "./demo-small-chat.json" with { type: "text" };
 import c_demo_vision from "./demo-vision.json" with { type: "text" };
 import c_gemma_3_27b_it from "./gemma-3-27b-it.json" with { type: "text" };
@@ -131,6 +132,7 @@ export const EMBEDDED_CATALOGUE: Record<string, string> = {
   "demo-embed.json": c_demo_embed as unknown as string,
   "demo-image.json": c_demo_image as unknown as string,
   "demo-nli.json": c_demo_nli as unknown as string,
+  "demo-rerank.json": c_demo_rerank as unknown as string,
   "demo-small-chat.json": c_demo_small_chat as unknown as string,
   "demo-vision.json": c_demo_vision as unknown as string,
   "gemma-3-27b-it.json": c_gemma_3_27b_it as unknown as string,

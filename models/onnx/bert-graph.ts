@@ -6,15 +6,16 @@ import type { BertModelSpec } from "./presets";
 // and token_type_ids ([batch, sequence] int64); word + position + token-type embeddings and a
 // LayerNorm; per layer multi-head self-attention with the additive padding mask, then a GELU
 // feed-forward, each with a residual and a LayerNorm. The feature extractor outputs
-// last_hidden_state [batch, sequence, hidden]; the sequence classifier puts BERT's pooler
-// (tanh dense on [CLS]) and a linear head on top and outputs logits [batch, labels].
+// last_hidden_state [batch, sequence, hidden]; the sequence classifier (NLI, or a one-label
+// reranker) puts BERT's pooler (tanh dense on [CLS]) and a linear head on top and outputs
+// logits [batch, labels].
 // Weights are seeded and scaled 1/sqrt(fan_in) so that random models still mix tokens visibly.
 
 const LN_EPS = 1e-12;
 
 export function buildBertGraph(spec: BertModelSpec, vocabSize: number): Uint8Array {
   const rng = new Rng(spec.seed);
-  const g = new GraphBuilder(spec.task === "nli" ? "bert-sequence-classification" : "bert-feature-extraction");
+  const g = new GraphBuilder(spec.task === "feature-extraction" ? "bert-feature-extraction" : "bert-sequence-classification");
   const H = spec.hidden;
   const headDim = H / spec.heads;
   if (!Number.isInteger(headDim)) throw new Error(`hidden ${H} is not divisible by ${spec.heads} heads`);
@@ -73,7 +74,7 @@ export function buildBertGraph(spec: BertModelSpec, vocabSize: number): Uint8Arr
     g.output("last_hidden_state", ELEM.float, ["batch_size", "sequence_length", H]);
   } else {
     const labels = spec.labels?.length ?? 0;
-    if (!labels) throw new Error("an nli model needs labels");
+    if (!labels) throw new Error(`a ${spec.task} model needs labels`);
     const cls = g.node("Gather", [x, g.ints("cls_index", [0], [])], { axis: 1 });
     const pooled = g.node("Tanh", [linear(cls, "pooler.dense", H, H)]);
     const logits = g.node("MatMul", [pooled, random("classifier.weight", [H, labels], 2 / Math.sqrt(H))]);

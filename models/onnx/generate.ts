@@ -48,7 +48,7 @@ export function writeBertModel(folder: string, spec: BertModelSpec): void {
 function configJson(spec: BertModelSpec, vocabSize: number) {
   const labels = spec.labels ?? [];
   return {
-    architectures: [spec.task === "nli" ? "BertForSequenceClassification" : "BertModel"],
+    architectures: [spec.task === "feature-extraction" ? "BertModel" : "BertForSequenceClassification"],
     model_type: "bert",
     hidden_size: spec.hidden,
     num_hidden_layers: spec.layers,

@@ -1,9 +1,13 @@
-// Named specs of the generated BERT-shaped ONNX models: a 384-d sentence embedder and a 3-label
-// NLI classifier for tests and the demo, and a MiniLM-L6-shaped embedder for the benchmark.
+// Named specs of the generated BERT-shaped ONNX models: a 384-d sentence embedder, a 3-label NLI
+// classifier and a one-logit cross-encoder reranker for tests and the demo, and a MiniLM-L6-shaped
+// embedder for the benchmark.
 
 export interface BertModelSpec {
-  /** "feature-extraction": last_hidden_state out; "nli": logits [batch, labels.length] out. */
-  task: "feature-extraction" | "nli";
+  /**
+   * "feature-extraction": last_hidden_state out; "nli": logits [batch, labels.length] out;
+   * "rerank": the same sequence-classification graph with one label (logits [batch, 1]).
+   */
+  task: "feature-extraction" | "nli" | "rerank";
   hidden: number;
   layers: number;
   heads: number;
@@ -36,6 +40,21 @@ export const ONNX_PRESETS = {
     modelMaxLength: 8192,
     labels: ["neutral", "contradiction", "entailment"],
     seed: 12,
+  },
+  /**
+   * Tests and demo: a cross-encoder laid out as cross-encoder/ms-marco-MiniLM-L6-v2's export
+   * (BertForSequenceClassification, id2label {"0": "LABEL_0"}, logits [batch, 1], 512 positions).
+   */
+  rerank: {
+    task: "rerank",
+    hidden: 128,
+    layers: 1,
+    heads: 4,
+    intermediate: 256,
+    maxPositions: 512,
+    modelMaxLength: 512,
+    labels: ["LABEL_0"],
+    seed: 14,
   },
   /** Benchmark: the shape of all-MiniLM-L6-v2 (6 layers, 12 heads, 384-d, FFN 1536). */
   "embed-bench": { task: "feature-extraction", hidden: 384, layers: 6, heads: 12, intermediate: 1536, maxPositions: 512, modelMaxLength: 512, pooling: "mean", seed: 13 },

@@ -10,7 +10,7 @@ import { loadConfig } from "../../src/lib/config";
 import { checkModelFiles } from "../../src/3-engines/registry";
 import { memoryLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
-import { AddError, inspectModelFolder, withModelBlock } from "../../src/ops/pull/add";
+import { AddError, inspectModelFolder, manifestForFolder, withModelBlock } from "../../src/ops/pull/add";
 import type { ModelManifest } from "../../src/lib/manifest";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
@@ -124,6 +124,21 @@ test("models add reads an ONNX folder: embedding and classifier by config.json; 
     await s.stop();
   }
 }, 60_000);
+
+test("models add reads a one-logit cross-encoder folder as a reranker; a copy without its tokenizer is refused with the reason", async () => {
+  const rerank = await ensureOnnxModel("rerank");
+  const dir = tempDir("appliance-add-rerank-");
+  dirs.push(dir);
+  expect(await inspectModelFolder(rerank)).toEqual({ kind: "reranker", files: { model: "." }, max_context: 512, vision: false });
+  // The manifest `models add` writes for it serves as the reranker kind, one slot.
+  const m = await manifestForFolder({ id: "tiny-rerank", dir: rerank, modelsDir: dir });
+  expect(m).toMatchObject({ id: "tiny-rerank", kind: "reranker", max_context: 512, slots: 1 });
+  // Without the tokenizer it is what the engine would refuse at load.
+  const broken = join(dir, "broken");
+  cpSync(rerank, broken, { recursive: true });
+  rmSync(join(broken, "tokenizer.json"));
+  await expect(inspectModelFolder(broken)).rejects.toThrow("no tokenizer.json (read as a reranker)");
+});
 
 test("models add refuses with one line: no folder, an unfinished pull, an unknown layout, an id already served (--force replaces it)", async () => {
   const chat = await ensureChatModel("chat");

@@ -16,8 +16,9 @@ const json = (folder: string, file: string) => JSON.parse(readFileSync(join(fold
 
 let embed: string;
 let nli: string;
+let rerank: string;
 beforeAll(async () => {
-  [embed, nli] = await Promise.all([ensureOnnxModel("embed"), ensureOnnxModel("nli")]);
+  [embed, nli, rerank] = await Promise.all([ensureOnnxModel("embed"), ensureOnnxModel("nli"), ensureOnnxModel("rerank")]);
 });
 
 const session = (folder: string) => ort.InferenceSession.create(join(folder, "onnx", "model.onnx"), { executionProviders: ["cpu"], intraOpNumThreads: 1 });
@@ -93,6 +94,35 @@ describe("the classifier", () => {
   });
 });
 
+describe("the reranker", () => {
+  test("has the layout, config and I/O names of cross-encoder/ms-marco-MiniLM-L6-v2's ONNX export", async () => {
+    for (const f of ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "onnx/model.onnx"]) expect(existsSync(join(rerank, f))).toBe(true);
+    expect(existsSync(join(rerank, "modules.json"))).toBe(false);
+    expect(json(rerank, "config.json")).toMatchObject({
+      model_type: "bert",
+      architectures: ["BertForSequenceClassification"],
+      id2label: { 0: "LABEL_0" },
+      label2id: { LABEL_0: 0 },
+      max_position_embeddings: 512,
+      type_vocab_size: 2,
+    });
+    expect(json(rerank, "tokenizer_config.json")).toMatchObject({ tokenizer_class: "BertTokenizer", model_max_length: 512 });
+    const s = await session(rerank);
+    expect(s.inputNames).toEqual(["input_ids", "attention_mask", "token_type_ids"]);
+    expect(s.outputNames).toEqual(["logits"]);
+    const out = await run(s, [[2, 40, 3, 41, 3], [2, 42, 3, 43, 3]], undefined, [[0, 0, 0, 1, 1], [0, 0, 0, 1, 1]]);
+    expect(out.logits!.dims).toEqual([2, 1]);
+  });
+
+  test("its one logit depends on the query, the document and the segment ids", async () => {
+    const s = await session(rerank);
+    const logit = async (ids: number[], types: number[]) => Array.from((await run(s, [ids], undefined, [types])).logits!.data as Float32Array);
+    const a = await logit([2, 40, 3, 41, 3], [0, 0, 0, 1, 1]);
+    for (const other of [await logit([2, 40, 3, 42, 3], [0, 0, 0, 1, 1]), await logit([2, 41, 3, 40, 3], [0, 0, 0, 1, 1]), await logit([2, 40, 3, 41, 3], [0, 0, 0, 0, 0])])
+      expect(maxDiff(a, other)).toBeGreaterThan(1e-3);
+  });
+});
+
 describe("generation", () => {
   test("is deterministic: the same spec gives byte-identical files", async () => {
     const [a, b] = await Promise.all([ensureOnnxModel("nli", join(tmp, "a")), ensureOnnxModel("nli", join(tmp, "b"))]);
@@ -126,12 +156,13 @@ describe("generation", () => {
   });
 });
 
-test("the demo generators write an embedder and a classifier and return valid manifests", async () => {
+test("the demo generators write an embedder, a classifier and a reranker and return valid manifests", async () => {
   const dir = join(tmp, "demo");
   const manifests = await Promise.all(ONNX_DEMO_GENERATORS.map((g) => g.ensure(dir)));
   expect(manifests.map((m) => [m.id, m.kind, m.max_context])).toEqual([
     ["demo-embed", "embedding", 512],
     ["demo-nli", "classifier", 4096],
+    ["demo-rerank", "reranker", 512],
   ]);
   for (const m of manifests) {
     expect(Value.Check(ModelManifest, m)).toBe(true);

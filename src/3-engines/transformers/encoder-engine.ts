@@ -3,7 +3,7 @@ import { Encoder, type EncoderOptions } from "./encoder";
 import { MicroBatcher } from "./micro-batcher";
 import type { FolderInfo } from "./model-folder";
 
-// What the classifier and the embedding engine share: the model folder read once, one encoder
+// What the classifier, the reranker and the embedding engine share: the model folder read once, one encoder
 // (tokenizer here, ONNX session in its worker), and a micro-batcher so concurrent requests share
 // model runs. A subclass says how its folder is read, which head the worker applies, and how one
 // batch's output becomes one answer per item.
@@ -15,7 +15,7 @@ export abstract class EncoderEngine<Info extends FolderInfo, Item, Out> {
 
   constructor(
     protected readonly opts: EncoderOptions,
-    task: "embedding" | "classifier",
+    task: "embedding" | "classifier" | "reranker",
     /** An item's cost in the micro-batcher's budget (its tokens). */
     cost: (item: Item) => number,
   ) {

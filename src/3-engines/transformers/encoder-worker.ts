@@ -7,9 +7,14 @@ import { sessionOptions, transformersRuntime } from "./runtime";
 // calling thread, so on the main thread every batch would stall the whole server (chat streams
 // included); here the main thread keeps serving, and requests that arrive during a run form the
 // next batch. Messages: load → loaded | failed; run → result | failed; unload → unloaded.
-// Pooling (embeddings) and softmax (classifier) happen here too: only results go back.
+// Pooling (embeddings), softmax (classifier) and the relevance (reranker) happen here too: only
+// results go back.
 
-export type Head = { task: "embedding"; pooling: Pooling } | { task: "classifier"; logitIndex: [number, number, number] };
+export type Head =
+  | { task: "embedding"; pooling: Pooling }
+  | { task: "classifier"; logitIndex: [number, number, number] }
+  /** One value per pair: sigmoid of the one logit, or the softmax probability of logit `positive` of two. */
+  | { task: "reranker"; logits: 1 | 2; positive: number };
 
 export interface LoadMessage {
   type: "load";
@@ -79,7 +84,7 @@ async function handle(m: WorkerRequest): Promise<void> {
 
 async function load(m: LoadMessage): Promise<{ device: OnnxBackend; fallback?: string }> {
   T = await transformersRuntime();
-  const Auto = m.head.task === "classifier" ? T.AutoModelForSequenceClassification : T.AutoModel;
+  const Auto = m.head.task === "embedding" ? T.AutoModel : T.AutoModelForSequenceClassification;
   const open = (device: OnnxBackend) =>
     Auto.from_pretrained(m.folder, { local_files_only: true, device, dtype: m.dtype, session_options: sessionOptions(device, m.threads) });
   let fallback: string | undefined;
@@ -152,7 +157,8 @@ async function forward(rows: Row[]): Promise<{ width: number; data: Float32Array
     token_type_ids: new T!.Tensor("int64", types, dims),
   });
   const head = config!.head;
-  return head.task === "embedding" ? embeddings(out, head.pooling, rows.map((r) => r.ids.length)) : probabilities(out, head.logitIndex);
+  if (head.task === "embedding") return embeddings(out, head.pooling, rows.map((r) => r.ids.length));
+  return head.task === "classifier" ? probabilities(out, head.logitIndex) : relevance(out, head.logits, head.positive);
 }
 
 function embeddings(out: Record<string, { data: Float32Array; dims: number[] }>, pooling: Pooling, lengths: number[]) {
@@ -176,6 +182,26 @@ function probabilities(out: Record<string, { data: Float32Array; dims: number[] 
     logitIndex.forEach((i, k) => (data[b * 3 + k] = p[i]!));
   }
   return { width: 3, data };
+}
+
+/**
+ * A cross-encoder's relevance per row, in [0, 1]: the sigmoid of its one logit (bge-reranker,
+ * ms-marco cross-encoders: sentence-transformers' CrossEncoder applies the same), or with two
+ * labels the softmax probability of the positive one (model-folder.ts says which). Computed in
+ * float64 from the float32 logits.
+ */
+function relevance(out: Record<string, { data: Float32Array; dims: number[] }>, logits: 1 | 2, positive: number) {
+  const t = out.logits;
+  if (!t) throw new Error("the model has no logits output");
+  const [rows, width] = t.dims as [number, number];
+  if (width !== logits) throw new Error(`the model's logits are [batch, ${width}], its config.json says ${logits}`);
+  const data = new Float64Array(rows);
+  for (let b = 0; b < rows; b++) {
+    // softmax of two = sigmoid of their difference
+    const x = logits === 1 ? t.data[b]! : t.data[b * 2 + positive]! - t.data[b * 2 + 1 - positive]!;
+    data[b] = 1 / (1 + Math.exp(-x));
+  }
+  return { width: 1, data };
 }
 
 function flatten(vectors: Float32Array[], width: number) {

@@ -77,7 +77,7 @@ export class Encoder {
 
   constructor(
     private readonly opts: EncoderOptions,
-    private readonly task: "embedding" | "classifier",
+    private readonly task: "embedding" | "classifier" | "reranker",
     /** Read at load: the weights' dtype, the head the worker applies, and what the load log line adds. */
     private readonly setup: () => { dtype: Dtype; head: Head; describe: Record<string, unknown> },
   ) {}
@@ -145,7 +145,7 @@ export class Encoder {
     if (wasLoaded) this.opts.logger.info(`${this.task} model unloaded`, { model: this.opts.modelId });
   }
 
-  /** One batch: `width` values per sequence (a vector, or the three probabilities), in order. */
+  /** One batch: `width` values per sequence (a vector, the three probabilities, or one relevance), in order. */
   async forward(seqs: Sequence[]): Promise<{ width: number; data: Float32Array | Float64Array }> {
     await this.ensure();
     const lengths = Int32Array.from(seqs, (s) => s.ids.length);

@@ -9,8 +9,9 @@ import { TransformersClassifierEngine } from "./classifier-engine";
 import { TransformersEmbeddingEngine } from "./embedding-engine";
 import type { EncoderOptions } from "./encoder";
 import { DEFAULT_BATCH_LIMITS, type BatchLimits } from "./micro-batcher";
+import { TransformersRerankerEngine } from "./reranker-engine";
 
-// Embedding and classifier engines on transformers.js + onnxruntime-node. Per model: the device
+// Embedding, classifier and reranker engines on transformers.js + onnxruntime-node. Per model: the device
 // chosen explicitly (manifest `device`, else `[engines] device`; resolveOnnxDevice), threads from
 // the manifest, else `[engines] threads`, else one per core; the model folder is files.model.
 
@@ -31,7 +32,7 @@ export function transformersFactories(
   config: Pick<Config, "engines">,
   logger: Logger,
   extra: TransformersFactoryOptions = {},
-): Pick<EngineFactories, "embedding" | "classifier"> {
+): Pick<EngineFactories, "embedding" | "classifier" | "reranker"> {
   const threads = config.engines.threads || availableParallelism();
   const batch = { ...DEFAULT_BATCH_LIMITS, ...extra.batch };
   const options = (m: ModelManifest, file: (role: string) => string): EncoderOptions => {
@@ -52,5 +53,6 @@ export function transformersFactories(
   return {
     embedding: (m, file) => new TransformersEmbeddingEngine(options(m, file)),
     classifier: (m, file) => new TransformersClassifierEngine(options(m, file)),
+    reranker: (m, file) => new TransformersRerankerEngine(options(m, file)),
   };
 }

@@ -10,6 +10,8 @@ import { join } from "node:path";
 //   pooling     the sentence-transformers Pooling module named in modules.json (1_Pooling/config.json);
 //               mean when the folder has none
 //   labels      config.json id2label, which must be exactly entailment / contradiction / neutral
+//   relevance   (rerankers) config.json id2label / num_labels: one label (one logit: sigmoid), or two
+//               of which exactly one is named as the positive class (softmax: its probability)
 
 export type Dtype = "fp32" | "q8" | "fp16";
 export type Pooling = "mean" | "cls" | "max" | "lasttoken";
@@ -39,6 +41,17 @@ export interface ClassifierInfo extends FolderInfo {
   labels: Record<string, string>;
   /** For each API label (NLI_LABELS order), the model's logit index. */
   logitIndex: [number, number, number];
+}
+
+export interface RerankerInfo extends FolderInfo {
+  /** config.json id2label as given (or LABEL_i for num_labels). */
+  labels: Record<string, string>;
+  /** Logits per pair: 1 (relevance = sigmoid) or 2 (relevance = softmax at `positive`). */
+  logits: 1 | 2;
+  /** The logit whose probability is the relevance: 0 for a one-logit model. */
+  positive: number;
+  /** config.json type_vocab_size: 1 (XLM-RoBERTa) means the model has a single segment embedding. */
+  typeVocabSize?: number;
 }
 
 const ROBERTA_FAMILY = new Set(["roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "xlm-roberta-xl"]);
@@ -110,4 +123,63 @@ export function readClassifierFolder(folder: string): ClassifierInfo {
   const logitIndex = NLI_LABELS.map((name) => entries.find(([, l]) => l === name)![0]) as [number, number, number];
   if (logitIndex.some((i) => !Number.isInteger(i) || i < 0 || i > 2)) throw new Error(`${folder}: config.json id2label ids must be 0, 1 and 2`);
   return { ...base, labels: id2label, logitIndex };
+}
+
+/**
+ * A two-label cross-encoder's positive class, by name: "LABEL_1" (transformers' default name for
+ * class 1, which binary relevance training uses for "relevant"), or a name that says so. Compared
+ * lower-case and whole (so "irrelevant" and "not_relevant" never match).
+ */
+const POSITIVE_LABELS = new Set(["label_1", "1", "relevant", "positive", "pos", "yes", "true", "match", "related"]);
+
+/** config.json's labels: id2label, else num_labels as LABEL_0…; null when it gives neither. */
+function labelsOf(config: { id2label?: unknown; num_labels?: unknown; label2id?: unknown }): Record<string, string> | null {
+  if (config.id2label && typeof config.id2label === "object" && Object.keys(config.id2label).length)
+    return Object.fromEntries(Object.entries(config.id2label as Record<string, unknown>).map(([i, l]) => [i, String(l)]));
+  if (config.label2id && typeof config.label2id === "object" && Object.keys(config.label2id).length)
+    return Object.fromEntries(Object.entries(config.label2id as Record<string, unknown>).map(([l, i]) => [String(i), l]));
+  if (Number.isInteger(config.num_labels) && (config.num_labels as number) > 0) return Object.fromEntries(Array.from({ length: config.num_labels as number }, (_, i) => [String(i), `LABEL_${i}`]));
+  return null;
+}
+
+/**
+ * Whether a config.json is a one-logit cross-encoder (the layout of bge-reranker and the ms-marco
+ * cross-encoders): one label, and no architecture other than a sequence classifier. `models add`
+ * reads such a folder as a reranker.
+ */
+export function isRerankerConfig(config: { architectures?: unknown; id2label?: unknown; num_labels?: unknown; label2id?: unknown }): boolean {
+  const labels = labelsOf(config);
+  if (!labels || Object.keys(labels).length !== 1) return false;
+  const arch = Array.isArray(config.architectures) ? config.architectures.filter((a): a is string => typeof a === "string") : [];
+  return arch.length === 0 || arch.some((a) => a.endsWith("ForSequenceClassification"));
+}
+
+/**
+ * A cross-encoder folder (Hugging Face sequence-classification layout): one logit, whose sigmoid is
+ * the relevance (bge-reranker, ms-marco cross-encoders), or two labels of which one is named as
+ * the positive class (POSITIVE_LABELS), whose softmax probability is the relevance.
+ */
+export function readRerankerFolder(folder: string): RerankerInfo {
+  const base = readFolder(folder);
+  const config = base.config;
+  const arch: string[] = Array.isArray(config.architectures) ? config.architectures.filter((a: unknown): a is string => typeof a === "string") : [];
+  if (arch.length && !arch.some((a) => a.endsWith("ForSequenceClassification")))
+    throw new Error(`${folder}: config.json architectures ${JSON.stringify(arch)} is not a sequence classifier (a cross-encoder reranker is *ForSequenceClassification)`);
+  const labels = labelsOf(config);
+  if (!labels) throw new Error(`${folder}: config.json has neither id2label nor num_labels (a cross-encoder reranker has one label, or two with the positive one named)`);
+  const n = Object.keys(labels).length;
+  if (Number.isInteger(config.num_labels) && config.num_labels !== n)
+    throw new Error(`${folder}: config.json num_labels ${config.num_labels} disagrees with id2label's ${n} labels`);
+  const ids = Object.keys(labels).map(Number).sort((a, b) => a - b);
+  if (ids.some((id, k) => id !== k)) throw new Error(`${folder}: config.json id2label ids must be 0…${n - 1} (found ${JSON.stringify(labels)})`);
+  const typeVocabSize = Number.isInteger(config.type_vocab_size) ? (config.type_vocab_size as number) : undefined;
+  if (n === 1) return { ...base, labels, logits: 1, positive: 0, typeVocabSize };
+  if (n !== 2)
+    throw new Error(`${folder}: config.json has ${n} labels (${JSON.stringify(labels)}); a reranker has one relevance logit, or two labels with the positive one named`);
+  const positives = ids.filter((id) => POSITIVE_LABELS.has(labels[String(id)]!.trim().toLowerCase()));
+  if (positives.length !== 1)
+    throw new Error(
+      `${folder}: config.json id2label ${JSON.stringify(labels)}: cannot tell which of the two labels means relevant (one must be named ${[...POSITIVE_LABELS].map((l) => `"${l}"`).join(", ")}, any case)`,
+    );
+  return { ...base, labels, logits: 2, positive: positives[0]!, typeVocabSize };
 }

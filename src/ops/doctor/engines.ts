@@ -32,7 +32,7 @@ export interface Decision {
   unmet?: { wanted?: "CUDA" | "Vulkan" | "WebGPU"; why: string; hint: string };
 }
 
-const ONNX_KINDS: ModelKind[] = ["embedding", "classifier", "image"];
+const ONNX_KINDS: ModelKind[] = ["embedding", "classifier", "reranker", "image"];
 
 const cpu = (reason: string): Decision => ({ device: "cpu", reason });
 const unmet = (reason: string, why: string, hint: string): Decision => ({ device: "cpu", reason, unmet: { why, hint } });
@@ -152,7 +152,7 @@ export function checkOnnxEngines(config: Pick<Config, "engines">, served: Served
   const models = served.filter((m) => ONNX_KINDS.includes(m.kind));
   if (!models.length) {
     const d = onnxBackend(config.engines.device, g, c);
-    const detail = `onnxruntime → ${describe(d)}; no embedding, classifier or image model configured`;
+    const detail = `onnxruntime → ${describe(d)}; no embedding, classifier, reranker or image model configured`;
     return d.unmet ? warn(name, detail, d.unmet.hint) : ok(name, detail);
   }
   const groups = new Map<Device | "webgpu", Served[]>();

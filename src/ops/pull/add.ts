@@ -6,7 +6,7 @@ import { describeErrors } from "../../lib/config";
 import { ModelManifest, type ModelKind } from "../../lib/manifest";
 import { readModelFolder } from "../../3-engines/diffusion/model-folder";
 import { isZImageBundle, readZImageBundle } from "../../3-engines/diffusion/z-image-bundle";
-import { readClassifierFolder, readEmbedderFolder } from "../../3-engines/transformers/model-folder";
+import { isRerankerConfig, readClassifierFolder, readEmbedderFolder, readRerankerFolder } from "../../3-engines/transformers/model-folder";
 import { alive } from "../../4-store/lock";
 import { HF_DEFAULT_CONTEXT, quantOf } from "./hf";
 import { checkGguf, GgufFormatError } from "../../3-engines/gguf-check";
@@ -15,9 +15,12 @@ import { checkGguf, GgufFormatError } from "../../3-engines/gguf-check";
 // files, and written into the config file without disturbing what is there.
 //   GGUF         → chat; max_context the GGUF's trained context_length, at most HF_DEFAULT_CONTEXT
 //                  (as `pull hf:…`); an mmproj*.gguf beside it makes it a vision model
-//   config.json  → classifier when it is a sequence classifier (architectures *ForSequenceClassification,
-//                  or id2label with real names), else embedding; max_context from the folder
-//                  (model-folder.ts: max_position_embeddings, model_max_length, max_seq_length)
+//   config.json  → reranker when it is a one-logit cross-encoder (one label, no architecture but
+//                  *ForSequenceClassification: bge-reranker, ms-marco cross-encoders); else classifier
+//                  when it is a sequence classifier (architectures *ForSequenceClassification, or
+//                  id2label with real names); else embedding; max_context from the folder
+//                  (model-folder.ts: max_position_embeddings, model_max_length, max_seq_length).
+//                  A two-label cross-encoder is not guessed: declare kind = "reranker" yourself
 //   model_index.json (diffusers) or onnx/transformer_model*.onnx (the Z-Image bundle) → image
 // A chat model gets context = "auto" (the planner fits the context per slot at load, up to max_context).
 // A catalogue id adds its entry's name, its (curated) max_context — never above what the file was
@@ -76,7 +79,7 @@ export async function inspectModelFolder(dir: string, id = "ID"): Promise<Folder
   if (ggufs.length) return inspectGguf(dir, ggufs);
   if (existsSync(join(dir, "model_index.json")) || files.some((f) => /^onnx\/transformer_model[^/]*\.onnx$/.test(f))) return inspectImage(dir);
   if (existsSync(join(dir, "config.json"))) return inspectEncoder(dir);
-  throw new AddError(`${dir}: cannot tell what model this is: no .gguf file (chat), no config.json (embedding or classifier), no model_index.json or onnx/transformer_model*.onnx (image)`);
+  throw new AddError(`${dir}: cannot tell what model this is: no .gguf file (chat), no config.json (embedding, classifier or reranker), no model_index.json or onnx/transformer_model*.onnx (image)`);
 }
 
 async function inspectGguf(dir: string, ggufs: string[]): Promise<FolderModel> {
@@ -158,13 +161,14 @@ function inspectEncoder(dir: string): FolderModel {
   } catch (e) {
     throw new AddError(`${dir}/config.json: ${(e as Error).message}`);
   }
-  const kind = isClassifier(config) ? "classifier" : "embedding";
+  const kind = isRerankerConfig(config) ? "reranker" : isClassifier(config) ? "classifier" : "embedding";
+  const read = { reranker: readRerankerFolder, classifier: readClassifierFolder, embedding: readEmbedderFolder }[kind];
   try {
     // The engines' own reading of the folder: what they would refuse at load is refused now.
-    const info = kind === "classifier" ? readClassifierFolder(dir) : readEmbedderFolder(dir);
+    const info = read(dir);
     return { kind, files: { model: "." }, max_context: info.maxTokens, vision: false };
   } catch (e) {
-    throw new AddError(`${(e as Error).message} (read as ${kind === "classifier" ? "a classifier" : "an embedding model"})`);
+    throw new AddError(`${(e as Error).message} (read as ${{ reranker: "a reranker", classifier: "a classifier", embedding: "an embedding model" }[kind]})`);
   }
 }
 
