@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, posix } from "node:path";
 import { describeErrors } from "../../src/lib/config";
 import { ModelKind, ModelManifest } from "../../src/lib/manifest";
+import c_bge_reranker_v2_m3 from "./bge-reranker-v2-m3.json" with { type: "text" };
 import c_demo_chat from "./demo-chat.json" with { type: "text" };
 import c_demo_embed from "./demo-embed.json" with { type: "text" };
 import c_demo_image from "./demo-image.json" with { type: "text" };
@@ -128,6 +129,7 @@ export const CATALOGUE_DIR = import.meta.dir;
  * parsed JSON, hence the casts.)
  */
 export const EMBEDDED_CATALOGUE: Record<string, string> = {
+  "bge-reranker-v2-m3.json": c_bge_reranker_v2_m3 as unknown as string,
   "demo-chat.json": c_demo_chat as unknown as string,
   "demo-embed.json": c_demo_embed as unknown as string,
   "demo-image.json": c_demo_image as unknown as string,

@@ -95,7 +95,7 @@ async function models(args: string[]) {
 test("the built-in catalogue pins every file to a revision with its size and checksum, and names each demo generator", () => {
   const entries = catalogue();
   const kinds: string[] = entries.map((e) => e.kind).sort();
-  expect(kinds).toEqual(["chat", "chat", "chat", "chat", "chat", "classifier", "classifier", "embedding", "embedding", "image", "image", "image", "reranker"]);
+  expect(kinds).toEqual(["chat", "chat", "chat", "chat", "chat", "classifier", "classifier", "embedding", "embedding", "image", "image", "image", "reranker", "reranker"]);
   for (const e of entries) {
     if (isDownload(e)) {
       expect(e.revision).toMatch(/^[0-9a-f]{40}$/);

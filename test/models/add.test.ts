@@ -1,7 +1,8 @@
 import { afterAll, expect, test } from "bun:test";
-import { cpSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { ensureChatModel } from "../../models/cache";
+import { catalogue, isDownload, modelFolder } from "../../models/catalogue";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { ensureZImageModel } from "../../models/diffusion/z-image";
 import { ensureOnnxModel } from "../../models/onnx/cache";
@@ -138,6 +139,36 @@ test("models add reads a one-logit cross-encoder folder as a reranker; a copy wi
   cpSync(rerank, broken, { recursive: true });
   rmSync(join(broken, "tokenizer.json"));
   await expect(inspectModelFolder(broken)).rejects.toThrow("no tokenizer.json (read as a reranker)");
+});
+
+test("the catalogue's bge-reranker-v2-m3, laid out as a pull writes it (sizes exact, weights sparse), is added as a reranker at the entry's window", async () => {
+  const entry = catalogue().find((e) => e.id === "bge-reranker-v2-m3");
+  if (!entry || !isDownload(entry)) throw new Error("no bge-reranker-v2-m3 download entry");
+  const dir = join(tempDir("appliance-add-bge-"), modelFolder(entry));
+  dirs.push(join(dir, ".."));
+  // BAAI/bge-reranker-v2-m3's config.json fields the reader uses, padded to the pinned size.
+  const config = JSON.stringify({
+    architectures: ["XLMRobertaForSequenceClassification"],
+    model_type: "xlm-roberta",
+    hidden_size: 1024,
+    id2label: { 0: "LABEL_0" },
+    label2id: { LABEL_0: 0 },
+    max_position_embeddings: 8194,
+    pad_token_id: 1,
+    type_vocab_size: 1,
+    vocab_size: 250002,
+  });
+  const json: Record<string, string> = { "config.json": config, "tokenizer_config.json": JSON.stringify({ model_max_length: 8192, tokenizer_class: "XLMRobertaTokenizer" }) };
+  for (const f of Object.values(entry.files)) {
+    const path = join(dir, f.path);
+    const bytes = f.bytes!;
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, json[f.path]?.padEnd(bytes, " ") ?? "");
+    truncateSync(path, bytes);
+  }
+  expect(await inspectModelFolder(dir)).toMatchObject({ kind: "reranker", max_context: 8192 });
+  const m = await manifestForFolder({ id: entry.id, dir, modelsDir: join(dir, ".."), entry });
+  expect(m).toMatchObject({ id: "bge-reranker-v2-m3", kind: "reranker", max_context: 512, slots: 1, files: { model: "bge-reranker-v2-m3" } });
 });
 
 test("models add refuses with one line: no folder, an unfinished pull, an unknown layout, an id already served (--force replaces it)", async () => {

@@ -3,10 +3,10 @@ import { Encoder, type EncoderOptions } from "./encoder";
 import { MicroBatcher } from "./micro-batcher";
 import type { FolderInfo } from "./model-folder";
 
-// What the classifier, the reranker and the embedding engine share: the model folder read once, one encoder
-// (tokenizer here, ONNX session in its worker), and a micro-batcher so concurrent requests share
-// model runs. A subclass says how its folder is read, which head the worker applies, and how one
-// batch's output becomes one answer per item.
+// What the classifier, the reranker and the embedding engine share: the model folder read once,
+// one encoder (tokenizer here, ONNX session in its worker), and a micro-batcher so concurrent
+// requests share model runs. A subclass says how its folder is read, which head the worker
+// applies, and how one batch's output becomes one answer per item.
 
 export abstract class EncoderEngine<Info extends FolderInfo, Item, Out> {
   private info: Info | null = null;
