@@ -2,6 +2,7 @@
 import { benchBatches } from "./batches";
 import { benchChat } from "./chat";
 import { benchCluster } from "./cluster";
+import { benchDecisions } from "./decisions";
 import { benchEmbeddings } from "./embeddings";
 import { benchFairness } from "./fairness";
 import { benchExecutable } from "./executable";
@@ -21,6 +22,7 @@ const BENCHES: Record<string, (args: string[]) => Promise<{ pass: boolean }>> = 
   chat: () => benchChat(),
   formats: () => benchFormats(),
   embeddings: () => benchEmbeddings(),
+  decisions: () => benchDecisions(),
   images: () => benchImages(),
   batches: () => benchBatches(),
   executable: () => benchExecutable(),
