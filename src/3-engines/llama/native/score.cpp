@@ -3,7 +3,8 @@
 // model's own next-token distributions chain them (a multi-token answer scored as a sequence, not
 // by its first token). Continuations that share a prefix share its decodes: they are laid out as a
 // tree, each node with children decoded once, in depth-first order, and the cache trimmed back to
-// the branch point before the next branch. Runs on the context's decode loop (loop.cpp), which owns
+// the branch point before the next branch; a run of nodes with one child each (an answer's tokens
+// past its last branch point) is decoded in one batch. Runs on the context's decode loop (loop.cpp), which owns
 // the context, between two of its steps.
 //   scoreContinuations(loop, seq, nPast, last, continuations: Uint32Array[], biasTokens?, biasLogits?)
 //     -> Promise<Float64Array>: log-probability per continuation (-Infinity where a bias bars it)
@@ -12,6 +13,7 @@
 
 #include <napi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -22,6 +24,9 @@
 #include "nlc.h"
 
 namespace {
+
+/** Tokens decoded in one batch along a chain of single-child nodes (a longer chain takes several). */
+constexpr int32_t MAX_CHAIN = 64;
 
 struct Node {
     llama_token token = -1;
@@ -61,7 +66,8 @@ class ScoreWorker : public Napi::AsyncWorker {
             if ((int64_t) n_past + 1 + (int64_t) depth > (int64_t) llama_n_ctx_seq(ctx)) return -3;
             llama_memory_t mem = llama_get_memory(ctx);
             llama_memory_seq_rm(mem, seq, n_past, -1);
-            llama_batch batch = llama_batch_init(1, 0, 1);
+            max_chain = std::max<int32_t>(1, std::min<int32_t>(MAX_CHAIN, (int32_t) llama_n_batch(ctx)));
+            llama_batch batch = llama_batch_init(MAX_CHAIN, 0, 1);
             const int rc = visit(ctx, batch, 0, last, n_past);
             llama_batch_free(batch);
             llama_memory_seq_rm(mem, seq, n_past + 1, -1);  // the prompt stays, whole
@@ -95,41 +101,56 @@ class ScoreWorker : public Napi::AsyncWorker {
     std::vector<Node> nodes;
     std::vector<int32_t> leaf, parent;
     std::vector<double> lp;  // log p(node's token | its parent's state)
+    int32_t max_chain = MAX_CHAIN;
 
-    // Decodes `token` at `pos` (the state of node `at`), gives its children their log-probabilities,
-    // then does the same below each child that has children of its own.
+    // Decodes `token` at `pos` (the state of node `at`) and, in the same batch, the chain of nodes
+    // below it that have one child each and children of their own (an answer's tokens past the last
+    // branch point: one decode for the run, not one a token), gives each decoded node's children
+    // their log-probabilities, then does the same below each child of the chain's last node.
     int visit(llama_context * ctx, llama_batch & batch, int32_t at, llama_token token, llama_pos pos) {
-        batch.n_tokens = 1;
-        batch.token[0] = token;
-        batch.pos[0] = pos;
-        batch.n_seq_id[0] = 1;
-        batch.seq_id[0][0] = seq;
-        batch.logits[0] = true;
+        std::vector<int32_t> chain{at};
+        while ((int32_t) chain.size() < max_chain && nodes[chain.back()].children.size() == 1) {
+            const int32_t only = nodes[chain.back()].children.begin()->second;
+            if (nodes[only].children.empty()) break;  // a leaf: scored from its parent's row, never decoded
+            chain.push_back(only);
+        }
+        batch.n_tokens = (int32_t) chain.size();
+        for (size_t i = 0; i < chain.size(); i++) {
+            batch.token[i] = i == 0 ? token : nodes[chain[i]].token;
+            batch.pos[i] = pos + (llama_pos) i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = seq;
+            batch.logits[i] = true;
+        }
         const int rc = llama_decode(ctx, batch);
         if (rc != 0) return rc;
-        const float * row = llama_get_logits_ith(ctx, 0);
-        if (!row) return -4;
         const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
-        auto logit = [&](llama_token t) {
-            auto b = bias.find(t);
-            return (double) row[t] + (b == bias.end() ? 0.0 : (double) b->second);
-        };
-        double top = -INFINITY;
-        for (int32_t t = 0; t < n_vocab; t++) top = std::max(top, logit(t));
-        double sum = 0;
-        if (std::isfinite(top))
-            for (int32_t t = 0; t < n_vocab; t++) sum += std::exp(logit(t) - top);
-        const double lse = std::isfinite(top) ? top + std::log(sum) : INFINITY;  // every token barred: each child -inf
-        for (auto [t, child] : nodes[at].children) {
-            parent[child] = at;
-            lp[child] = logit(t) - lse;
+        for (size_t i = 0; i < chain.size(); i++) {
+            const float * row = llama_get_logits_ith(ctx, (int32_t) i);
+            if (!row) return -4;
+            auto logit = [&](llama_token t) {
+                auto b = bias.find(t);
+                return (double) row[t] + (b == bias.end() ? 0.0 : (double) b->second);
+            };
+            double top = -INFINITY;
+            for (int32_t t = 0; t < n_vocab; t++) top = std::max(top, logit(t));
+            double sum = 0;
+            if (std::isfinite(top))
+                for (int32_t t = 0; t < n_vocab; t++) sum += std::exp(logit(t) - top);
+            const double lse = std::isfinite(top) ? top + std::log(sum) : INFINITY;  // every token barred: each child -inf
+            for (auto [t, child] : nodes[chain[i]].children) {
+                parent[child] = chain[i];
+                lp[child] = logit(t) - lse;
+            }
         }
+        const int32_t last_node = chain.back();
+        const llama_pos next = pos + (llama_pos) chain.size();
         llama_memory_t mem = llama_get_memory(ctx);
-        for (auto [t, child] : nodes[at].children) {
+        for (auto [t, child] : nodes[last_node].children) {
             if (nodes[child].children.empty()) continue;
-            const int r = visit(ctx, batch, child, t, pos + 1);
+            const int r = visit(ctx, batch, child, t, next);
             if (r != 0) return r;
-            llama_memory_seq_rm(mem, seq, pos + 1, -1);  // back to this node's state for its next child
+            llama_memory_seq_rm(mem, seq, next, -1);  // back to the chain's end for its next child
         }
         return 0;
     }
