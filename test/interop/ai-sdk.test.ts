@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateImage, generateObject, generateText, jsonSchema, Output, streamObject, tool } from "ai";
+import { createCohere } from "@ai-sdk/cohere";
+import { experimental_decide as decide, generateImage, generateObject, generateText, jsonSchema, Output, rerank, streamObject, tool } from "ai";
 import { z } from "zod";
 import { useDemoServer } from "./demo-server";
 import { expectAnswered, keepFixture, type RecordingProxy } from "./recording-proxy";
@@ -149,4 +150,25 @@ test("generateImage with n: 3 (three concurrent requests of one image) succeeds"
   const { result: r, sent } = await proxy.recording(() => generateImage({ model: openai().image("demo-image"), prompt: "a red boat", n: 3, size: "256x256", maxRetries: 0 }));
   expect(r.images.length).toBe(3);
   expectAnswered(sent);
+});
+
+test("decide on demo-chat and rerank on demo-rerank (the Cohere provider at /v2), over the socket", async () => {
+  const { result: d, sent } = await proxy.recording(() =>
+    decide({
+      model: openai().decisionModel("demo-chat"),
+      state: "My parcel arrived two weeks late and the box was crushed.",
+      questions: { topic: { type: "choice", criteria: { delivery: "Shipping and parcels", billing: "Payments", other: null } }, upset: { type: "boolean", criteria: { true: "The customer is unhappy." } } },
+      maxRetries: 0,
+    }),
+  );
+  expect(Object.keys(d.answers.topic.probabilities!)).toEqual(["delivery", "billing", "other"]);
+  expect(d.answers.upset.probability).toBeGreaterThanOrEqual(0);
+  expect(d.answers.upset.probability).toBeLessThanOrEqual(1);
+  expectAnswered(sent);
+  const documents = ["Hold the reset button for ten seconds.", "Bananas are yellow.", "Unplug it and plug it back in."];
+  const cohere = createCohere({ apiKey: key, baseURL: `${proxy.url}/v2` });
+  const { result: r, sent: posted } = await proxy.recording(() => rerank({ model: cohere.reranking("demo-rerank"), query: "How do I reset my router?", documents, maxRetries: 0 }));
+  expect(r.ranking.map((x) => x.originalIndex).sort()).toEqual([0, 1, 2]);
+  expect(posted[0]!.path).toBe("/v2/rerank");
+  expectAnswered(posted);
 });
