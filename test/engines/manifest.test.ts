@@ -33,13 +33,13 @@ for (const c of deviceCases)
   });
 
 test("auto, cpu and cuda are accepted for every kind", () => {
-  for (const kind of ["chat", "embedding", "classifier", "image"] as const)
+  for (const kind of ["chat", "embedding", "classifier", "reranker", "image"] as const)
     for (const device of ["auto", "cpu", "cuda"] as const) expect(manifestProblems({ kind, device })).toEqual([]);
 });
 
 test("the refusal says which device the kind takes instead", () => {
   expect(manifestProblems({ kind: "chat", device: "webgpu" })[0]!.message).toBe(
-    `"webgpu" is ONNX Runtime's provider, for embedding, classifier and image models; a chat model takes "auto", "cpu", "cuda" or "vulkan"`,
+    `"webgpu" is ONNX Runtime's provider, for embedding, classifier, reranker and image models; a chat model takes "auto", "cpu", "cuda" or "vulkan"`,
   );
   expect(manifestProblems({ kind: "image", device: "vulkan" })[0]!.message).toContain(`an image model takes "auto", "cpu", "cuda" or "webgpu"`);
 });

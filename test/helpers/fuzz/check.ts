@@ -3,9 +3,10 @@ import { ERROR_TABLE } from "../../../src/1-api/http/errors";
 // What every answer must be, whatever was sent: never a 5xx, and every error in the documented
 // envelope of its wire format with a row of the error table behind it — OpenAI's
 // {error:{message,type,param,code}} (code a string or null) everywhere, Anthropic's
-// {type:"error",error:{type,message}} on /v1/messages* (and on /v1/models for Anthropic clients).
+// {type:"error",error:{type,message}} on /v1/messages* (and on /v1/models for Anthropic clients),
+// and on Cohere's /v2/ paths (rerank) OpenAI's with Cohere's top-level `message` beside it, the same text.
 
-export type Envelope = "openai" | "anthropic" | "either";
+export type Envelope = "openai" | "anthropic" | "either" | "cohere";
 
 export interface Answer {
   status: number;
@@ -30,6 +31,7 @@ export function expectedEnvelope(pathname: string, headers: Headers): Envelope {
   const anthropicClient = headers.has("anthropic-version");
   if (pathname === "/v1/messages" || pathname.startsWith("/v1/messages/")) return "anthropic";
   if (anthropicClient && (pathname === "/v1/models" || pathname.startsWith("/v1/models/"))) return "anthropic";
+  if (pathname.startsWith("/v2/")) return "cohere";
   const loose = pathname.toLowerCase().replace(/\/{2,}/g, "/");
   if (loose.includes("/v1/messages") || (anthropicClient && loose.includes("/v1/models"))) return "either";
   return "openai";
@@ -47,6 +49,14 @@ export function openAIEnvelopeProblem(body: unknown, status: number): string | n
   const row = ROWS.find((r) => r.openaiCode === e.code && r.openaiType === e.type && r.status === status);
   if (!row) return `no row of the error table gives status ${status}, type ${e.type}, code ${e.code}`;
   return null;
+}
+
+/** OpenAI's envelope plus Cohere's top-level `message`, which repeats error.message. */
+export function cohereEnvelopeProblem(body: unknown, status: number): string | null {
+  if (!isObject(body)) return "not an object";
+  const { message, ...rest } = body;
+  if (!isObject(rest.error) || message !== rest.error.message) return 'no top-level "message" equal to error.message';
+  return openAIEnvelopeProblem(rest, status);
 }
 
 export function anthropicEnvelopeProblem(body: unknown, status: number): string | null {
@@ -84,7 +94,7 @@ export function checkAnswer(a: Answer, envelope: Envelope, method: string, docum
     if (!/^application\/json\b/i.test(a.contentType)) problems.push({ kind: "envelope", detail: `${a.status} error with content-type ${a.contentType || "(none)"}` });
     const oa = openAIEnvelopeProblem(body, a.status);
     const an = anthropicEnvelopeProblem(body, a.status);
-    const bad = envelope === "openai" ? oa : envelope === "anthropic" ? an : oa && an;
+    const bad = envelope === "openai" ? oa : envelope === "anthropic" ? an : envelope === "cohere" ? cohereEnvelopeProblem(body, a.status) : oa && an;
     if (bad) problems.push({ kind: "envelope", detail: `${a.status} ${envelope} envelope: ${bad}: ${a.text.slice(0, 200)}` });
   } else if (a.status < 300 && /^application\/json\b/i.test(a.contentType) && method !== "HEAD") {
     try {
