@@ -86,6 +86,15 @@ test("the AI SDK's rerank through its Cohere provider (baseURL …/v2) ranks as 
   expect(rerankedDocuments[0]).toBe(documents[raw.results[0].index]!);
 });
 
+test("1,000 documents, the most a request takes, are all scored; top_n picks from all of them", async () => {
+  const many = Array.from({ length: 1000 }, (_, i) => `document number ${i} about ${i % 7 === 0 ? "router resets" : "something else"}`);
+  const all = await (await rerankRequest({ model: "rerank", query, documents: many })).json();
+  expect(all.results).toHaveLength(1000);
+  expect(new Set(all.results.map((r: { index: number }) => r.index)).size).toBe(1000);
+  const top = await (await rerankRequest({ model: "rerank", query, documents: many, top_n: 3 })).json();
+  expect(top.results).toEqual(all.results.slice(0, 3));
+});
+
 test("a pair over the model's length is cut from the document's end: listed in meta, warned of, counted as read", async () => {
   const long = Array.from({ length: 60 }, (_, i) => `word${i}`).join(" ");
   const body = await (await rerankRequest({ model: "rerank-tight", query: "router reset", documents: ["short one", long] })).json();
