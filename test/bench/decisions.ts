@@ -43,6 +43,7 @@ import { validateConfig } from "../../src/lib/config";
 import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { pairFeeds } from "../helpers/rerank-reference";
 import { readSseEvents } from "./sse-client";
 import { median } from "./stats";
 
@@ -299,22 +300,7 @@ function rerankDocuments(tokens: (text: string) => number): string[] {
  */
 async function bareSession(folder: string) {
   const session = await ort.InferenceSession.create(join(folder, "onnx", "model.onnx"), sessionOptions("cpu", THREADS));
-  const forward = async (rows: TokenizedItem[]) => {
-    const seq = Math.max(...rows.map((r) => r.ids.length));
-    const ids = new BigInt64Array(rows.length * seq);
-    const mask = new BigInt64Array(rows.length * seq);
-    const types = new BigInt64Array(rows.length * seq);
-    rows.forEach((r, b) =>
-      r.ids.forEach((id, i) => {
-        ids[b * seq + i] = BigInt(id);
-        mask[b * seq + i] = 1n;
-        types[b * seq + i] = BigInt(r.typeIds?.[i] ?? 0);
-      }),
-    );
-    const dims = [rows.length, seq];
-    const out = await session.run({ input_ids: new ort.Tensor("int64", ids, dims), attention_mask: new ort.Tensor("int64", mask, dims), token_type_ids: new ort.Tensor("int64", types, dims) });
-    return out.logits!.data as Float32Array;
-  };
+  const forward = async (rows: TokenizedItem[]) => (await session.run(pairFeeds(rows, true))).logits!.data as Float32Array;
   return {
     async score(pairs: TokenizedItem[]): Promise<number[]> {
       const order = pairs.map((_, i) => i).sort((a, b) => pairs[a]!.ids.length - pairs[b]!.ids.length);

@@ -22,6 +22,25 @@ export interface BareReranker {
 
 const ONNX_FILE = { fp32: "model.onnx", q8: "model_quantized.onnx", fp16: "model_fp16.onnx" } as const;
 
+/** A bare session's inputs for these pairs: right-padded to the longest, mask 1 on real tokens, segment ids when the graph takes them. */
+export function pairFeeds(rows: readonly TokenizedItem[], withTypes: boolean): Record<string, ort.Tensor> {
+  const seq = Math.max(...rows.map((r) => r.ids.length));
+  const ids = new BigInt64Array(rows.length * seq);
+  const mask = new BigInt64Array(rows.length * seq);
+  const types = new BigInt64Array(rows.length * seq);
+  rows.forEach((r, b) =>
+    r.ids.forEach((id, i) => {
+      ids[b * seq + i] = BigInt(id);
+      mask[b * seq + i] = 1n;
+      types[b * seq + i] = BigInt(r.typeIds?.[i] ?? 0);
+    }),
+  );
+  const dims = [rows.length, seq];
+  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor("int64", ids, dims), attention_mask: new ort.Tensor("int64", mask, dims) };
+  if (withTypes) feeds.token_type_ids = new ort.Tensor("int64", types, dims);
+  return feeds;
+}
+
 export async function bareReranker(folder: string, o: { threads?: number } = {}): Promise<BareReranker> {
   const info = readRerankerFolder(folder);
   const session = await ort.InferenceSession.create(join(folder, "onnx", ONNX_FILE[info.dtype]), {
@@ -29,21 +48,7 @@ export async function bareReranker(folder: string, o: { threads?: number } = {})
     intraOpNumThreads: o.threads ?? 1,
   });
   const run = async (rows: TokenizedItem[]) => {
-    const seq = Math.max(...rows.map((r) => r.ids.length));
-    const ids = new BigInt64Array(rows.length * seq);
-    const mask = new BigInt64Array(rows.length * seq);
-    const types = new BigInt64Array(rows.length * seq);
-    rows.forEach((r, b) =>
-      r.ids.forEach((id, i) => {
-        ids[b * seq + i] = BigInt(id);
-        mask[b * seq + i] = 1n;
-        types[b * seq + i] = BigInt(r.typeIds?.[i] ?? 0);
-      }),
-    );
-    const dims = [rows.length, seq];
-    const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor("int64", ids, dims), attention_mask: new ort.Tensor("int64", mask, dims) };
-    if (session.inputNames.includes("token_type_ids")) feeds.token_type_ids = new ort.Tensor("int64", types, dims);
-    const out = (await session.run(feeds)).logits!;
+    const out = (await session.run(pairFeeds(rows, session.inputNames.includes("token_type_ids")))).logits!;
     const width = out.dims[1]!;
     const data = out.data as Float32Array;
     return rows.map((_, b) => Array.from(data.subarray(b * width, (b + 1) * width)));
