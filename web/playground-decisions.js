@@ -1,8 +1,8 @@
 // Playground: Decisions (POST /v1/decisions) — an input and up to 10 typed questions answered from a
 // chat model's own probabilities (or, for predicates, a classifier's entailment): each answer's
 // probabilities as a bar list, its confidence, its score where it has one, or the refusal.
-import { h, put, replace, setAlert, errText, uid } from './dom.js';
-import { callV1Json, fillSelect, modelPicker, probabilityList, fmtPercent, usageLine } from './playground-shared.js';
+import { h, put, setAlert, uid } from './dom.js';
+import { callV1Json, fillSelect, modelPicker, probabilityList, fmtPercent, usageLine, toolRunner } from './playground-shared.js';
 
 /** The most questions a request may ask (the server's limit; more is its named 400). */
 const MAX_QUESTIONS = 10;
@@ -149,43 +149,28 @@ export function decisionsTool({ requireKey, signal }) {
   add({ type: 'predicate' });
   addBtn.addEventListener('click', () => { if (editors.length < MAX_QUESTIONS) add().focus(); });
 
-  let ctl = null;
-  signal.addEventListener('abort', () => ctl?.abort());
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
-    if (ctl) return;
-    setAlert(errEl, '');
-    const key = requireKey(errEl);
-    if (!key) return;
-    if (!model.select.value) return setAlert(errEl, 'No chat or classifier model is available.');
-    const input = inputIn.value.trim();
-    if (!input) { setAlert(errEl, 'Write the input to judge first.'); inputIn.focus(); return; }
-    const read = editors.map((e, i) => e.read(i + 1));
-    const bad = read.find((r) => r.error);
-    if (bad) { setAlert(errEl, bad.error); bad.field.focus(); return; }
-    const questions = read.map((r) => r.question);
-
-    ctl = new AbortController();
-    askBtn.setAttribute('aria-disabled', 'true');
-    output.setAttribute('aria-busy', 'true');
-    replace(output);
-    status.textContent = 'Asking the model…';
-    try {
-      const res = await callV1Json('/v1/decisions', key, { model: model.select.value, input, questions }, ctl.signal);
+  form.addEventListener('submit', toolRunner({
+    signal, button: askBtn, output, status, errEl, busyText: 'Asking the model…',
+    check() {
+      const key = requireKey(errEl);
+      if (!key) return null;
+      if (!model.select.value) return setAlert(errEl, 'No chat or classifier model is available.'), null;
+      const input = inputIn.value.trim();
+      if (!input) { setAlert(errEl, 'Write the input to judge first.'); inputIn.focus(); return null; }
+      const read = editors.map((e, i) => e.read(i + 1));
+      const bad = read.find((r) => r.error);
+      if (bad) { setAlert(errEl, bad.error); bad.field.focus(); return null; }
+      return { key, input, questions: read.map((r) => r.question) };
+    },
+    async send({ key, input, questions }, sig) {
+      const res = await callV1Json('/v1/decisions', key, { model: model.select.value, input, questions }, sig);
       const answers = Array.isArray(res?.answers) ? res.answers : [];
-      replace(output,
+      return [
         h('ol', { class: 'answers', id: 'pg-dec-answers' }, answers.map((a, i) => answerView(a, questions[i], i + 1))),
-        usageLine(res?.usage?.input_tokens, res?.usage?.input_tokens_details?.cached_tokens));
-      status.textContent = 'Done.';
-    } catch (err) {
-      status.textContent = '';
-      setAlert(errEl, errText(err));
-    } finally {
-      ctl = null;
-      output.removeAttribute('aria-busy');
-      askBtn.removeAttribute('aria-disabled');
-    }
-  });
+        usageLine(res?.usage?.input_tokens, res?.usage?.input_tokens_details?.cached_tokens),
+      ];
+    },
+  }));
 
   return {
     form,

@@ -1,8 +1,8 @@
 // Playground: Rerank (POST /v1/rerank) — a query and documents, one per line, ranked by a reranker
 // model: each result's rank, document and relevance score, the documents the server cut to fit
 // the model (meta.truncated, meta.warnings), and the tokens read.
-import { h, replace, setAlert, errText, fmtInt, dataTable, fillRows } from './dom.js';
-import { callV1Json, fillSelect, modelPicker, usageLine } from './playground-shared.js';
+import { h, setAlert, fmtInt, dataTable, fillRows } from './dom.js';
+import { callV1Json, fillSelect, modelPicker, usageLine, toolRunner } from './playground-shared.js';
 
 /** The server's limit on documents per request (more is its named 400). */
 const MAX_DOCUMENTS = 1000;
@@ -49,47 +49,32 @@ export function rerankTool({ requireKey, signal }) {
       h('p', { id: 'pg-rr-top-n-help', class: 'muted small', text: 'Show only the best N results; all when empty.' })),
     h('div', { class: 'buttons' }, rankBtn), status, output);
 
-  let ctl = null;
-  signal.addEventListener('abort', () => ctl?.abort());
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
-    if (ctl) return;
-    setAlert(errEl, '');
-    const key = requireKey(errEl);
-    if (!key) return;
-    if (!model.select.value) return setAlert(errEl, 'No reranker model is available.');
-    const query = queryIn.value.trim();
-    if (!query) { setAlert(errEl, 'Write a query first.'); queryIn.focus(); return; }
-    const docs = docsIn.value.split('\n').map((l) => l.trim()).filter(Boolean);
-    if (!docs.length) { setAlert(errEl, 'Give at least one document, one a line.'); docsIn.focus(); return; }
-    const topText = topIn.value.trim();
-    const topN = topText ? Number(topText) : null;
-    if (topText && (!Number.isInteger(topN) || topN < 1)) { setAlert(errEl, 'Top N must be a whole number of 1 or more, or empty.'); topIn.focus(); return; }
-
-    ctl = new AbortController();
-    rankBtn.setAttribute('aria-disabled', 'true');
-    output.setAttribute('aria-busy', 'true');
-    replace(output);
-    status.textContent = 'Ranking…';
-    try {
-      const res = await callV1Json('/v1/rerank', key, { model: model.select.value, query, documents: docs, ...(topN ? { top_n: topN } : {}) }, ctl.signal);
+  form.addEventListener('submit', toolRunner({
+    signal, button: rankBtn, output, status, errEl, busyText: 'Ranking…',
+    check() {
+      const key = requireKey(errEl);
+      if (!key) return null;
+      if (!model.select.value) return setAlert(errEl, 'No reranker model is available.'), null;
+      const query = queryIn.value.trim();
+      if (!query) { setAlert(errEl, 'Write a query first.'); queryIn.focus(); return null; }
+      const docs = docsIn.value.split('\n').map((l) => l.trim()).filter(Boolean);
+      if (!docs.length) { setAlert(errEl, 'Give at least one document, one a line.'); docsIn.focus(); return null; }
+      const topText = topIn.value.trim();
+      const topN = topText ? Number(topText) : null;
+      if (topText && (!Number.isInteger(topN) || topN < 1)) { setAlert(errEl, 'Top N must be a whole number of 1 or more, or empty.'); topIn.focus(); return null; }
+      return { key, query, docs, topN };
+    },
+    async send({ key, query, docs, topN }, sig) {
+      const res = await callV1Json('/v1/rerank', key, { model: model.select.value, query, documents: docs, ...(topN ? { top_n: topN } : {}) }, sig);
       const results = Array.isArray(res?.results) ? res.results : [];
       const { wrap, tbody } = dataTable({ id: 'pg-rr-results', label: 'Ranked documents', headers: ['Rank', 'Document', 'Relevance score'] });
       fillRows(tbody, results.map((r, i) => h('tr', { 'data-row': String(r.index), 'data-index': String(r.index) },
         h('td', { class: 'num', text: fmtInt(i + 1) }),
         h('td', { class: 'doc-text' }, shown(docs[r.index] ?? r.document?.text ?? ''), h('div', { class: 'muted small', text: `document ${fmtInt(Number(r.index) + 1)}` })),
         h('td', { class: 'num score', text: fmtScore(r.relevance_score) }))), 'No results.');
-      replace(output, wrap, cutNote(res?.meta, docs), usageLine(res?.usage?.prompt_tokens ?? res?.meta?.billed_units?.input_tokens, null));
-      status.textContent = 'Done.';
-    } catch (err) {
-      status.textContent = '';
-      setAlert(errEl, errText(err));
-    } finally {
-      ctl = null;
-      output.removeAttribute('aria-busy');
-      rankBtn.removeAttribute('aria-disabled');
-    }
-  });
+      return [wrap, cutNote(res?.meta, docs), usageLine(res?.usage?.prompt_tokens ?? res?.meta?.billed_units?.input_tokens, null)];
+    },
+  }));
 
   return {
     form,

@@ -1,7 +1,7 @@
 // What the playground's tools share: the call to /v1 with the user's own key, a model picker, and
 // the small pieces an answer is shown with (a probability bar, a token count).
 import { ApiError, errorFromResponse } from './api.js';
-import { h, put, replace, fmtInt } from './dom.js';
+import { h, put, replace, fmtInt, setAlert, errText } from './dom.js';
 
 /** POST `body` to a /v1 path with the key; throws ApiError with the OpenAI envelope's message. */
 export async function callV1(path, key, body, signal) {
@@ -68,4 +68,38 @@ export function usageLine(inputTokens, cachedTokens) {
   if (inputTokens == null) return null;
   const cached = Number(cachedTokens) > 0 ? ` (${fmtInt(cachedTokens)} cached)` : '';
   return h('p', { class: 'muted usage-line', text: `Usage: ${fmtInt(inputTokens)} input ${Number(inputTokens) === 1 ? 'token' : 'tokens'}${cached}` });
+}
+
+/**
+ * One request of a tool at a time: `submit(ev)` runs `check()` (it shows its own problem and
+ * returns null, or returns what `send` needs), then `send(value, signal)`, whose nodes replace the
+ * output; the button and output marked busy meanwhile, an error shown by its message. The page's
+ * `signal` (it is left) aborts the request.
+ */
+export function toolRunner({ signal, button, output, status, errEl, busyText, check, send }) {
+  let ctl = null;
+  signal.addEventListener('abort', () => ctl?.abort());
+  return async (ev) => {
+    ev.preventDefault();
+    if (ctl) return;
+    setAlert(errEl, '');
+    const value = check();
+    if (value == null) return;
+    ctl = new AbortController();
+    button.setAttribute('aria-disabled', 'true');
+    output.setAttribute('aria-busy', 'true');
+    replace(output);
+    status.textContent = busyText;
+    try {
+      replace(output, ...(await send(value, ctl.signal)));
+      status.textContent = 'Done.';
+    } catch (err) {
+      status.textContent = '';
+      setAlert(errEl, errText(err));
+    } finally {
+      ctl = null;
+      output.removeAttribute('aria-busy');
+      button.removeAttribute('aria-disabled');
+    }
+  };
 }
