@@ -156,7 +156,7 @@ export function createRegistry(
     if (kind && m.kind !== kind) {
       const fits = [...served.values()].filter((x) => x.manifest.kind === kind).map((x) => x.manifest.id);
       throw new ApiError(
-        "invalid_request",
+        "wrong_model_kind",
         `model "${id}" is a ${m.kind} model and cannot serve this endpoint` + (fits.length ? `; use one of: ${fits.join(", ")}` : ""),
         { param: "model" },
       );

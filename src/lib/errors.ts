@@ -12,6 +12,9 @@ export const ERROR_TABLE = {
   schema_too_complex: { status: 400, openaiType: "invalid_request_error", openaiCode: "schema_too_complex", anthropicType: "invalid_request_error" },
   // /v1/decisions (issue 47): more questions than a request may ask, or a question whose answers are malformed.
   too_many_questions: { status: 400, openaiType: "invalid_request_error", openaiCode: "too_many_questions", anthropicType: "invalid_request_error" },
+  // A model of another kind than the endpoint serves (a chat model on /v1/rerank), and an image to a model that reads none.
+  wrong_model_kind: { status: 400, openaiType: "invalid_request_error", openaiCode: "wrong_model_kind", anthropicType: "invalid_request_error" },
+  images_not_supported: { status: 400, openaiType: "invalid_request_error", openaiCode: "images_not_supported", anthropicType: "invalid_request_error" },
   too_many_documents: { status: 400, openaiType: "invalid_request_error", openaiCode: "too_many_documents", anthropicType: "invalid_request_error" },
   invalid_question: { status: 400, openaiType: "invalid_request_error", openaiCode: "invalid_question", anthropicType: "invalid_request_error" },
   too_many_images: { status: 400, openaiType: "invalid_request_error", openaiCode: "too_many_images", anthropicType: "invalid_request_error" },

@@ -96,7 +96,7 @@ test("refused in OpenAI's envelope, each by name: too many questions, a choice l
   expect(await refused({ questions: [{ type: "score", instructions: "Rate.", levels: [{ label: "only" }] }] })).toEqual({ status: 400, code: "invalid_question", param: "questions[0].levels" });
   expect(await refused({ input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] })).toEqual({
     status: 400,
-    code: null,
+    code: "images_not_supported",
     param: "input[0].content[0]",
   });
   expect(await refused({ input: [{ type: "function_call", call_id: "c1", name: "lookup", arguments: "{}" }] })).toEqual({ status: 400, code: null, param: "input[0]" });

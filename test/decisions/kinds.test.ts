@@ -7,7 +7,7 @@ import { chatTestApp } from "../helpers/chat";
 // classifier answers predicate questions by entailment — P(entailment) of (input, instructions),
 // exactly /v1/classify's for the same pair — billed at the classifier's own price; other question
 // types there, images, and an input past its limit are named 400s; embedding, image and reranker
-// models are the wrong kind. Nothing refused is charged or left held.
+// models are the wrong kind (400 wrong_model_kind, as every endpoint answers one). Nothing refused is charged or left held.
 
 let t: Awaited<ReturnType<typeof chatTestApp>>;
 
@@ -100,7 +100,7 @@ test("refused on a classifier, by name, nothing charged: a choice or score quest
   const image = await refusal(
     client.decisions.create({ model: "nli", input: [{ role: "user", content: [{ type: "input_text", text: premise }, { type: "input_image", image_url: "data:image/png;base64,AAAA" }] }], questions: [p] }),
   );
-  expect(image).toMatchObject({ status: 400, code: null, param: "input[0].content[1]" });
+  expect(image).toMatchObject({ status: 400, code: "images_not_supported", param: "input[0].content[1]" });
   expect(image.message).toContain('model "nli" does not accept images (supports_vision is false)');
   // nli-tight takes 24 tokens per pair: the premise and hypothesis pair does not fit
   const long = await refusal(client.decisions.create({ model: "nli-tight", input: premise, questions: [p] }));
@@ -119,13 +119,13 @@ test("embedding, image and reranker models are the wrong kind: a 400 on `model` 
   const questions = [{ type: "predicate" as const, instructions: "It is about music." }];
   for (const [model, kind] of [["embed", "an embedding"], ["turbo", "an image"], ["rerank", "a reranker"]] as const) {
     const e = await refusal(client.decisions.create({ model, input: premise, questions }));
-    expect(e).toMatchObject({ status: 400, code: null, param: "model" });
+    expect(e).toMatchObject({ status: 400, code: "wrong_model_kind", param: "model" });
     expect(e.message).toContain(`model "${model}" is ${kind} model and cannot answer decisions`);
     expect(e.message).toContain("use one of: chat, small-chat, tight, nli, nli-tight");
   }
   // as /v1/embeddings answers a model of the wrong kind
   const other = await refusal(client.embeddings.create({ model: "nli", input: "x" }));
-  expect(other).toMatchObject({ status: 400, code: null, param: "model" });
+  expect(other).toMatchObject({ status: 400, code: "wrong_model_kind", param: "model" });
   expect((await refusal(client.decisions.create({ model: "no-such-model", input: premise, questions }))).status).toBe(404);
   const account = await t.deps.accounts.getAccount("wrong-kind");
   expect(t.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE account_id = ?").get(account.id)).toEqual({ n: 0 });

@@ -132,15 +132,15 @@ test("refused, nothing charged: an image to a text-only model (chat's 400, in th
     throw new Error("not refused");
   };
   const input = await refused({ model: "chat", input: withImage(red) });
-  expect(input).toMatchObject({ status: 400, code: null, param: "input[0].content[1]" });
+  expect(input).toMatchObject({ status: 400, code: "images_not_supported", param: "input[0].content[1]" });
   expect(input.message).toContain('model "chat" does not accept images');
   // the same words as chat's for an image to this model
   const chat = await client.chat.completions.create({ model: "chat", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: dataUrl(red) } }] }] }).catch((e) => e);
-  expect([chat.status, chat.code]).toEqual([400, null]);
+  expect([chat.status, chat.code]).toEqual([400, "images_not_supported"]);
   expect(chat.message).toContain('model "chat" does not accept images (supports_vision is false)');
   expect(input.message).toContain('model "chat" does not accept images (supports_vision is false)');
   const instructions = await refused({ model: "chat", input: text, questions: [{ type: "predicate", instructions: [{ type: "input_text", text: "Like this:" }, { type: "input_image", image_url: dataUrl(red) }] }] });
-  expect(instructions).toMatchObject({ status: 400, code: null, param: "questions[0].instructions[1]" });
+  expect(instructions).toMatchObject({ status: 400, code: "images_not_supported", param: "questions[0].instructions[1]" });
   // on the vision model: chat's image limits (2 a request, counted over the input and the questions) and checks
   const three = await refused({ model: "vision", input: withImage(red), questions: [0, 1].map(() => ({ type: "predicate" as const, instructions: [{ type: "input_image" as const, image_url: dataUrl(blue) }, { type: "input_text" as const, text: "Same?" }] })) });
   expect(three).toMatchObject({ status: 400, code: "too_many_images", param: "questions[1].instructions[0]" });

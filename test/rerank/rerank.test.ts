@@ -119,7 +119,7 @@ test("named 400s: a query with no room, over 1,000 documents, none, a model of a
     [{ model: "rerank-tight", query: "a very long query ".repeat(10), documents: ["x"] }, "context_length_exceeded", "query"],
     [{ model: "rerank", query, documents: Array(1001).fill("x") }, "too_many_documents", "documents"],
     [{ model: "rerank", query, documents: [] }, "invalid_request_error", "documents"],
-    [{ model: "chat", query, documents }, "invalid_request_error", "model"],
+    [{ model: "chat", query, documents }, "wrong_model_kind", "model"],
     [{ model: "rerank", query, documents: [{ text: "a", title: "b" }], rank_fields: ["title"] }, "invalid_request_error", "rank_fields"],
     [{ model: "nope", query, documents }, "model_not_found", "model"],
   ];

@@ -235,7 +235,7 @@ async function takeImages(job: ChatJob, modelId: string, vision: boolean, option
   const images = imagesOf(job);
   if (images.length === 0) return;
   if (!vision)
-    throw new ApiError("invalid_request", `${images[0]!.param}: model "${modelId}" does not accept images (supports_vision is false)`, {
+    throw new ApiError("images_not_supported", `${images[0]!.param}: model "${modelId}" does not accept images (supports_vision is false)`, {
       param: images[0]!.param,
     });
   await decodeImages(job, options);

@@ -46,7 +46,7 @@ export function createDecisionService(deps: CapabilityDeps) {
     if (manifest.kind !== "chat") {
       const fits = registry.list().filter((e) => e.kind === "chat" || e.kind === "classifier").map((e) => e.id);
       throw new ApiError(
-        "invalid_request",
+        "wrong_model_kind",
         `model "${manifest.id}" is ${manifest.kind === "embedding" || manifest.kind === "image" ? "an" : "a"} ${manifest.kind} model and cannot answer decisions; a chat model answers every question type, a classifier predicate questions` +
           (fits.length ? `; use one of: ${fits.join(", ")}` : ""),
         { param: "model" },
@@ -121,7 +121,7 @@ export function createDecisionService(deps: CapabilityDeps) {
 function refuseImages(manifest: ModelManifest, images: readonly ImageInput[]): void {
   if (images.length === 0 || (manifest.kind === "chat" && manifest.vision)) return;
   const param = images[0]!.param;
-  throw new ApiError("invalid_request", `${param}: model "${manifest.id}" does not accept images (supports_vision is false)`, { param });
+  throw new ApiError("images_not_supported", `${param}: model "${manifest.id}" does not accept images (supports_vision is false)`, { param });
 }
 
 /** A job's prompt tokens; the engine's early refusal of an overlong text names the input. */

@@ -318,7 +318,7 @@ export class LlamaChatEngine implements ChatEngine {
     const inputs = imagesOf(job);
     if (inputs.length === 0) return { wrapper: base, history: toLlamaHistory(job.turns), images: [] as ImageSpan[] };
     if (!s.projector)
-      throw new ApiError("invalid_request", `${inputs[0]!.param}: model "${this.opts.modelId}" does not accept images`, { param: inputs[0]!.param });
+      throw new ApiError("images_not_supported", `${inputs[0]!.param}: model "${this.opts.modelId}" does not accept images`, { param: inputs[0]!.param });
     const images = await Promise.all(
       inputs.map((i) => {
         if (!i.decoded) throw new Error(`${i.param}: the image was not decoded before the engine`);
