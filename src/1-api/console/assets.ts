@@ -36,6 +36,26 @@ import sseJs from "../../../web/sse.js" with { type: "text" };
 import styleCss from "../../../web/style.css" with { type: "text" };
 // @ts-ignore
 import usageJs from "../../../web/usage.js" with { type: "text" };
+// @ts-ignore
+import markdownJs from "../../../web/markdown.js" with { type: "text" };
+// @ts-ignore
+import highlightJs from "../../../web/highlight.js" with { type: "text" };
+// @ts-ignore
+import modelsPullJs from "../../../web/models-pull.js" with { type: "text" };
+// @ts-ignore
+import chatJs from "../../../web/chat.js" with { type: "text" };
+// @ts-ignore
+import chatComposeJs from "../../../web/chat-compose.js" with { type: "text" };
+// @ts-ignore
+import chatMessagesJs from "../../../web/chat-messages.js" with { type: "text" };
+// @ts-ignore
+import chatListJs from "../../../web/chat-list.js" with { type: "text" };
+// @ts-ignore
+import chatCss from "../../../web/chat.css" with { type: "text" };
+// @ts-ignore
+import markdownCss from "../../../web/markdown.css" with { type: "text" };
+// @ts-ignore
+import modelsCss from "../../../web/models.css" with { type: "text" };
 
 const TYPES: Record<string, string> = { html: "text/html; charset=utf-8", js: "text/javascript; charset=utf-8", css: "text/css; charset=utf-8" };
 const FILES: Record<string, string> = {
@@ -57,6 +77,16 @@ const FILES: Record<string, string> = {
   "sse.js": sseJs,
   "style.css": styleCss,
   "usage.js": usageJs,
+  "markdown.js": markdownJs,
+  "highlight.js": highlightJs,
+  "models-pull.js": modelsPullJs,
+  "chat.js": chatJs,
+  "chat-compose.js": chatComposeJs,
+  "chat-messages.js": chatMessagesJs,
+  "chat-list.js": chatListJs,
+  "chat.css": chatCss,
+  "markdown.css": markdownCss,
+  "models.css": modelsCss,
 };
 
 const HEADERS = {
