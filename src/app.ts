@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./1-api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./1-api/http/auth";
 import { consoleRoutes } from "./1-api/console/routes";
+import { conversationRoutes } from "./1-api/console/conversations";
 import { bindContext, clientOf, contextOf, pathAndQueryOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
 import { forwardToPeers } from "./1-api/cluster/forward";
 import { bodyHashOf, HOP_HEADER } from "./2-services/cluster/hop";
@@ -146,6 +147,7 @@ export function createApp(deps: AppDeps): App {
     .use(rentalsRoutes(deps.rentals, { node: deps.node, logger }))
     .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources, { node: deps.node, logger }))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientOf))
+    .use(conversationRoutes(deps.console.auth, deps.console.conversations))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
 

@@ -38,6 +38,8 @@ import type { Launcher } from "./2-services/rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
 import { consoleHosts } from "./2-services/console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
+import { createConversationsService, type ConversationsService } from "./2-services/console/conversations";
+import { conversationStoreOf } from "./4-store/store";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
 import type { ThreadStore } from "./4-store/threads";
 import { createHeartbeat, processOwner, sharedState, type Heartbeat } from "./2-services/shared-state";
@@ -76,7 +78,7 @@ export interface AppDeps {
   /** GPU rentals; its ticks (launch, billing, auto-stop) are started by main.ts (and tests). */
   rentals: RentalsService;
   /** The web console: sign-in sessions and the account views it shows. */
-  console: { auth: ConsoleAuth; views: ConsoleViews };
+  console: { auth: ConsoleAuth; views: ConsoleViews; conversations: ConversationsService };
   /** Prometheus metrics counted as work happens (GET /metrics adds what it reads at scrape time). */
   metrics: Metrics;
   /**
@@ -265,6 +267,8 @@ export function createServices(
         cluster: store.kind === "postgres" ? { self: () => node!.id, others: () => node!.others() } : undefined,
         pricing,
       }),
+      // The Chat page's conversations, per account (src/2-services/console/conversations.ts).
+      conversations: createConversationsService({ store: conversationStoreOf(store), clock }),
     },
     metrics,
     usage,

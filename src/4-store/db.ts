@@ -22,6 +22,7 @@ import m018 from "./migrations/018-counter-calls.sql" with { type: "text" };
 import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
 import m020 from "./migrations/020-cluster-nodes.sql" with { type: "text" };
 import m021 from "./migrations/021-rental-cluster-node.sql" with { type: "text" };
+import m022 from "./migrations/022-console-conversations.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -47,6 +48,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "019-hold-slices", sql: m019 },
   { name: "020-cluster-nodes", sql: m020 },
   { name: "021-rental-cluster-node", sql: m021 },
+  { name: "022-console-conversations", sql: m022 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

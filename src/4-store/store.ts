@@ -16,6 +16,8 @@ import type { NodeStore } from "./nodes";
 import { postgresSessionStore } from "./pg/sessions";
 import { postgresThreadStore } from "./pg/threads";
 import { sqliteThreadStore, type ThreadStore } from "./threads";
+import { sqliteConversationStore, type ConversationStore } from "./conversations";
+import { postgresConversationStore } from "./pg/conversations";
 import { sqliteRentalStore, type RentalStore } from "./rentals";
 import { sqliteUsageReports, type UsageReports } from "./reports";
 
@@ -115,6 +117,11 @@ export function rentalsStoreOf(store: Store): RentalStore {
 /** Message threads of /v1/messages on this store. */
 export function threadStoreOf(store: Store): ThreadStore {
   return store.kind === "sqlite" ? sqliteThreadStore(store.db) : postgresThreadStore(store.pg.money);
+}
+
+/** The console's chat conversations, per account, on this store. */
+export function conversationStoreOf(store: Store): ConversationStore {
+  return store.kind === "sqlite" ? sqliteConversationStore(store.db) : postgresConversationStore(store.pg.money);
 }
 
 /** The nodes of a cluster: PostgreSQL's table; none on SQLite (one node). */

@@ -9,10 +9,10 @@ import { openPostgresStore } from "../4-store/store";
 
 // `appliance store copy --to postgres://…` (issue 44): moves an appliance that ran on SQLite to a
 // PostgreSQL database — accounts, keys, credits, balances, usage, sessions, files (their bytes
-// too: on PostgreSQL they live in the database), batches, rentals, message threads — in one
-// transaction, so a failed copy leaves the target as empty as it was; an empty target only. What
-// lives only while processes run (credit holds, counters, sign-in buckets) is not copied: there
-// is none when the source appliance is stopped.
+// too: on PostgreSQL they live in the database), batches, rentals, message threads, the console's
+// conversations — in one transaction, so a failed copy leaves the target as empty as it was; an
+// empty target only. What lives only while processes run (credit holds, counters, sign-in
+// buckets) is not copied: there is none when the source appliance is stopped.
 
 export interface CopyReport {
   tables: { table: string; rows: number }[];

@@ -13,13 +13,15 @@ import { sqliteFileStore } from "../../src/4-store/files";
 import { sqliteLedger } from "../../src/4-store/ledger";
 import { postgresFileStore } from "../../src/4-store/pg/files";
 import { accountStoreOf, openPostgresStore } from "../../src/4-store/store";
+import { sqliteConversationStore } from "../../src/4-store/conversations";
+import { postgresConversationStore } from "../../src/4-store/pg/conversations";
 import { tempDir } from "../helpers/app";
 import { cli } from "../helpers/cli";
 import { freshDatabase } from "../helpers/postgres";
 
 // Issue 44: `appliance store migrate` on either store, and `appliance store copy --to postgres://…`
 // moving a SQLite appliance — accounts, keys, credits and balances, usage, files with their bytes,
-// batches and rentals — into an empty PostgreSQL, where the same keys work; a non-empty target is
+// batches, rentals and console conversations — into an empty PostgreSQL, where the same keys work; a non-empty target is
 // refused and left as it was.
 
 const dir = tempDir("appliance-store-cli-");
@@ -55,7 +57,10 @@ async function seed() {
       p.keyId,
       p.accountId,
     ]);
-    return { key, rotatedKey: rotated.key, files: { input, big, empty } };
+    const conversations = sqliteConversationStore(db);
+    await conversations.create({ id: "conv_1", accountId: p.accountId, title: "Kept", model: "m", settings: { system: "s" }, now: 1 }, 1000);
+    await conversations.append({ accountId: p.accountId, id: "conv_1", keep: 0, messages: [{ role: "user", content: "hi ✓" }, { role: "assistant", content: "hello" }], now: 2 }, 1 << 30);
+    return { key, rotatedKey: rotated.key, accountId: p.accountId, files: { input, big, empty } };
   } finally {
     db.close();
   }
@@ -82,7 +87,7 @@ test("store copy moves a SQLite appliance into an empty PostgreSQL: the same key
   const report = r.json();
   expect(report.files).toMatchObject({ copied: 3, bytes: BIG.length + 18, missing: [] });
   const rows = Object.fromEntries(report.tables.map((t: { table: string; rows: number }) => [t.table, t.rows]));
-  expect(rows).toMatchObject({ accounts: 1, api_keys: 3, credits: 1, usage: 1, files: 3, batches: 1, rentals: 1 });
+  expect(rows).toMatchObject({ accounts: 1, api_keys: 3, credits: 1, usage: 1, files: 3, batches: 1, rentals: 1, console_conversations: 1, console_messages: 2 });
 
   const store = await openPostgresStore(url);
   try {
@@ -108,6 +113,9 @@ test("store copy moves a SQLite appliance into an empty PostgreSQL: the same key
     expect(Number(id)).toBeGreaterThan(1);
     const [rental] = await store.pg.money`SELECT billed_minutes, cost_micros FROM rentals WHERE id = 'rent_1'`;
     expect([Number(rental.billed_minutes), Number(rental.cost_micros)]).toEqual([3, 30_000]);
+    // The console's conversations come with their messages, as the account's.
+    const kept = await postgresConversationStore(store.pg.money).read(seeded.accountId, "conv_1");
+    expect(kept).toMatchObject({ conversation: { title: "Kept", settings: { system: "s" }, messageCount: 2 }, messages: [{ seq: 0, body: { content: "hi ✓" } }, { seq: 1, body: { content: "hello" } }] });
   } finally {
     await store.close();
   }

@@ -8,6 +8,7 @@ import {
   CreateRentalRequest,
   FileUploadForm,
 } from "./hand-schemas";
+import { AppendMessagesRequest, CreateConversationRequest, ListConversationsQuery, UpdateConversationRequest } from "../../2-services/console/conversations";
 
 // What the route table cannot say about an operation: its id, summary and success answer, and
 // for routes that read their input by hand, the schema of that input. Keyed by Elysia's
@@ -216,6 +217,40 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     operationId: "listConsoleModels",
     summary: "The served models, with their residency (state, device, memory, idle time, requests in flight)",
     ok: json("`{data:[model]}`"),
+  },
+  "GET /console/api/conversations": {
+    operationId: "listConsoleConversations",
+    summary: "The account's chat conversations, most recently changed first",
+    query: ListConversationsQuery,
+    ok: json("`{data:[{id, title, model, created_at, updated_at, message_count}]}`"),
+  },
+  "POST /console/api/conversations": {
+    operationId: "createConsoleConversation",
+    summary: "Start a chat conversation",
+    description: "409 `conflict` past 1,000 conversations per account.",
+    body: hand("CreateConversationRequest", CreateConversationRequest),
+    errors: [409],
+    ok: json("`{id, title, model, settings, created_at, updated_at, message_count, messages: []}`"),
+  },
+  "GET /console/api/conversations/:id": {
+    operationId: "getConsoleConversation",
+    summary: "One conversation with its messages",
+    ok: json("`{id, title, model, settings, created_at, updated_at, message_count, messages: [{seq, role, content, …}]}`"),
+  },
+  "PATCH /console/api/conversations/:id": {
+    operationId: "updateConsoleConversation",
+    summary: "Rename a conversation, or change its model or settings",
+    body: hand("UpdateConversationRequest", UpdateConversationRequest),
+    ok: json("The conversation, without its messages."),
+  },
+  "DELETE /console/api/conversations/:id": { operationId: "deleteConsoleConversation", summary: "Delete a conversation and its messages", ok: json("`{id, deleted: true}`") },
+  "POST /console/api/conversations/:id/messages": {
+    operationId: "appendConsoleMessages",
+    summary: "Keep the first `keep` messages and append up to 4",
+    description: "One transaction: 409 `conflict` when the conversation holds fewer than `keep` messages (it changed elsewhere); 400 past 32 MiB of messages, nothing written.",
+    body: hand("AppendMessagesRequest", AppendMessagesRequest),
+    errors: [409],
+    ok: json("`{conversation, messages: [{seq, …}]}` (the appended ones)"),
   },
   "GET /console/api/docs": { operationId: "listConsoleDocs", summary: "The manual's pages (web/docs/), in the contents' order, with their titles", ok: json("`{object:\"list\", data:[{name, title}]}`") },
   "GET /console/api/docs/:page": {

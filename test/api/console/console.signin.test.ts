@@ -24,6 +24,7 @@ beforeAll(() => {
     override: (d) => ({
       console: {
         views: d.console.views,
+        conversations: d.console.conversations,
         auth: createConsoleAuth({
           sessions: sessionStoreOf(d.store),
           clock,
