@@ -3,6 +3,7 @@ import { healthRoutes } from "./1-api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./1-api/http/auth";
 import { consoleRoutes } from "./1-api/console/routes";
 import { conversationRoutes } from "./1-api/console/conversations";
+import { consoleInferenceRoutes } from "./1-api/console/inference";
 import { bindContext, clientOf, contextOf, pathAndQueryOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
 import { forwardToPeers } from "./1-api/cluster/forward";
 import { bodyHashOf, HOP_HEADER } from "./2-services/cluster/hop";
@@ -67,7 +68,11 @@ export function createApp(deps: AppDeps): App {
     }
     const access = accessOf(route);
     if (access.key) {
-      rc.principal = await authenticateRequest(accounts, request.headers, route);
+      // A console session's request (its route set who it acts as), a hop from a node that served
+      // one (the hop names the key, signed), or a client's own key.
+      if (rc.sessionPrincipal) rc.principal = rc.sessionPrincipal;
+      else if (rc.hop?.keyId) rc.principal = await hopPrincipal(rc.hop.keyId);
+      else rc.principal = await authenticateRequest(accounts, request.headers, route);
       if (access.scope) {
         // Work (not /metrics or the admin API): a node that takes none sends it elsewhere. A
         // draining node still reads and ends what it has (a rental it runs is stopped only by it).
@@ -83,6 +88,13 @@ export function createApp(deps: AppDeps): App {
     }
     const length = Number(request.headers.get("content-length") ?? 0);
     if (length > maxBodyBytes) throw bodyTooLarge(maxBodyBytes, length);
+  }
+
+  /** The key a hop from a console session names: active, or the request is refused as a bad key would be. */
+  async function hopPrincipal(keyId: string) {
+    const p = await accounts.activePrincipalById(keyId);
+    if (!p) throw new ApiError("invalid_api_key", "Invalid API key");
+    return p;
   }
 
   const routes = new Elysia()
@@ -148,6 +160,8 @@ export function createApp(deps: AppDeps): App {
     .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources, { node: deps.node, logger }))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientOf))
     .use(conversationRoutes(deps.console.auth, deps.console.conversations))
+    // The console's chat and tools: the inference API as the signed-in account (console/inference.ts).
+    .use(consoleInferenceRoutes(deps.console.auth, accounts, (req, principal, id) => serve(req, { sessionPrincipal: principal, id })))
     // The document is built from this very route table (TypeBox schemas included) on first use.
     .use(openapiRoutes((): OpenApiDocument => buildOpenApi(routes)));
 
@@ -164,6 +178,7 @@ export function createApp(deps: AppDeps): App {
       self: deps.node.id,
       secret: deps.node.secret,
       requestId: rc.id,
+      keyId: rc.sessionPrincipal?.keyId ?? null,
       method: request.method,
       path: pathAndQueryOf(request.url),
       route,
@@ -217,41 +232,44 @@ export function createApp(deps: AppDeps): App {
     return renderError(err, rc.format);
   }
 
-  return {
-    async handle(req: Request): Promise<Response> {
-      const path = pathOf(req.url);
-      const rc: RequestContext = {
-        id: newId("req_"),
-        start: performance.now(),
-        path,
-        format: formatFor(path, req.headers),
-        principal: null,
-        route: "unmatched",
-        headers: {},
-      };
-      // Over HTTPS the console's pages tell browsers to stay on HTTPS (a year, as is usual).
-      if (req.url.startsWith("https:") && (path === "/" || path === "/console" || path.startsWith("/console/"))) rc.headers["strict-transport-security"] = "max-age=31536000";
-      bindContext(req, rc);
-      let res: Response;
-      try {
-        // Routed on its real path whatever its Host (context.ts, routableUrl).
-        res = await routes.handle(admitBody(routableRequest(req), rc, maxBodyBytes));
-      } catch (e) {
-        res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
-      }
-      res = withHeaders(res, rc, servedBy);
-      metrics.httpRequest(rc.route, req.method, res.status, (performance.now() - rc.start) / 1000);
-      logger.info("request", {
-        request_id: rc.id,
-        method: req.method,
-        route: rc.route,
-        status: res.status,
-        duration_ms: Math.round((performance.now() - rc.start) * 1000) / 1000,
-        key: rc.principal?.display ?? null,
-      });
-      return res;
-    },
-  };
+  /** Serves one request; `preset`: what the app itself decided of a request it made (a console session's). */
+  async function serve(req: Request, preset: Partial<Pick<RequestContext, "id" | "sessionPrincipal">> = {}): Promise<Response> {
+    const path = pathOf(req.url);
+    const rc: RequestContext = {
+      id: newId("req_"),
+      start: performance.now(),
+      path,
+      format: formatFor(path, req.headers),
+      principal: null,
+      route: "unmatched",
+      headers: {},
+    };
+    if (preset.id) rc.id = preset.id;
+    if (preset.sessionPrincipal) rc.sessionPrincipal = preset.sessionPrincipal;
+    // Over HTTPS the console's pages tell browsers to stay on HTTPS (a year, as is usual).
+    if (req.url.startsWith("https:") && (path === "/" || path === "/console" || path.startsWith("/console/"))) rc.headers["strict-transport-security"] = "max-age=31536000";
+    bindContext(req, rc);
+    let res: Response;
+    try {
+      // Routed on its real path whatever its Host (context.ts, routableUrl).
+      res = await routes.handle(admitBody(routableRequest(req), rc, maxBodyBytes));
+    } catch (e) {
+      res = errorResponse(rc, e instanceof ApiError ? e : unexpected(rc, e));
+    }
+    res = withHeaders(res, rc, servedBy);
+    metrics.httpRequest(rc.route, req.method, res.status, (performance.now() - rc.start) / 1000);
+    logger.info("request", {
+      request_id: rc.id,
+      method: req.method,
+      route: rc.route,
+      status: res.status,
+      duration_ms: Math.round((performance.now() - rc.start) * 1000) / 1000,
+      key: rc.principal?.display ?? null,
+    });
+    return res;
+  }
+
+  return { handle: (req: Request) => serve(req) };
 }
 
 /** Names the node of a cluster that served a request (debugging a cluster behind a load balancer). */

@@ -75,3 +75,26 @@ export async function api(path, { method, body, signal } = {}) {
 export function unwrap(resp, field) {
   return resp && typeof resp === 'object' && resp[field] && typeof resp[field] === 'object' ? resp[field] : resp;
 }
+
+/**
+ * POST a JSON body to the console's inference route (/console/api/v1/…: the API as the signed-in
+ * account, no key in the page) and return the Response for streaming; throws ApiError on failure.
+ */
+export async function apiRaw(path, body, signal) {
+  let res;
+  try {
+    res = await fetch(API_BASE + path, {
+      method: 'POST', credentials: 'same-origin', signal, body: JSON.stringify(body),
+      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream, application/json', ...(session.csrf ? { 'X-CSRF-Token': session.csrf } : {}) },
+    });
+  } catch (err) {
+    if (err && err.name === 'AbortError') throw err;
+    throw new ApiError('Could not reach the server. Check your connection and try again.');
+  }
+  if (!res.ok) {
+    const err = await errorFromResponse(res);
+    if (res.status === 401 && err.code === 'not_signed_in') unauthorized(err);
+    throw err;
+  }
+  return res;
+}

@@ -7,10 +7,12 @@ import * as batches from './batches.js';
 import * as rentals from './rentals.js';
 import * as models from './models.js';
 import * as playground from './playground.js';
+import * as chat from './chat.js';
 import * as admin from './admin.js';
 import * as docs from './docs.js';
 
 const ROUTES = {
+  chat: { title: 'Chat', page: chat },
   keys: { title: 'API keys', page: keys },
   usage: { title: 'Usage', page: usage },
   batches: { title: 'Batches', page: batches },
@@ -21,7 +23,6 @@ const ROUTES = {
   admin: { title: 'Admin', page: admin, admin: true },
 };
 const DEFAULT_ROUTE = 'keys';
-const PG_KEY_STORAGE = 'appliance.pg-key';
 
 const $ = (id) => document.getElementById(id);
 let pageCtl = null; // AbortController of the page currently shown
@@ -129,7 +130,6 @@ async function signOut() {
     await api('/logout', { method: 'POST' });
   } catch { /* signed out locally either way */ }
   btn.disabled = false;
-  try { sessionStorage.removeItem(PG_KEY_STORAGE); } catch { /* storage disabled */ }
   showSignIn();
 }
 

@@ -112,7 +112,7 @@ function answerView(answer, question, n) {
 }
 
 /** The Decisions form; `fill(models)` puts the chat and classifier models in its picker. */
-export function decisionsTool({ requireKey, signal }) {
+export function decisionsTool({ signal }) {
   const errEl = h('div', { class: 'alert', role: 'alert', id: 'pg-dec-error', hidden: true });
   const model = modelPicker('pg-dec-model', 'Chat or classifier model');
   const inputIn = h('textarea', { id: 'pg-dec-input', rows: 3 });
@@ -152,18 +152,16 @@ export function decisionsTool({ requireKey, signal }) {
   form.addEventListener('submit', toolRunner({
     signal, button: askBtn, output, status, errEl, busyText: 'Asking the model…',
     check() {
-      const key = requireKey(errEl);
-      if (!key) return null;
       if (!model.select.value) return setAlert(errEl, 'No chat or classifier model is available.'), null;
       const input = inputIn.value.trim();
       if (!input) { setAlert(errEl, 'Write the input to judge first.'); inputIn.focus(); return null; }
       const read = editors.map((e, i) => e.read(i + 1));
       const bad = read.find((r) => r.error);
       if (bad) { setAlert(errEl, bad.error); bad.field.focus(); return null; }
-      return { key, input, questions: read.map((r) => r.question) };
+      return { input, questions: read.map((r) => r.question) };
     },
-    async send({ key, input, questions }, sig) {
-      const res = await callV1Json('/v1/decisions', key, { model: model.select.value, input, questions }, sig);
+    async send({ input, questions }, sig) {
+      const res = await callV1Json('/v1/decisions', { model: model.select.value, input, questions }, sig);
       const answers = Array.isArray(res?.answers) ? res.answers : [];
       return [
         h('ol', { class: 'answers', id: 'pg-dec-answers' }, answers.map((a, i) => answerView(a, questions[i], i + 1))),

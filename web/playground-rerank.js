@@ -32,7 +32,7 @@ function cutNote(meta, docs) {
 }
 
 /** The Rerank form; `fill(models)` puts the reranker models in its picker. */
-export function rerankTool({ requireKey, signal }) {
+export function rerankTool({ signal }) {
   const errEl = h('div', { class: 'alert', role: 'alert', id: 'pg-rr-error', hidden: true });
   const model = modelPicker('pg-rr-model', 'Reranker model');
   const queryIn = h('input', { id: 'pg-rr-query', type: 'text' });
@@ -52,8 +52,6 @@ export function rerankTool({ requireKey, signal }) {
   form.addEventListener('submit', toolRunner({
     signal, button: rankBtn, output, status, errEl, busyText: 'Ranking…',
     check() {
-      const key = requireKey(errEl);
-      if (!key) return null;
       if (!model.select.value) return setAlert(errEl, 'No reranker model is available.'), null;
       const query = queryIn.value.trim();
       if (!query) { setAlert(errEl, 'Write a query first.'); queryIn.focus(); return null; }
@@ -62,10 +60,10 @@ export function rerankTool({ requireKey, signal }) {
       const topText = topIn.value.trim();
       const topN = topText ? Number(topText) : null;
       if (topText && (!Number.isInteger(topN) || topN < 1)) { setAlert(errEl, 'Top N must be a whole number of 1 or more, or empty.'); topIn.focus(); return null; }
-      return { key, query, docs, topN };
+      return { query, docs, topN };
     },
-    async send({ key, query, docs, topN }, sig) {
-      const res = await callV1Json('/v1/rerank', key, { model: model.select.value, query, documents: docs, ...(topN ? { top_n: topN } : {}) }, sig);
+    async send({ query, docs, topN }, sig) {
+      const res = await callV1Json('/v1/rerank', { model: model.select.value, query, documents: docs, ...(topN ? { top_n: topN } : {}) }, sig);
       const results = Array.isArray(res?.results) ? res.results : [];
       const { wrap, tbody } = dataTable({ id: 'pg-rr-results', label: 'Ranked documents', headers: ['Rank', 'Document', 'Relevance score'] });
       fillRows(tbody, results.map((r, i) => h('tr', { 'data-row': String(r.index), 'data-index': String(r.index) },

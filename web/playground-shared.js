@@ -1,27 +1,11 @@
-// What the playground's tools share: the call to /v1 with the user's own key, a model picker, and
+// What the playground's tools share: the call to /v1 as the signed-in account, a model picker, and
 // the small pieces an answer is shown with (a probability bar, a token count).
-import { ApiError, errorFromResponse } from './api.js';
+import { ApiError, apiRaw } from './api.js';
 import { h, put, replace, fmtInt, setAlert, errText } from './dom.js';
 
-/** POST `body` to a /v1 path with the key; throws ApiError with the OpenAI envelope's message. */
-export async function callV1(path, key, body, signal) {
-  let res;
-  try {
-    res = await fetch(path, {
-      method: 'POST', credentials: 'omit', signal, body: JSON.stringify(body),
-      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
-    });
-  } catch (err) {
-    if (err.name === 'AbortError') throw err;
-    throw new ApiError('Could not reach the server. Check your connection and try again.');
-  }
-  if (!res.ok) throw await errorFromResponse(res);
-  return res;
-}
-
-/** POST and read the JSON answer (an answer that is not JSON is an error, not a blank result). */
-export async function callV1Json(path, key, body, signal) {
-  const res = await callV1(path, key, body, signal);
+/** POST `body` to a /v1 path as the signed-in account and read the JSON answer (one that is not JSON is an error, not a blank result). */
+export async function callV1Json(path, body, signal) {
+  const res = await apiRaw(path, body, signal);
   try { return await res.json(); } catch { throw new ApiError('The server sent a response that could not be read.', { status: res.status }); }
 }
 

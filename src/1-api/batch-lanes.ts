@@ -26,7 +26,7 @@ const schemaCheck = (schema: TSchema) => (body: unknown) => describeFirstError([
 export function batchLanes(deps: { chat: ChatService; embeddings: EmbeddingsService; decisions: DecisionService; rerank: RerankService; compat?: CompatSettings }): BatchLanes {
   const chat: BatchLane = {
     firstProblem: schemaCheck(ChatRequest),
-    run: (principal, body, call) => deps.chat.complete(principal, body as ChatRequest, call),
+    run: (principal, body, call) => deps.chat.complete(principal, body as ChatRequest, { ...call, includeReasoning: (body as ChatRequest).reasoning_format === "deepseek" }),
   };
   const responses: BatchLane = {
     firstProblem: (body) => describeFirstError(responsesErrors(body) as unknown as Errors),

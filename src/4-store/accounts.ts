@@ -29,6 +29,8 @@ export interface KeyRow {
   last_used_at: number | null;
   revoked_at: number | null;
   rotated_from: string | null;
+  /** "api": a key people create and present; "console": the account's console key (migration 023). */
+  purpose: "api" | "console";
 }
 
 /** A key row with its account's name and role, for authentication and listings. */
@@ -37,7 +39,7 @@ export interface KeyWithAccount extends KeyRow {
   account_role: "user" | "admin";
 }
 
-export type NewKey = Omit<KeyRow, "last_used_at" | "revoked_at">;
+export type NewKey = Omit<KeyRow, "last_used_at" | "revoked_at" | "purpose"> & { purpose?: KeyRow["purpose"] };
 export type KeyUpdate = Pick<KeyRow, "id" | "name" | "scopes" | "max_active_rentals" | "rpm_limit" | "inflight_limit">;
 
 /**
@@ -75,6 +77,8 @@ export interface AccountStore {
    */
   rotateKey(oldId: string, row: NewKey, at: number): Promise<boolean>;
   updateKey(row: KeyUpdate): Promise<void>;
+  /** The account's active console key, inserting `fresh` (purpose "console") when it has none, in one transaction. */
+  consoleKey(accountId: string, fresh: NewKey): Promise<KeyWithAccount>;
   /** Records when the key was last used (no one waits for it; a lost one is harmless). */
   touchKey(id: string, at: number): void;
   changes(): ChangeMark;
@@ -96,13 +100,14 @@ export function sqliteAccountStore(db: Database): AccountStore {
     addBalance: db.query("UPDATE accounts SET balance_micros = balance_micros + $amount WHERE id = $id"),
     creditSum: db.query<{ total: number }, [string]>("SELECT COALESCE(SUM(amount_micros), 0) AS total FROM credits WHERE account_id = ?"),
     insertKey: db.query(
-      `INSERT INTO api_keys (id, account_id, kind, name, secret_hash, last4, scopes, max_active_rentals, rpm_limit, inflight_limit, created_at, rotated_from)
-       VALUES ($id, $account_id, $kind, $name, $secret_hash, $last4, $scopes, $max_active_rentals, $rpm_limit, $inflight_limit, $created_at, $rotated_from)`,
+      `INSERT INTO api_keys (id, account_id, kind, name, secret_hash, last4, scopes, max_active_rentals, rpm_limit, inflight_limit, created_at, rotated_from, purpose)
+       VALUES ($id, $account_id, $kind, $name, $secret_hash, $last4, $scopes, $max_active_rentals, $rpm_limit, $inflight_limit, $created_at, $rotated_from, $purpose)`,
     ),
     keyByHash: db.query<KeyWithAccount, [Uint8Array]>(`${SELECT_KEY} WHERE k.secret_hash = ?`),
     keyById: db.query<KeyWithAccount, [string]>(`${SELECT_KEY} WHERE k.id = ?`),
     keysByAccount: db.query<KeyWithAccount, [string]>(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at, k.id`),
     keys: db.query<KeyWithAccount, []>(`${SELECT_KEY} ORDER BY account_name, k.created_at, k.id`),
+    consoleKey: db.query<KeyWithAccount, [string]>(`${SELECT_KEY} WHERE k.account_id = ? AND k.purpose = 'console' AND k.revoked_at IS NULL`),
     hadFree: db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND kind = 'free'"),
     revoke: db.query("UPDATE api_keys SET revoked_at = $at WHERE id = $id AND revoked_at IS NULL"),
     touch: db.query("UPDATE api_keys SET last_used_at = $at WHERE id = $id"),
@@ -119,7 +124,7 @@ export function sqliteAccountStore(db: Database): AccountStore {
   /** `replacing`: a rotation's new key takes the old one's place, free or not. */
   const insertKey = (row: NewKey, replacing = false): boolean => {
     if (row.kind === "free" && !replacing && q.hadFree.get(row.account_id)!.n > 0) return false;
-    q.insertKey.run(row as any);
+    q.insertKey.run({ ...row, purpose: row.purpose ?? "api" } as any);
     return true;
   };
   return {
@@ -154,6 +159,15 @@ export function sqliteAccountStore(db: Database): AccountStore {
         })
         .immediate(),
     updateKey: async (row) => void q.update.run(row),
+    consoleKey: async (accountId, fresh) =>
+      db
+        .transaction(() => {
+          const have = q.consoleKey.get(accountId);
+          if (have) return have;
+          insertKey({ ...fresh, purpose: "console" });
+          return q.consoleKey.get(accountId)!;
+        })
+        .immediate(),
     touchKey: (id, at) => void q.touch.run({ id, at }),
     // SQLite's data_version moves on every commit by another connection: the CLI, a backup restore.
     changes: () => ({ read: () => q.dataVersion.get()!.data_version, stop: () => {} }),

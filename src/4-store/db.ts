@@ -23,6 +23,7 @@ import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
 import m020 from "./migrations/020-cluster-nodes.sql" with { type: "text" };
 import m021 from "./migrations/021-rental-cluster-node.sql" with { type: "text" };
 import m022 from "./migrations/022-console-conversations.sql" with { type: "text" };
+import m023 from "./migrations/023-console-keys.sql" with { type: "text" };
 
 // Ordered migrations; PRAGMA user_version holds how many have been applied.
 // Imported as text so they are embedded in the compiled executable.
@@ -49,6 +50,7 @@ export const MIGRATIONS: { name: string; sql: string }[] = [
   { name: "020-cluster-nodes", sql: m020 },
   { name: "021-rental-cluster-node", sql: m021 },
   { name: "022-console-conversations", sql: m022 },
+  { name: "023-console-keys", sql: m023 },
 ];
 
 export const DB_FILE = "appliance.sqlite";

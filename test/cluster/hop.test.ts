@@ -52,3 +52,21 @@ test("a hop streamed through unread (a rental's notebook) carries no body hash",
   expect(value.split(" ")[5]).toBe("-");
   expect(check(value, { method: "GET", path: "/rentals/r1/api" })).toEqual({ ok: true, hop: hop({ bodyHash: null }) });
 });
+
+test("a hop for a console session (v2) carries the key it acts through, signed: another key id, or the key dropped, breaks the signature", () => {
+  const withKey = hop({ keyId: "key_console1" });
+  const good = signHop(SECRET, withKey, "POST", "/v1/chat/completions?x=1");
+  expect(good.startsWith("v2 ")).toBe(true);
+  expect(check(good)).toEqual({ ok: true, hop: withKey });
+  const reasons = [
+    check(good.replace("key_console1", "key_other")),
+    // The key taken out and the version set back: a v1 hop whose signature was made over v2's fields.
+    check(good.replace("v2 ", "v1 ").replace(" key_console1", "")),
+    check(good.replace("key_console1", "key console1")),
+  ].map((r) => (r.ok ? "accepted" : r.reason));
+  expect(reasons).toEqual([
+    "the hop's signature does not match this cluster's secret",
+    "the hop's signature does not match this cluster's secret",
+    "the hop header is malformed",
+  ]);
+});

@@ -24,6 +24,8 @@ export interface Hop {
   secret: string;
   /** The id the request is served, limited and billed under on the serving node. */
   requestId: string;
+  /** The console key a signed-in session acted through: the request carries no key (hop.ts, v2). */
+  keyId?: string | null;
   method: string;
   /** The path with its query, as the client sent it. */
   path: string;
@@ -57,7 +59,7 @@ export async function forwardToPeers(peers: readonly Peer[], h: Hop): Promise<Re
     h.headers.forEach((v, k) => {
       if (!REQUEST_SKIP.has(k)) headers.set(k, v);
     });
-    headers.set(HOP_HEADER, signHop(h.secret, { from: h.self, to: peer.id, at: Date.now(), requestId: h.requestId, bodyHash }, h.method, h.path));
+    headers.set(HOP_HEADER, signHop(h.secret, { from: h.self, to: peer.id, at: Date.now(), requestId: h.requestId, bodyHash, keyId: h.keyId }, h.method, h.path));
     const close = h.open?.(peer.id) ?? (() => {});
     let res: Response;
     try {

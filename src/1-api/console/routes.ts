@@ -56,6 +56,7 @@ export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: 
     .post("/console/api/keys/:id/rotate", async ({ request, params }) => views.rotateKey((await signedIn(request)).account, params.id))
     .patch("/console/api/keys/:id", async ({ request, params, body }) => views.updateKey((await signedIn(request)).account, params.id, bodyOf(body)))
     .get("/console/api/usage", async ({ request, query }) => views.usage((await signedIn(request)).accountId, query.days === undefined ? 30 : Number(query.days)))
+    .get("/console/api/requests/:id", async ({ request, params }) => views.requestUsage((await signedIn(request)).accountId, params.id))
     .get("/console/api/batches", async ({ request }) => views.batches((await signedIn(request)).accountId))
     .post("/console/api/batches/:id/cancel", async ({ request, params }) => views.cancelBatch((await signedIn(request)).accountId, params.id))
     .get("/console/api/files/:id/content", async ({ request, params }) => {

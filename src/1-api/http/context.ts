@@ -18,6 +18,12 @@ export interface RequestContext {
   admitted?: boolean;
   /** The hop this request came on from another node of the cluster, checked (src/app.ts, admit); it is not forwarded again. */
   hop?: Hop;
+  /**
+   * A console session's request to the inference API (issue 48): who it acts as, decided by the
+   * console's route from the session cookie (src/1-api/console/inference.ts). Set only by the app
+   * itself on a request it made; a client cannot set it.
+   */
+  sessionPrincipal?: Principal;
   /** A body without a length ran past server.max_body_mb while being read (src/1-api/http/body.ts). */
   bodyTooLarge?: boolean;
 }

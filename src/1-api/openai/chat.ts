@@ -15,7 +15,7 @@ export function chatRoutes(chat: ChatService, logger: Logger) {
     async ({ body, request }) => {
       const rc = contextOf(request);
       const principal = principalOf(request);
-      const base = { requestId: rc.id, endpoint: "/v1/chat/completions" };
+      const base = { requestId: rc.id, endpoint: "/v1/chat/completions", includeReasoning: body.reasoning_format === "deepseek" };
       if (!body.stream) return Response.json(await chat.complete(principal, body, { ...base, signal: request.signal }));
       const controller = new AbortController();
       request.signal.addEventListener("abort", () => controller.abort(), { once: true });

@@ -49,6 +49,8 @@ export function createAccountService(store: AccountStore, limits: Config["limits
   async function activeKey(ref: string): Promise<KeyWithAccount> {
     const row = await keyByRef(ref);
     if (row.revoked_at !== null) throw new ApiError("conflict", `key ${row.id} is revoked`, { param: "key" });
+    // Its settings are the account's defaults, and a rotation would hand out a secret: it only gets revoked.
+    if (row.purpose === "console") throw new ApiError("conflict", `key ${row.id} is the console's own key of account ${row.account_name}; it can only be revoked (the console makes a new one)`, { param: "key" });
     return row;
   }
 
@@ -69,6 +71,7 @@ export function createAccountService(store: AccountStore, limits: Config["limits
       last_used_at: row.last_used_at,
       revoked_at: row.revoked_at,
       rotated_from: row.rotated_from,
+      purpose: row.purpose,
     };
   }
 
@@ -161,7 +164,7 @@ export function createAccountService(store: AccountStore, limits: Config["limits
     async listAccounts(): Promise<AccountInfo[]> {
       const [rows, keys] = await Promise.all([store.listAccounts(), store.allKeys()]);
       const active = new Map<string, number>();
-      for (const k of keys) if (k.revoked_at === null) active.set(k.account_id, (active.get(k.account_id) ?? 0) + 1);
+      for (const k of keys) if (k.revoked_at === null && k.purpose !== "console") active.set(k.account_id, (active.get(k.account_id) ?? 0) + 1);
       return rows.map((a) => accountInfo(a, active.get(a.id) ?? 0));
     },
     accountCount: () => store.countAccounts(),
@@ -256,6 +259,29 @@ export function createAccountService(store: AccountStore, limits: Config["limits
     async principalById(keyId: string): Promise<Principal | null> {
       const row = await store.keyById(keyId);
       return row ? toPrincipal(row) : null;
+    },
+
+    /**
+     * Who a signed-in console session acts as (issue 48): the account, through its console key (a
+     * premium key the server makes on first use; its secret is random, never kept, never shown, so
+     * the key is only ever used this way), which bills the account's credit. An account without
+     * credit that still holds its free key acts through that key instead: its trial and limits.
+     */
+    async consolePrincipal(accountId: string): Promise<Principal> {
+      const account = await store.accountById(accountId);
+      if (!account) throw new ApiError("not_signed_in", "the session's account no longer exists");
+      if (account.balance_micros <= 0) {
+        const free = (await store.keysByAccount(accountId)).find((k) => k.kind === "free" && k.revoked_at === null && k.purpose !== "console");
+        if (free) return toPrincipal(free);
+      }
+      const fresh = newKey(accountId, "premium", { name: "Console", scopes: "inference", max_active_rentals: 0, rpm_limit: null, inflight_limit: null }, null).row;
+      return toPrincipal(await store.consoleKey(accountId, fresh));
+    },
+
+    /** The principal of an active key by id (a hop from a node that served a console session names it); null when revoked or unknown. */
+    async activePrincipalById(keyId: string): Promise<Principal | null> {
+      const row = await store.keyById(keyId);
+      return row && row.revoked_at === null ? toPrincipal(row) : null;
     },
 
     /** Key → principal, or null for an unknown, malformed or revoked key. */

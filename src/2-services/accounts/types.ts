@@ -35,6 +35,8 @@ export interface KeyInfo {
   last_used_at: number | null;
   revoked_at: number | null;
   rotated_from: string | null;
+  /** "api": a key someone holds; "console": the account's console key (its secret is never shown). */
+  purpose: "api" | "console";
 }
 
 export interface AccountInfo {

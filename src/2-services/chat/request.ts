@@ -97,6 +97,12 @@ export const ChatRequest = T.Object({
   user: T.Optional(T.String()),
   /** none/minimal switch the hidden reasoning pass off; low…xhigh leave it on (from-request.ts). */
   reasoning_effort: Nullable(T.String()),
+  /**
+   * llama-server's and vLLM's switch: "deepseek" returns the model's reasoning text as
+   * `reasoning_content` (the message's, and the stream's deltas); "none" (the default, as OpenAI's
+   * chat completions) keeps it hidden. The console's chat asks for it.
+   */
+  reasoning_format: Nullable(T.Union([T.Literal("none"), T.Literal("deepseek")])),
   // Accepted for the clients that send them by default; none changes the answer (web/docs/api-chat.md).
   verbosity: Nullable(T.String()),
   prompt_cache_key: Nullable(T.String()),

@@ -59,7 +59,8 @@ export function createConsoleViews(d: ConsoleDeps) {
       return { id: a.id, name: a.name, role: a.role, balance_usd: usd(a.balance_micros), trial_tokens_remaining: a.trial_tokens_remaining, trial_tokens_used: a.trial_tokens_used };
     },
 
-    keys: async (accountName: string) => ({ data: (await d.accounts.listKeys(accountName)).map(keyView) }),
+    // The account's console key (the chat's) is not one of its keys: its secret was never shown.
+    keys: async (accountName: string) => ({ data: (await d.accounts.listKeys(accountName)).filter((k) => k.purpose === "api").map(keyView) }),
     async createKey(accountName: string, body: { kind?: unknown; name?: unknown; rental?: unknown }) {
       if (body.kind !== "free" && body.kind !== "premium") throw new ApiError("invalid_request", 'kind must be "free" or "premium"', { param: "kind" });
       if (body.name !== undefined && (typeof body.name !== "string" || body.name.length > 64)) throw new ApiError("invalid_request", "name: up to 64 characters", { param: "name" });
@@ -87,14 +88,22 @@ export function createConsoleViews(d: ConsoleDeps) {
       const since = d.clock.now() - days * 86_400_000;
       return {
         days: (await d.usage.byDay(accountId, since)).map(({ cost_micros, ...r }) => ({ ...r, cost_usd: usd(cost_micros) })),
-        recent: (await d.usage.recent(accountId, 50)).map(({ cost_micros, last4, batch, ...r }) => ({
+        recent: (await d.usage.recent(accountId, 50)).map(({ cost_micros, last4, batch, purpose, ...r }) => ({
           ...r,
           created_at: unixSeconds(r.created_at),
           batch: batch === 1,
           cost_usd: usd(cost_micros),
-          key: `sk-apl-…${last4}`,
+          key: purpose === "console" ? "console chat" : `sk-apl-…${last4}`,
         })),
       };
+    },
+
+    /** One request's settled usage (the chat shows each answer's cost); not_found until it is settled. */
+    async requestUsage(accountId: string, requestId: string) {
+      const r = typeof requestId === "string" && /^[\w-]{1,100}$/.test(requestId) ? await d.usage.ofRequest(accountId, requestId) : null;
+      if (!r) throw new ApiError("not_found", `No settled request ${String(requestId).slice(0, 100)} of this account`, { param: "id" });
+      const { cost_micros, created_at, ...rest } = r;
+      return { ...rest, created_at: unixSeconds(created_at), cost_usd: usd(cost_micros) };
     },
 
     async batches(accountId: string) {

@@ -37,6 +37,7 @@ const key = (r: Raw): KeyWithAccount => ({
   last_used_at: num(r.last_used_at),
   revoked_at: num(r.revoked_at),
   rotated_from: r.rotated_from,
+  purpose: r.purpose,
   account_name: r.account_name,
   account_role: r.account_role,
 });
@@ -57,9 +58,9 @@ export function postgresAccountStore(money: SQL, fast: SQL, onError: (what: stri
       const [had] = await tx`SELECT 1 FROM api_keys WHERE account_id = ${row.account_id} AND kind = 'free' LIMIT 1`;
       if (had) return false;
     }
-    await tx`INSERT INTO api_keys (id, account_id, kind, name, secret_hash, last4, scopes, max_active_rentals, rpm_limit, inflight_limit, created_at, rotated_from)
+    await tx`INSERT INTO api_keys (id, account_id, kind, name, secret_hash, last4, scopes, max_active_rentals, rpm_limit, inflight_limit, created_at, rotated_from, purpose)
       VALUES (${row.id}, ${row.account_id}, ${row.kind}, ${row.name}, ${row.secret_hash}, ${row.last4}, ${row.scopes}, ${row.max_active_rentals}, ${row.rpm_limit},
-        ${row.inflight_limit}, ${row.created_at}, ${row.rotated_from})`;
+        ${row.inflight_limit}, ${row.created_at}, ${row.rotated_from}, ${row.purpose ?? "api"})`;
     return true;
   }
 
@@ -100,6 +101,16 @@ export function postgresAccountStore(money: SQL, fast: SQL, onError: (what: stri
     updateKey: async (row) =>
       void (await money`UPDATE api_keys SET name = ${row.name}, scopes = ${row.scopes}, max_active_rentals = ${row.max_active_rentals},
         rpm_limit = ${row.rpm_limit}, inflight_limit = ${row.inflight_limit} WHERE id = ${row.id}`),
+    consoleKey: (accountId, fresh) =>
+      money.begin(async (tx) => {
+        const active = () => tx.unsafe(`${SELECT_KEY} WHERE k.account_id = $1 AND k.purpose = 'console' AND k.revoked_at IS NULL`, [accountId]) as Promise<Raw[]>;
+        // insertKey takes the account's row lock first: a second process waits, then finds the key made.
+        await tx`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`;
+        const [have] = await active();
+        if (have) return key(have);
+        await insertKey(tx, { ...fresh, purpose: "console" });
+        return key((await active())[0]!);
+      }),
     // `.then` sends it: a query nobody awaits is never run.
     touchKey: (id, at) => void fast`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`.then(undefined, (e) => onError("key last-used time", e)),
     changes: () => watchKeyChanges(money, fast, onError),

@@ -22,6 +22,7 @@ import m019 from "./migrations/019-hold-slices.sql" with { type: "text" };
 import m020 from "./migrations/020-cluster-nodes.sql" with { type: "text" };
 import m021 from "./migrations/021-rental-cluster-node.sql" with { type: "text" };
 import m022 from "./migrations/022-console-conversations.sql" with { type: "text" };
+import m023 from "./migrations/023-console-keys.sql" with { type: "text" };
 
 // The store on PostgreSQL (issue 44), through Bun's built-in client. Two pools on one database:
 // `money` commits synchronously (a charge is durable when its promise resolves), `fast` commits
@@ -54,6 +55,7 @@ export const PG_MIGRATIONS: { name: string; sql: string }[] = [
   { name: "020-cluster-nodes", sql: m020 },
   { name: "021-rental-cluster-node", sql: m021 },
   { name: "022-console-conversations", sql: m022 },
+  { name: "023-console-keys", sql: m023 },
 ];
 
 /** The database's clock in epoch ms, as SQL: leases and windows are timed by it, whichever process reads them. */

@@ -1,5 +1,5 @@
 import type { SQL } from "bun";
-import type { UsageDay, UsageLine, UsageReports, UsageSum } from "../reports";
+import type { UsageDay, UsageLine, UsageOfRequest, UsageReports, UsageSum } from "../reports";
 
 // The usage reads of ../reports.ts on PostgreSQL: the same rows, days in UTC, numbers as numbers.
 
@@ -24,7 +24,7 @@ export function postgresUsageReports(sql: SQL): UsageReports {
       ),
     recent: async (account, limit) =>
       (
-        await sql`SELECT u.created_at, u.model, u.endpoint, u.input_tokens, u.output_tokens, u.cost_micros, u.batch, k.last4
+        await sql`SELECT u.created_at, u.model, u.endpoint, u.input_tokens, u.output_tokens, u.cost_micros, u.batch, k.last4, k.purpose
           FROM usage u JOIN api_keys k ON k.id = u.key_id
           WHERE u.account_id = ${account} ORDER BY u.created_at DESC, u.id DESC LIMIT ${limit}`
       ).map(
@@ -37,8 +37,17 @@ export function postgresUsageReports(sql: SQL): UsageReports {
           cost_micros: Number(r.cost_micros),
           batch: Number(r.batch),
           last4: r.last4,
+          purpose: r.purpose,
         }),
       ),
+    ofRequest: async (account, requestId) => {
+      const [r] = await sql`SELECT request_id, created_at, model, endpoint, input_tokens, output_tokens, cached_tokens, images, cost_micros, trial_tokens
+          FROM usage WHERE request_id = ${requestId} AND account_id = ${account}`;
+      if (!r) return null;
+      const n = (k: string) => Number(r[k]);
+      return { request_id: r.request_id, created_at: n("created_at"), model: r.model, endpoint: r.endpoint, input_tokens: n("input_tokens"), output_tokens: n("output_tokens"),
+        cached_tokens: n("cached_tokens"), images: n("images"), cost_micros: n("cost_micros"), trial_tokens: n("trial_tokens") } satisfies UsageOfRequest;
+    },
     sumsAfter: async (after) =>
       (
         await sql`SELECT k.kind AS kind, u.model AS model, SUM(u.cost_micros) AS cost, SUM(u.images) AS images, MAX(u.id) AS last

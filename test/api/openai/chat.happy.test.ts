@@ -303,4 +303,23 @@ describe("thinking", () => {
     const on = await client.chat.completions.create({ model: "chat", max_tokens: 10, temperature: 0, reasoning_effort: "high", messages: user(`Think first. ${forced("<think>\nLet me think.\n</think>\n\nDone")}`) } as any);
     expect(on.usage!.completion_tokens_details!.reasoning_tokens).toBeGreaterThan(0);
   });
+
+  test('reasoning_format "deepseek" returns the reasoning as reasoning_content, whole and streamed; "none" and absent keep it hidden; another value is a 400 naming it', async () => {
+    const ask = (o: Record<string, unknown>) => ({ model: "chat", max_tokens: 30, temperature: 0, messages: user(`Think first. ${forced("<think>\nLet me think about it carefully.\n</think>\n\nDone")}`), ...o }) as any;
+    const whole = await client.chat.completions.create(ask({ reasoning_format: "deepseek" }));
+    const msg = whole.choices[0]!.message as any;
+    expect(msg.reasoning_content).toContain("Let me think about it carefully.");
+    expect(msg.content).not.toContain("think about it");
+    let streamed = "";
+    let content = "";
+    for await (const c of await client.chat.completions.create({ ...ask({ reasoning_format: "deepseek" }), stream: true })) {
+      streamed += (c.choices[0]?.delta as any)?.reasoning_content ?? "";
+      content += c.choices[0]?.delta?.content ?? "";
+    }
+    expect(streamed).toBe(msg.reasoning_content);
+    expect(content).toBe(msg.content);
+    for (const o of [{}, { reasoning_format: "none" }]) expect((await client.chat.completions.create(ask(o))).choices[0]!.message).not.toHaveProperty("reasoning_content");
+    const bad = await client.chat.completions.create(ask({ reasoning_format: "parsed" })).catch((e) => e);
+    expect([bad.status, bad.param ?? bad.error?.param]).toEqual([400, "reasoning_format"]);
+  });
 });
