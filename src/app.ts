@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import { healthRoutes } from "./1-api/health";
 import { accessOf, authenticateRequest, requiredScope, requireScope } from "./1-api/http/auth";
 import { consoleRoutes } from "./1-api/console/routes";
+import { consoleAdminModelsRoutes } from "./1-api/console/admin-models";
 import { conversationRoutes } from "./1-api/console/conversations";
 import { consoleInferenceRoutes } from "./1-api/console/inference";
 import { bindContext, clientOf, contextOf, pathAndQueryOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
@@ -159,6 +160,7 @@ export function createApp(deps: AppDeps): App {
     .use(rentalsRoutes(deps.rentals, { node: deps.node, logger }))
     .use(rentalProxyRoutes(deps.rentals, deps.config.rentals.notebook_sources, { node: deps.node, logger }))
     .use(consoleRoutes(deps.console.auth, deps.console.views, clientOf))
+    .use(consoleAdminModelsRoutes(deps.console.auth, deps.console.pulls))
     .use(conversationRoutes(deps.console.auth, deps.console.conversations))
     // The console's chat and tools: the inference API as the signed-in account (console/inference.ts).
     .use(consoleInferenceRoutes(deps.console.auth, accounts, (req, principal, id) => serve(req, { sessionPrincipal: principal, id })))

@@ -38,6 +38,8 @@ import type { Launcher } from "./2-services/rentals/launchers/types";
 import { createConsoleAuth, type ConsoleAuth } from "./2-services/console/auth";
 import { consoleHosts } from "./2-services/console/hosts";
 import { createConsoleViews, type ConsoleViews } from "./2-services/console/views";
+import { createPullJobs, type PullJobs } from "./2-services/console/pulls";
+import { consolePullTools } from "./ops/pull/console";
 import { createConversationsService, type ConversationsService } from "./2-services/console/conversations";
 import { conversationStoreOf } from "./4-store/store";
 import { deviceGpus, gpusInUse, inferenceGpus, reservedNodes, type EngineUse } from "./2-services/rentals/reserved";
@@ -78,7 +80,7 @@ export interface AppDeps {
   /** GPU rentals; its ticks (launch, billing, auto-stop) are started by main.ts (and tests). */
   rentals: RentalsService;
   /** The web console: sign-in sessions and the account views it shows. */
-  console: { auth: ConsoleAuth; views: ConsoleViews; conversations: ConversationsService };
+  console: { auth: ConsoleAuth; views: ConsoleViews; conversations: ConversationsService; pulls: PullJobs };
   /** Prometheus metrics counted as work happens (GET /metrics adds what it reads at scrape time). */
   metrics: Metrics;
   /**
@@ -269,6 +271,8 @@ export function createServices(
       }),
       // The Chat page's conversations, per account (src/2-services/console/conversations.ts).
       conversations: createConversationsService({ store: conversationStoreOf(store), clock }),
+      // Admins' model pulls into <data_dir>/models, as `appliance models pull` (src/2-services/console/pulls.ts).
+      pulls: createPullJobs({ tools: consolePullTools({ modelsDir: join(config.server.data_dir, "models") }), registry, planner, clock, logger }),
     },
     metrics,
     usage,

@@ -3,6 +3,8 @@
 // On a cluster (a PostgreSQL store: the API's answer names this `node`) every live node's models,
 // with a Node column: this node's live, the others' as of their last heartbeat (loaded or not, in
 // flight); load and unload act on this node's own. Each model's price (USD) as /v1/models shows it.
+// Admins also pull models, add them to the config and see a model's memory plan before loading it
+// (models-pull.js, imported for admins only: the pull API answers 403 to anyone else).
 import { api } from './api.js';
 import { h, fmtInt, fmtMoney, dataTable, fillRows, replaceRow, showError, showNotice, clearMessages, busy, makeRefresher, put } from './dom.js';
 
@@ -50,7 +52,10 @@ function batchText(p) {
 
 export async function render({ view, signal, account }) {
   const admin = account?.role === 'admin';
-  const first = await api('/models', { signal });
+  const [first, pulls] = await Promise.all([api('/models', { signal }), admin ? import('./models-pull.js') : null]);
+  /** Memory plans an admin asked for, by model id: shown in the Memory column until the model loads. */
+  const plans = new Map();
+  const pullSection = pulls?.pullSection({ signal, onChange: () => load().catch(showError) });
   /** This node's id on a cluster, else null (one node: no Node column). */
   const self = first?.node ?? null;
   const headers = [...(self ? ['Node'] : []), 'ID', 'Name', 'Kind', 'Context size', 'Vision', 'Price', 'State', 'Device', 'Memory', 'In flight', 'Idle'];
@@ -58,7 +63,8 @@ export async function render({ view, signal, account }) {
   put(view,
     h('p', { class: 'muted', text: 'Models load on first use (pinned ones at start) and unload when idle. This list updates every few seconds.' }),
     self ? h('p', { class: 'muted', text: "Every node of the cluster is listed: this node's models live, the other nodes' as of their last heartbeat. Load and unload act on this node's models." }) : null,
-    wrap);
+    wrap,
+    pullSection?.el);
 
   /** A row's key: the model id, and on a cluster its node's too (one model may be served by several). */
   const keyOf = (m) => (self ? `${m.node}/${m.id}` : m.id);
@@ -79,7 +85,8 @@ export async function render({ view, signal, account }) {
         m.waiting ? h('div', { class: 'muted small', text: `${fmtInt(m.waiting)} waiting` }) : null,
         h('div', { class: 'muted small', text: keepAlive(m) })),
       h('td', { class: 'device' }, m.device ?? '—', placement ? h('div', { class: 'muted small', text: placement }) : null),
-      h('td', { class: 'num memory', text: mem ? `GPU ${fmtInt(mem.gpu)} MB · CPU ${fmtInt(mem.cpu)} MB` : '—' }),
+      h('td', { class: 'num memory' }, mem ? `GPU ${fmtInt(mem.gpu)} MB · CPU ${fmtInt(mem.cpu)} MB` : '—',
+        !mem && plans.has(m.id) ? h('div', { class: 'muted small plan-text', text: pulls.planShort(plans.get(m.id)) }) : null),
       h('td', { class: 'num in-flight', text: fmtInt(m.in_flight ?? 0) }),
       h('td', { class: 'idle', text: m.idle_s == null ? '—' : fmtSeconds(m.idle_s) }),
       admin ? h('td', null, actions(m, state)) : null);
@@ -119,12 +126,26 @@ export async function render({ view, signal, account }) {
 
   function actions(m, state) {
     if (state === 'unloaded') {
-      return h('button', { type: 'button', class: 'load small', 'data-action': 'load', 'aria-label': `Load ${m.id}`, text: 'Load', onclick: (e) => act(m, 'load', e.currentTarget) });
+      return h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'load small', 'data-action': 'load', 'aria-label': `Load ${m.id}`, text: 'Load', onclick: (e) => act(m, 'load', e.currentTarget) }),
+        pulls && !plans.has(m.id) ? h('button', { type: 'button', class: 'plan small secondary', 'data-action': 'plan', 'aria-label': `Memory plan of ${m.id}`, text: 'Plan', onclick: (e) => showPlan(m, e.currentTarget) }) : null);
     }
     if (state === 'loaded') {
       return h('button', { type: 'button', class: 'unload small danger', 'data-action': 'unload', 'aria-label': `Unload ${m.id}`, text: 'Unload', onclick: (e) => act(m, 'unload', e.currentTarget) });
     }
     return h('span', { class: 'muted small', text: 'Loading…' });
+  }
+
+  /** Where the model would load now and with how much memory (the planner's answer), shown in its row. */
+  async function showPlan(m, btn) {
+    clearMessages();
+    await busy(btn, async () => {
+      try {
+        plans.set(m.id, await pulls.fetchPlan(m.id, signal));
+        replaceRow(tbody, keyOf(m), row(m));
+        tbody.querySelector(`tr[data-row="${CSS.escape(keyOf(m))}"] [data-action="load"]`)?.focus();
+      } catch (err) { showError(err); }
+    });
   }
 
   const UNLOADED = {
@@ -139,6 +160,7 @@ export async function render({ view, signal, account }) {
       try {
         if (action === 'load') showNotice(`Loading ${m.id}…`);
         const res = await api(`/admin/models/${encodeURIComponent(m.id)}/${action}`, { method: 'POST' });
+        plans.delete(m.id);
         if (action === 'load') {
           replaceRow(tbody, keyOf(m), row({ ...m, ...res }));
           showNotice(`Loaded ${m.id}${res?.device ? ` on ${res.device}` : ''}.`);
@@ -154,6 +176,7 @@ export async function render({ view, signal, account }) {
 
   function show(res) {
     fillRows(tbody, (res?.data ?? []).map(row), 'No models are installed.');
+    pullSection?.sync(res?.data ?? []);
     poller.schedule();
   }
 

@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { loadConfig } from "../../src/lib/config";
 import { startServer } from "../../src/main";
 import { applyReload } from "../../src/ops/reload";
+import { configTarget, replaceConfigFile, targetConfig } from "../config-file";
 import { globals, intOption } from "../context";
 import { fail } from "../output";
 
@@ -42,13 +43,24 @@ export function serveCommand(): Command {
         };
         process.on("SIGINT", () => void shutdown("SIGINT"));
         process.on("SIGTERM", () => void shutdown("SIGTERM"));
+        const reload = () => {
+          const result = applyReload(running.deps, loadConfig(sources).config);
+          logger.info("config reloaded", { applied: result.applied, ...result.models });
+          if (result.needsRestart.length) logger.warn("config changes that need a restart were not applied", { changes: result.needsRestart });
+          return result;
+        };
+        // The console's Models page adds pulled models to this config file and reloads it (src/2-services/console/pulls.ts).
+        running.deps.console.pulls.useConfigFile({
+          target: () => configTarget(g.config),
+          read: (target) => targetConfig(target, g.dataDir),
+          write: (target, text, check) => replaceConfigFile(target, text, g.dataDir, check),
+          reload,
+        });
         // SIGHUP: reload limits, prices and the served models from the same sources; a bad config
         // (or a new model whose files are missing) keeps the old one.
         process.on("SIGHUP", () => {
           try {
-            const result = applyReload(running.deps, loadConfig(sources).config);
-            logger.info("config reloaded", { applied: result.applied, ...result.models });
-            if (result.needsRestart.length) logger.warn("config changes that need a restart were not applied", { changes: result.needsRestart });
+            reload();
           } catch (e) {
             logger.error("config reload failed; the running config is kept", { error: (e as Error).message });
           }

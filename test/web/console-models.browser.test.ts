@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Subprocess } from "bun";
 import type { Browser, Page } from "playwright-core";
 import { ensureChatModel } from "../../models/cache";
 import { validateConfig } from "../../src/lib/config";
@@ -11,6 +12,8 @@ import { tempDir } from "../helpers/app";
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { CLUSTER_SECRET, embedModelToml, nodeCli, nodeConfig, startNode, stopNodes, type TestNode } from "../helpers/nodes";
 import { freshDatabase } from "../helpers/postgres";
+import { CLI, serveCli } from "../helpers/cli";
+import { LocalHub, sha256 } from "../helpers/hub";
 
 // The console's Models page in a real browser (Debian's chromium through playwright-core) against
 // the real server: each model's state, device, memory and idle time, and an admin loading and
@@ -18,6 +21,11 @@ import { freshDatabase } from "../helpers/postgres";
 // On a cluster (issue 45: a PostgreSQL store, a second real node beside it) the page lists every
 // node's models with a Node column and each one's price (the other node's from its heartbeat) —
 // test/output/console/models-cluster.png.
+// Pulls (issue 48): a real `appliance serve` with a config file, pulling from a local Hugging Face
+// hub (test/helpers/hub.ts) through a proxy that trickles the download: an admin pulls a model by
+// hf: reference, watches the bar move and finish, adds it to the config and loads it from the page;
+// a non-admin sees the list without the pull section, and the pull API answers the page's own
+// requests 403. axe at 390 px and 1440 px; test/output/console/models-admin-{390,1440}.png.
 
 const SHOTS = join(import.meta.dir, "..", "output", "console");
 const dir = tempDir("appliance-console-models-");
@@ -168,4 +176,215 @@ describe("on a cluster", () => {
     const result = await cluster.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
     expect((result.violations as { id: string }[]).map((v) => v.id)).toEqual([]);
   }, 30_000);
+});
+
+describe("pulling a model from the console", () => {
+  const COMMIT = "4444444444444444444444444444444444444444";
+  const pullDir = tempDir("appliance-console-pull-");
+  const configPath = join(pullDir, "config.toml");
+  let hub: LocalHub;
+  let proxy: ReturnType<typeof Bun.serve>;
+  let child: Subprocess;
+  let url: string;
+  let password: string;
+  let gguf: Uint8Array;
+  let admin: Page;
+  let log = "";
+
+  /** 8 KB every 100 ms: the tiny model's 316 KB take about 4 s, long enough to watch. */
+  function trickle(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+    const reader = body.getReader();
+    let pending: Uint8Array = new Uint8Array(0);
+    return new ReadableStream({
+      async pull(c) {
+        if (!pending.length) {
+          const { value, done } = await reader.read();
+          if (done) return c.close();
+          pending = value;
+        }
+        await Bun.sleep(100);
+        c.enqueue(pending.subarray(0, 8 * 1024));
+        pending = pending.subarray(8 * 1024);
+      },
+      cancel: (why) => reader.cancel(why),
+    });
+  }
+
+  /** The CLI on the served data dir, run asynchronously (the server's pipes keep draining), with `input` on stdin. */
+  async function cliOn(args: string[], input?: string) {
+    const c = Bun.spawn([process.execPath, CLI, ...args], {
+      env: { PATH: process.env.PATH ?? "", HOME: pullDir, XDG_CONFIG_HOME: join(pullDir, "no-config"), APPLIANCE_DATA_DIR: pullDir, APPLIANCE_CONFIG: configPath },
+      stdin: input === undefined ? "ignore" : new Blob([input]),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([new Response(c.stdout).text(), new Response(c.stderr).text(), c.exited]);
+    if (code !== 0) throw new Error(`appliance ${args.join(" ")} failed (${code}): ${stderr}`);
+    return stdout;
+  }
+
+  beforeAll(async () => {
+    gguf = new Uint8Array(readFileSync(await ensureChatModel("small-chat")));
+    hub = new LocalHub();
+    hub.addRepo("acme/Tiny-GGUF", COMMIT, { "Tiny-Q4_K_M.gguf": { bytes: gguf, lfs: true }, "README.md": { bytes: new TextEncoder().encode("# tiny\n"), lfs: false } });
+    // The hub as the server sees it (HF_ENDPOINT): its API as is; its storage redirects pointed back
+    // here, and the downloads trickled (Range passed through).
+    proxy = Bun.serve({
+      port: 0,
+      async fetch(req) {
+        const u = new URL(req.url);
+        const storage = /^\/storage\/(\d+)(\/.*)$/.exec(u.pathname);
+        const headers = new Headers(req.headers);
+        headers.delete("host");
+        const res = await fetch(storage ? `http://localhost:${storage[1]}${storage[2]}` : `${hub.endpoint}${u.pathname}${u.search}`, { method: req.method, headers, redirect: "manual" });
+        const location = res.headers.get("location");
+        if (location) {
+          const to = new URL(location);
+          return new Response(null, { status: res.status, headers: { location: `http://127.0.0.1:${proxy.port}/storage/${to.port}${to.pathname}` } });
+        }
+        if (!storage || !res.body) return res;
+        return new Response(trickle(res.body), { status: res.status, headers: res.headers });
+      },
+    });
+    writeFileSync(configPath, ["# the console pull test's config", "", "[engines]", 'device = "cpu"', "threads = 1", "", "[rentals]", "discover = false", ""].join("\n"));
+    const served = await serveCli(pullDir, ["--port", "0"], { APPLIANCE_CONFIG: configPath, HF_ENDPOINT: `http://127.0.0.1:${proxy.port}` });
+    child = served.child;
+    url = served.url;
+    password = adminPasswordOf([served.banner]);
+    // its output drained (the last of it kept for a failure's message), or a full pipe would stall it
+    for (const stream of [child.stdout, child.stderr] as ReadableStream<Uint8Array>[])
+      void (async () => {
+        for await (const chunk of stream) log = (log + new TextDecoder().decode(chunk)).slice(-20_000);
+      })().catch(() => {});
+    await cliOn(["accounts", "create", "viewer"]);
+    await cliOn(["accounts", "password", "viewer"], "viewer-password-0123\n");
+    admin = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  }, 180_000);
+
+  afterAll(async () => {
+    await admin?.close();
+    child?.kill("SIGKILL");
+    await child?.exited;
+    proxy?.stop(true);
+    hub?.stop();
+    rmSync(pullDir, { recursive: true, force: true });
+  });
+
+  const axe = async (p: Page) => {
+    await p.evaluate(AXE);
+    const result = await p.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
+    return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+  };
+
+  test("an admin pulls a model by hf: reference, sees the bar move and finish, adds it to the config and loads it", async () => {
+    await admin.goto(`${url}/console#/models`);
+    await signIn(admin, "admin", password);
+    const section = admin.getByTestId("pull-section");
+    await section.getByRole("heading", { name: "Pull a model" }).waitFor();
+    // The shipped catalogue fills the list, grouped by kind.
+    await admin.locator('select[name="catalogue"] option[value="qwen3-1.7b"]').waitFor({ state: "attached" });
+    expect(await admin.locator('select[name="catalogue"] optgroup').evaluateAll((gs) => gs.map((g) => (g as HTMLOptGroupElement).label))).toContain("Chat");
+
+    await section.getByLabel("Or a Hugging Face reference").fill("hf:acme/Tiny-GGUF:Q4_K_M");
+    await section.getByRole("button", { name: "Pull", exact: true }).click();
+    const item = admin.locator("li.pull").first();
+    await item.waitFor();
+    expect(await item.locator(".pull-model").textContent()).toBe("tiny-q4_k_m");
+    const bar = item.getByRole("progressbar", { name: "Download of tiny-q4_k_m" });
+    // The bar moves: a value between nothing and everything, and the line says how much, how fast, how long.
+    const seen: number[] = [];
+    await admin.waitForFunction(() => {
+      const b = document.querySelector("li.pull progress") as HTMLProgressElement | null;
+      return b !== null && b.hasAttribute("value") && b.value > 0 && b.value < b.max;
+    }, null, { timeout: 20_000, polling: 100 });
+    seen.push(Number(await bar.getAttribute("value")));
+    expect(Number(await bar.getAttribute("max"))).toBe(gguf.length);
+    await admin.waitForFunction(() => /KB of 316\.4 KB · [\d.]+ KB\/s · \d+ s left/.test(document.querySelector("li.pull .pull-text")?.textContent ?? ""), null, { timeout: 10_000, polling: 100 });
+    expect(await item.locator(".pull-file").textContent()).toBe("File 1 of 1: Tiny-Q4_K_M.gguf");
+    await admin.screenshot({ path: join(SHOTS, "models-pull-progress.png"), fullPage: true });
+    await admin.waitForFunction((before) => Number((document.querySelector("li.pull progress") as HTMLProgressElement | null)?.value ?? 0) > before, seen[0]!, { timeout: 10_000, polling: 100 });
+
+    await admin.locator('li.pull[data-state="done"]').waitFor({ timeout: 30_000 });
+    expect(Number(await bar.getAttribute("value"))).toBe(gguf.length);
+    expect(await item.locator(".pull-text").textContent()).toBe("316.4 KB · every file's size and SHA-256 verified");
+    await admin.getByText("Pulled tiny-q4_k_m: every file verified. Add it to the config to serve it.").waitFor();
+    expect(sha256(new Uint8Array(readFileSync(join(pullDir, "models", "tiny-q4_k_m", "Tiny-Q4_K_M.gguf"))))).toBe(sha256(gguf));
+    // The download went through the storage host, in one go.
+    expect(hub.storageSeen.map((s) => s.range)).toEqual([null]);
+
+    await item.getByRole("button", { name: "Add tiny-q4_k_m to the config" }).click();
+    await admin.getByText(`Added tiny-q4_k_m to ${configPath}; the server serves it now.`).waitFor();
+    expect(readFileSync(configPath, "utf8")).toContain('[[models]]\nid = "tiny-q4_k_m"');
+    // Served without a restart: the table lists it, and the plan shows before loading.
+    await admin.locator('#models-table tr[data-model-id="tiny-q4_k_m"][data-state="unloaded"]').waitFor();
+    await admin.waitForFunction(() => /^Memory plan: on cpu: [\d,]+ MB RAM, [\d,]+ tokens × 2 slots$/.test(document.querySelector("li.pull .pull-plan")?.textContent ?? ""), null, { timeout: 20_000 });
+    const load = item.getByRole("button", { name: "Load tiny-q4_k_m" });
+    expect(await load.evaluate((b) => b === document.activeElement)).toBe(true);
+    await load.click();
+    await admin.getByText("Loaded tiny-q4_k_m on cpu.").waitFor({ timeout: 30_000 });
+    await admin.locator('#models-table tr[data-model-id="tiny-q4_k_m"][data-state="loaded"]').waitFor();
+    expect(await item.locator(".pull-plan").textContent()).toMatch(/^Loaded on cpu: [\d,]+ MB RAM, [\d,]+ tokens × 2 slots$/);
+    expect(await item.getByRole("button").evaluateAll((bs) => bs.filter((b) => !(b as HTMLElement).hidden).length)).toBe(0);
+
+    // The table's own Plan button, for a model not loaded.
+    const row = admin.locator('#models-table tr[data-model-id="tiny-q4_k_m"]');
+    await row.getByRole("button", { name: "Unload tiny-q4_k_m" }).click();
+    await admin.getByText("Unloaded tiny-q4_k_m.").waitFor();
+    await row.getByRole("button", { name: "Memory plan of tiny-q4_k_m" }).click();
+    await row.locator(".plan-text").waitFor();
+    expect(await row.locator(".plan-text").textContent()).toMatch(/^planned: [\d,]+ MB RAM on cpu$/);
+    expect(await row.getByRole("button", { name: "Memory plan of tiny-q4_k_m" }).count()).toBe(0);
+    // The pull's own plan follows: the model is not loaded any more, and can be loaded from there again.
+    await admin.waitForFunction(() => /^Memory plan: on cpu/.test(document.querySelector("li.pull .pull-plan")?.textContent ?? ""), null, { timeout: 20_000 });
+    await load.waitFor();
+  }, 90_000);
+
+  test("the page with the pull section passes axe at 1440 and 390 px", async () => {
+    expect(await axe(admin)).toEqual([]);
+    await admin.screenshot({ path: join(SHOTS, "models-admin-1440.png"), fullPage: true });
+    await admin.setViewportSize({ width: 390, height: 844 });
+    await admin.getByTestId("pull-section").scrollIntoViewIfNeeded();
+    expect(await axe(admin)).toEqual([]);
+    // Nothing is wider than the phone's screen but the table's own scrolling region.
+    const overflow = await admin.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBe(0);
+    await admin.screenshot({ path: join(SHOTS, "models-admin-390.png"), fullPage: true });
+  }, 60_000);
+
+  test("a non-admin sees the models but no pull section, and the pull API answers the page's own requests 403", async () => {
+    const viewer = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    try {
+      await viewer.goto(`${url}/console#/models`);
+      await signIn(viewer, "viewer", "viewer-password-0123");
+      await viewer.locator('#models-table tr[data-model-id="tiny-q4_k_m"]').waitFor();
+      expect(await viewer.getByTestId("pull-section").count()).toBe(0);
+      expect(await viewer.locator("select, progress").count()).toBe(0);
+      expect(await viewer.locator("#models-table button").count()).toBe(0);
+      // The pull code was never fetched.
+      expect(await viewer.evaluate(() => performance.getEntriesByType("resource").some((r) => r.name.endsWith("/models-pull.js")))).toBe(false);
+      const answers = await viewer.evaluate(async () => {
+        const csrf = (await (await fetch("/console/api/session")).json()).csrf as string;
+        const call = async (method: string, path: string, body?: unknown) => {
+          const res = await fetch(path, { method, headers: { "content-type": "application/json", "x-csrf-token": csrf }, body: body === undefined ? undefined : JSON.stringify(body) });
+          return [method, path, res.status, (await res.json()).error?.code];
+        };
+        return [
+          await call("GET", "/console/api/admin/catalogue"),
+          await call("GET", "/console/api/admin/pulls"),
+          await call("POST", "/console/api/admin/pulls", { source: "hf:acme/Tiny-GGUF:Q4_K_M" }),
+          await call("GET", "/console/api/admin/models/tiny-q4_k_m/plan"),
+        ];
+      });
+      expect(answers).toEqual([
+        ["GET", "/console/api/admin/catalogue", 403, "admin_only"],
+        ["GET", "/console/api/admin/pulls", 403, "admin_only"],
+        ["POST", "/console/api/admin/pulls", 403, "admin_only"],
+        ["GET", "/console/api/admin/models/tiny-q4_k_m/plan", 403, "admin_only"],
+      ]);
+      expect(await axe(viewer)).toEqual([]);
+      await viewer.screenshot({ path: join(SHOTS, "models-user-390.png"), fullPage: true });
+    } finally {
+      await viewer.close();
+    }
+  }, 60_000);
 });

@@ -279,6 +279,41 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     body: hand("ConsoleCreditRequest", ConsoleCreditRequest),
     ok: json("The account."),
   },
+  // Model pulls from the console (src/1-api/console/admin-models.ts; web/docs/models.md "Pulling from the console").
+  "GET /console/api/admin/catalogue": {
+    operationId: "consoleCatalogue",
+    summary: "The models catalogue with sizes and what is downloaded (admin)",
+    ok: json("`{models_dir, data:[{id, name, kind, description, source, bytes, pullable, status, configured, pulling}]}`"),
+  },
+  "GET /console/api/admin/pulls": { operationId: "listConsolePulls", summary: "This server's model pulls, newest first (admin)", ok: json("`{data:[pull]}`") },
+  "POST /console/api/admin/pulls": {
+    operationId: "startConsolePull",
+    summary: "Pull a model into the models dir (admin)",
+    description:
+      "Body `{source}`: a catalogue id or `hf:OWNER/REPO[@REV][:QUANT|/FILE]`, resolved at once (400 naming what is wrong with it; 502 when the hub cannot be reached). Downloads resume and are checked against their sizes and SHA-256; one pull per model at a time (409).",
+    errors: [409, 502],
+    ok: { status: 202, description: "The pull: `{id, source, model, state, files, bytes_done, bytes_total, rate, eta_s, …}`." },
+  },
+  "GET /console/api/admin/pulls/:id": { operationId: "getConsolePull", summary: "One model pull and its progress (admin)", ok: json("The pull.") },
+  "POST /console/api/admin/pulls/:id/cancel": {
+    operationId: "cancelConsolePull",
+    summary: "Cancel a model pull, keeping what it downloaded (admin)",
+    errors: [409],
+    ok: json("The pull, cancelled."),
+  },
+  "POST /console/api/admin/pulls/:id/add": {
+    operationId: "addConsolePull",
+    summary: "Add a pulled model to the config file and reload it (admin)",
+    description: "As `appliance models add`; body `{replace?: boolean}` replaces an entry of the same id. 409 when the pull has not finished, the model is in the config already, or its folder makes no model.",
+    errors: [409],
+    ok: json("`{pull, file, created, replaced, manifest, reload:{added, removed, replaced}, served}`"),
+  },
+  "GET /console/api/admin/models/:id/plan": {
+    operationId: "consoleModelPlan",
+    summary: "Where a model would load now, and with how much memory (admin)",
+    description: "The id percent-encoded (`%2F` for `/`). `fits`: together, alone (once the idle models in `unloads` unload), refused (with `reason`), unread, or loaded (its placement).",
+    ok: json("`{id, kind, state, fits, device, gpu_layers, layers, context_size, slots, memory_mb:{gpu, cpu}, unloads, devices}`"),
+  },
 };
 
 /** The console API's state-changing calls need the CSRF header (requireSession in src/1-api/console/session.ts). */

@@ -25,6 +25,7 @@ beforeAll(() => {
       console: {
         views: d.console.views,
         conversations: d.console.conversations,
+        pulls: d.console.pulls,
         auth: createConsoleAuth({
           sessions: sessionStoreOf(d.store),
           clock,
