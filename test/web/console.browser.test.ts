@@ -126,7 +126,7 @@ test("usage shows a chat request made with a key", async () => {
   expect(await swatches.first().evaluate((el) => getComputedStyle(el).backgroundColor)).not.toBe("rgba(0, 0, 0, 0)");
   expect(violations).toEqual([]);
   await shot("usage");
-  for (const [route, name] of [["#/batches", "batches"], ["#/rentals", "rentals"], ["#/models", "models"], ["#/playground", "playground"], ["#/admin", "admin"]] as const) {
+  for (const [route, name] of [["#/batches", "batches"], ["#/rentals", "rentals"], ["#/models", "models"], ["#/playground", "playground"], ["#/chat", "chat"], ["#/admin", "admin"]] as const) {
     await page.goto(`${server.url}/console${route}`);
     await page.waitForLoadState("networkidle");
     await shot(name);
@@ -135,22 +135,23 @@ test("usage shows a chat request made with a key", async () => {
   expect(violations).toEqual([]); // on the other pages either
 }, 60_000);
 
-test("the playground streams a chat answer with one's own key", async () => {
-  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "playground" });
+test("the Chat page streams an answer as the signed-in account, with no key pasted, billed to the account", async () => {
   const before = (server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
-  await page.goto(`${server.url}/console#/playground`);
-  await page.getByLabel("API key").fill(key);
-  await page.locator("#pg-model").selectOption("chat");
-  await page.getByLabel("Prompt", { exact: true }).fill("Say something.");
+  const balance = (await server.deps.accounts.getAccount("admin")).balance_micros;
+  await page.goto(`${server.url}/console#/chat`);
+  await page.locator("#chat-model").selectOption("chat");
+  await page.locator("#chat-input").fill("Say something.");
   await page.getByRole("button", { name: "Send" }).click();
-  const done = await eventually(async () => (await page.getByText("Done.").count()) > 0 || (await page.locator("#pg-error").isVisible().catch(() => false)), (v) => v, 30_000);
+  const done = await eventually(async () => (await page.locator("#chat-status").textContent()) === "Done." || (await page.locator("#chat-error").isVisible().catch(() => false)), (v) => v, 30_000);
   expect(done).toBe(true);
-  expect(await page.locator("#pg-error").isVisible().catch(() => false)).toBe(false);
-  const streamed = ((await page.locator("#pg-answer").textContent()) ?? "") + ((await page.locator("#pg-reasoning").textContent().catch(() => "")) ?? "");
-  expect(streamed.length).toBeGreaterThan(0);
+  expect(await page.locator("#chat-error").isVisible().catch(() => false)).toBe(false);
+  await page.locator("#chat-log .msg-assistant .msg-meta:not(:empty)").waitFor();
   const after = (server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/chat/completions'").get() as { n: number }).n;
   expect(after).toBe(before + 1);
-  await shot("playground-chat");
+  const row = server.deps.db!.query("SELECT u.cost_micros, k.purpose FROM usage u JOIN api_keys k ON k.id = u.key_id ORDER BY u.id DESC LIMIT 1").get() as { cost_micros: number; purpose: string };
+  expect(row.purpose).toBe("console");
+  expect((await server.deps.accounts.getAccount("admin")).balance_micros).toBe(balance - row.cost_micros);
+  await shot("chat-answer");
 }, 60_000);
 
 const jsonl = (lines: unknown[]) => lines.map((l) => JSON.stringify(l)).join("\n") + "\n";
@@ -221,20 +222,23 @@ test("rentals: a running rental shows live status and a JupyterLab link that ope
   expect(processesOf(created.rental_id)).toEqual([]);
 }, 60_000);
 
-test("the playground generates an image with one's own key", async () => {
-  const { key } = await server.deps.accounts.createKey({ account: "admin", kind: "premium", name: "image" });
-  await page.goto(`${server.url}/console#/playground`);
-  await page.getByLabel("API key").fill(key);
-  await page.locator("#pg-image-model").selectOption("turbo");
-  await page.locator("#pg-image-prompt").fill("a red square");
-  await page.locator("#pg-generate").click();
-  const img = page.locator("#pg-image");
+test("the Chat page generates an image with an image model, kept with the conversation", async () => {
+  await page.goto(`${server.url}/console#/chat`);
+  await page.locator("#chat-new").click();
+  await page.locator("#chat-model").selectOption("turbo");
+  await page.locator("#chat-settings > summary").click();
+  await page.locator("#img-size").selectOption("256x256");
+  await page.locator("#chat-input").fill("a red square");
+  await page.locator("#chat-input").press("Enter");
+  const img = page.locator("#chat-log .msg-assistant img");
   await img.waitFor({ timeout: 60_000 });
   const size = await img.evaluate((el: HTMLImageElement) => el.decode().then(() => [el.naturalWidth, el.naturalHeight]));
   expect(size).toEqual([256, 256]);
   const used = server.deps.db!.query("SELECT COUNT(*) AS n FROM usage WHERE endpoint = '/v1/images/generations'").get() as { n: number };
   expect(used.n).toBe(1);
-  await shot("playground-image");
+  await page.reload();
+  await page.locator("#chat-log .msg-assistant img").waitFor({ timeout: 30_000 });
+  await shot("chat-image");
 }, 90_000);
 
 const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
@@ -264,7 +268,7 @@ test("no page prints a null, undefined or NaN child as text: the Usage page with
   await page.locator("#usage-chart:not([aria-busy])").waitFor();
   expect(await strayTexts()).toEqual([]);
   await page.unroute("**/console/api/usage*");
-  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
+  for (const route of ["chat", "keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
     await page.goto(`${server.url}/console#/${route}`);
     await page.waitForLoadState("networkidle");
     await page.locator("#view > *").first().waitFor();
@@ -299,7 +303,7 @@ test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works fro
   await page.keyboard.press("Enter");
   expect(await eventually(async () => (await page.locator("#page-title").textContent()) ?? "", (t) => t === "Usage")).toBe("Usage");
 
-  for (const route of ["keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
+  for (const route of ["chat", "keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
     await page.goto(`${server.url}/console#/${route}`);
     await page.waitForLoadState("networkidle");
     await page.locator("#view > *").first().waitFor();

@@ -207,6 +207,17 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     ok: json("`{info}`"),
   },
   "GET /console/api/usage": { operationId: "getConsoleUsage", summary: "Usage per day and the last 50 requests", query: ConsoleUsageQuery, ok: json("`{days, recent}`") },
+  "GET /console/api/requests/:id": {
+    operationId: "getConsoleRequestUsage",
+    summary: "What one of the account's requests used and cost, once settled (404 before)",
+    ok: json("`{request_id, created_at, model, endpoint, input_tokens, output_tokens, cached_tokens, images, trial_tokens, cost_usd}`"),
+  },
+  "POST /console/api/v1/*": {
+    operationId: "consoleInference",
+    summary:
+      "The inference API as the signed-in account (the console's Chat and Playground): POST /v1/chat/completions, /v1/images/generations, /v1/decisions or /v1/rerank with the session and its X-CSRF-Token, served through the account's console key",
+    ok: { description: "The endpoint's own answer: JSON, or server-sent events for a streamed chat.", type: "application/json" },
+  },
   "GET /console/api/batches": { operationId: "listConsoleBatches", summary: "The account's batches", ok: json("`{data:[batch]}`") },
   "POST /console/api/batches/:id/cancel": { operationId: "cancelConsoleBatch", summary: "Cancel one of the account's batches", ok: json("The batch.") },
   "GET /console/api/files/:id/content": { operationId: "downloadConsoleFile", summary: "Download one of the account's files", ok: { description: "The file, as an attachment.", type: "application/octet-stream" } },
