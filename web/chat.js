@@ -127,10 +127,11 @@ export async function render({ view, signal }) {
   }
 
   /** Saves `messages` after the first `keep` of the conversation (the ones after are dropped: edit, regenerate). */
+  // `count`: what the store held when this page last wrote or read it; another tab's write since is a 409, not lost.
   async function save(keep, messages) {
-    const res = await api(`/conversations/${encodeURIComponent(conv.id)}/messages`, { body: { keep, messages } });
+    const res = await api(`/conversations/${encodeURIComponent(conv.id)}/messages`, { body: { keep, count: conv.message_count ?? 0, messages } });
     conv.messages = conv.messages.slice(0, keep).concat(res?.messages ?? []);
-    if (res?.conversation) conv.updated_at = res.conversation.updated_at;
+    if (res?.conversation) Object.assign(conv, { updated_at: res.conversation.updated_at, message_count: res.conversation.message_count });
   }
 
   /** The model and settings to use, checked; the conversation created or updated with them. */
@@ -141,7 +142,7 @@ export async function render({ view, signal }) {
     if (read.error) return null;
     if (!conv) {
       const c = await api('/conversations', { body: { title: titleOf(firstText), model: model.id, settings: read.settings } });
-      conv = { ...c, messages: [] };
+      conv = { ...c, message_count: 0, messages: [] };
       title.textContent = conv.title;
       history.replaceState(null, '', `#/chat/${conv.id}`);
       list.select(conv.id);

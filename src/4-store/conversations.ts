@@ -46,6 +46,8 @@ export interface ConversationAppend {
   id: string;
   /** Messages kept from the start; the rest are deleted before `messages` are added after them. */
   keep: number;
+  /** The count the writer last saw: another count means another tab wrote since (conflict); absent, not checked. */
+  count?: number;
   messages: unknown[];
   now: number;
 }
@@ -53,7 +55,7 @@ export interface ConversationAppend {
 /** What an append did: the conversation after it, or why nothing was written. */
 export type AppendOutcome =
   | { conversation: Conversation; messages: PositionedMessage[] }
-  /** not_found: no such conversation of the account; conflict: it holds fewer than `keep` messages; too_large: past maxBytes (`bytes`: what it would have held). */
+  /** not_found: no such conversation of the account; conflict: it holds fewer than `keep` messages (or not `count`); too_large: past maxBytes (`bytes`: what it would have held). */
   | { miss: "not_found" }
   | { miss: "conflict" }
   | { miss: "too_large"; bytes: number };
@@ -174,7 +176,7 @@ export function sqliteConversationStore(db: Database): ConversationStore {
   const append = db.transaction((a: ConversationAppend, maxBytes: number): AppendOutcome => {
     const row = q.get.get({ id: a.id, account: a.accountId });
     if (!row) return { miss: "not_found" };
-    if (row.message_count < a.keep) return { miss: "conflict" };
+    if (row.message_count < a.keep || (a.count !== undefined && row.message_count !== a.count)) return { miss: "conflict" };
     const cut = row.message_count > a.keep ? q.bytesFrom.get({ id: a.id, keep: a.keep })!.n : 0;
     const bodies = a.messages.map((m) => JSON.stringify(m));
     const bytes = row.bytes - cut + bodies.reduce((s, b) => s + Buffer.byteLength(b), 0);

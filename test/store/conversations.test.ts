@@ -63,8 +63,8 @@ async function made(over: Partial<NewConversation> = {}) {
   return c;
 }
 const msg = (role: "user" | "assistant", content: string) => ({ role, content });
-const append = (id: string, keep: number, messages: unknown[], o: { accountId?: string; maxBytes?: number } = {}) =>
-  store.append({ accountId: o.accountId ?? A, id, keep, messages, now: ++now }, o.maxBytes ?? ROOMY);
+const append = (id: string, keep: number, messages: unknown[], o: { accountId?: string; maxBytes?: number; count?: number } = {}) =>
+  store.append({ accountId: o.accountId ?? A, id, keep, ...(o.count !== undefined ? { count: o.count } : {}), messages, now: ++now }, o.maxBytes ?? ROOMY);
 const bodiesOf = async (id: string) => (await store.read(A, id))!.messages;
 
 for (const [backend, open] of BACKENDS) {
@@ -173,6 +173,21 @@ for (const [backend, open] of BACKENDS) {
       const after = await store.read(A, c.id);
       expect(after!.messages.map((m) => m.seq)).toEqual(after!.messages.map((_, i) => i));
       if ("miss" in late) expect(late).toEqual({ miss: "conflict" });
+    });
+
+    test("appends at once that say the count they saw (two tabs): exactly one wins, the others are conflicts and write nothing", async () => {
+      const c = await made();
+      await append(c.id, 0, [msg("user", "q"), msg("assistant", "a")]);
+      const outs = await Promise.all(Array.from({ length: 8 }, (_, i) => append(c.id, 2, [msg("user", `q${i}`), msg("assistant", `a${i}`)], { count: 2 })));
+      const won = outs.filter((o) => "conversation" in o);
+      expect(won).toHaveLength(1);
+      expect(outs.filter((o) => "miss" in o && o.miss === "conflict")).toHaveLength(7);
+      const got = await store.read(A, c.id);
+      expect(got!.messages.map((m) => m.seq)).toEqual([0, 1, 2, 3]);
+      expect(await messageRows(c.id)).toBe(4);
+      // A regenerate that knows the count (4) cuts back to 3 and appends; one that saw 2 is refused.
+      expect("conversation" in (await append(c.id, 3, [msg("assistant", "again")], { count: 4 }))).toBe(true);
+      expect(await append(c.id, 1, [msg("assistant", "stale")], { count: 2 })).toEqual({ miss: "conflict" });
     });
 
     test("an append past the byte bound writes nothing; a cut that frees room lets the next one in", async () => {

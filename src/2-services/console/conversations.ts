@@ -92,6 +92,9 @@ export const UpdateConversationRequest = T.Object(Fields, closed);
 export const AppendMessagesRequest = T.Object(
   {
     keep: T.Integer({ minimum: 0, description: "Messages kept from the start; the rest are deleted first (edit-and-resend, regenerate). More than the conversation holds: 409 conflict." }),
+    count: T.Optional(
+      T.Integer({ minimum: 0, description: "The number of messages the writer last saw: another number means another tab wrote since, 409 conflict and nothing written." }),
+    ),
     messages: T.Array(ConversationMessage, { maxItems: MAX_APPENDED }),
   },
   closed,
@@ -163,10 +166,10 @@ export function createConversationsService(d: ConversationsDeps) {
       b.messages.forEach((m, i) => m.images?.forEach((url, j) => imageError(url, `messages[${i}].images[${j}]`)));
       const at = unixSeconds(d.clock.now());
       const messages = b.messages.map((m) => ({ ...m, created_at: m.created_at ?? at }));
-      const out = await d.store.append({ accountId, id: ownId(id), keep: b.keep, messages, now: d.clock.now() }, MAX_CONVERSATION_BYTES);
+      const out = await d.store.append({ accountId, id: ownId(id), keep: b.keep, ...(b.count !== undefined ? { count: b.count } : {}), messages, now: d.clock.now() }, MAX_CONVERSATION_BYTES);
       if ("conversation" in out) return { conversation: view(out.conversation), messages: out.messages.map(positioned) };
       if (out.miss === "not_found") throw notFound(id);
-      if (out.miss === "conflict") throw new ApiError("conflict", "the conversation changed elsewhere; reload it", { param: "keep" });
+      if (out.miss === "conflict") throw new ApiError("conflict", "the conversation changed elsewhere (another tab?); reload it", { param: b.count !== undefined ? "count" : "keep" });
       throw new ApiError(
         "invalid_request",
         `the conversation would hold ${out.bytes} bytes, more than the ${MAX_CONVERSATION_BYTES} (32 MiB) one conversation may hold; start a new conversation`,

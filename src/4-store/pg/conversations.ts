@@ -69,7 +69,7 @@ export function postgresConversationStore(sql: SQL): ConversationStore {
         const [row] = await tx`SELECT * FROM console_conversations WHERE id = ${a.id} AND account_id = ${a.accountId} FOR UPDATE`;
         if (!row) return { miss: "not_found" as const };
         const count = Number(row.message_count);
-        if (count < a.keep) return { miss: "conflict" as const };
+        if (count < a.keep || (a.count !== undefined && count !== a.count)) return { miss: "conflict" as const };
         const cut = count > a.keep ? Number((await tx`SELECT COALESCE(SUM(octet_length(body)), 0) AS n FROM console_messages WHERE conversation_id = ${a.id} AND seq >= ${a.keep}`)[0].n) : 0;
         const bodies = a.messages.map((m) => JSON.stringify(m));
         const bytes = Number(row.bytes) - cut + bodies.reduce((s, b) => s + Buffer.byteLength(b), 0);
