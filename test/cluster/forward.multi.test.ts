@@ -10,7 +10,7 @@ import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { HOLD_LEASE_MS } from "../../src/4-store/pg/holds";
 import { tempDir } from "../helpers/app";
-import { cli } from "../helpers/cli";
+import { cli, CLI } from "../helpers/cli";
 import { serveNode, type ServedNode } from "../helpers/nodes";
 import { startHaproxy } from "../helpers/haproxy";
 import { CLUSTER_SECRET, freshDatabase, nodeEnv } from "../helpers/postgres";
@@ -22,6 +22,7 @@ import { bodyHashOf, HOP_HEADER, signHop } from "../../src/2-services/cluster/ho
 //   GGUF and embedding ONNX files under those ids);
 // - the model list is the same on every node;
 // - node 3's model asked at node 1 streams intact in all three chat formats, one usage row each;
+// - a console session at node 1 chats with node 3's model through its account's console key (issue 48);
 // - 60 mixed concurrent requests at all three: the ledger exact and a key's rpm exact;
 // - a key revoked by the CLI is refused on every node within 1 s, forwarded or not;
 // - a stream through node 1 from node 2, node 2 killed: the format's error event, nothing billed, holds released;
@@ -193,6 +194,38 @@ describe("three nodes serving different models are one appliance", () => {
     for (const id of ids) await until(`usage row of ${id}`, async () => (await usageOf(id)) === 1, 5_000);
     const rows = await sql`SELECT request_id, model FROM usage WHERE request_id IN ${sql(ids)}`;
     expect(rows.map((r: { model: string }) => r.model)).toEqual(["chat-3", "chat-3", "chat-3"]);
+  }, 60_000);
+
+  test("a console session signed in at node 1 chats with node 3's model: forwarded with its console key named in the signed hop, billed once to the account", async () => {
+    const dir = tempDir("appliance-fwd-cli-");
+    dirs.push(dir);
+    const set = Bun.spawnSync([process.execPath, CLI, "accounts", "password", "team"], {
+      env: { PATH: process.env.PATH ?? "", HOME: dir, XDG_CONFIG_HOME: join(dir, "x"), APPLIANCE_DATA_DIR: dir, ...env(dir, 0) },
+      stdin: Buffer.from("team-console-password-1\n"),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(set.exitCode).toBe(0);
+    const base = nodes[0]!.url;
+    const login = await fetch(`${base}/console/api/login`, { method: "POST", headers: { "content-type": "application/json", origin: base }, body: JSON.stringify({ account: "team", password: "team-console-password-1" }) });
+    expect(login.status).toBe(200);
+    const cookie = login.headers.getSetCookie().map((c) => c.split(";")[0]!).find((c) => c.startsWith("appliance_session="))!;
+    const csrf = ((await login.json()) as { csrf: string }).csrf;
+    const before = Number((await sql`SELECT balance_micros FROM accounts WHERE name = 'team'`)[0].balance_micros);
+    const res = await fetch(`${base}/console/api/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: base, cookie, "x-csrf-token": csrf },
+      body: JSON.stringify({ model: "chat-3", messages: [{ role: "user", content: "hi" }], max_tokens: 8, stream: true, stream_options: { include_usage: true } }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-appliance-node")).toBe(nodes[2]!.id);
+    const text = await res.text();
+    expect(text).toContain("data: [DONE]");
+    const id = res.headers.get("x-request-id")!;
+    await until(`usage row of ${id}`, async () => (await usageOf(id)) === 1, 5_000);
+    const [row] = await sql`SELECT u.cost_micros, u.model, k.purpose, a.name FROM usage u JOIN api_keys k ON k.id = u.key_id JOIN accounts a ON a.id = u.account_id WHERE u.request_id = ${id}`;
+    expect({ model: row.model, purpose: row.purpose, account: row.name }).toEqual({ model: "chat-3", purpose: "console", account: "team" });
+    expect(Number((await sql`SELECT balance_micros FROM accounts WHERE name = 'team'`)[0].balance_micros)).toBe(before - Number(row.cost_micros));
   }, 60_000);
 
   test("node 1's classifier and image model asked at nodes 2 and 3: answered as node 1 answers, one usage row each", async () => {
