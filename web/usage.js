@@ -76,12 +76,14 @@ export async function render({ view, signal }) {
 
     const legend = h('ul', { class: 'legend', 'aria-label': `Legend (${label})` },
       agg.cost.map((se) => h('li', null, swatch(se.color), se.name)));
-    const srTable = h('table', { class: 'sr-only' },
+    // In a clipped box: a table lays out as wide as its cells whatever its own width (it made a
+    // 390 px page scroll sideways).
+    const srTable = h('div', { class: 'sr-only' }, h('table', null,
       h('caption', { text: `Usage per day by ${label}` }),
       h('thead', null, h('tr', null, ['Day', label === 'model' ? 'Model' : 'Endpoint', 'Requests', 'Input tokens', 'Output tokens', 'Cost'].map((t) => h('th', { scope: 'col', text: t })))),
       h('tbody', null, [...agg.rows].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : 0)).map((r) => h('tr', null,
         h('td', { text: r.day }), h('td', { text: `${r[by] ?? ''}` }), h('td', { text: fmtInt(r.requests) }),
-        h('td', { text: fmtInt(r.input_tokens) }), h('td', { text: fmtInt(r.output_tokens) }), h('td', { text: fmtMoney(r.cost_usd) })))));
+        h('td', { text: fmtInt(r.input_tokens) }), h('td', { text: fmtInt(r.output_tokens) }), h('td', { text: fmtMoney(r.cost_usd) }))))));
 
     replace(chart,
       h('figcaption', { text: `Cost and tokens per day over the last ${DAYS} days, split by ${label}.` }),

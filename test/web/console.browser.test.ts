@@ -303,10 +303,17 @@ test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works fro
   await page.keyboard.press("Enter");
   expect(await eventually(async () => (await page.locator("#page-title").textContent()) ?? "", (t) => t === "Usage")).toBe("Usage");
 
-  for (const route of ["chat", "keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
-    await page.goto(`${server.url}/console#/${route}`);
-    await page.waitForLoadState("networkidle");
-    await page.locator("#view > *").first().waitFor();
-    expect({ route, violations: await axeViolations() }).toEqual({ route, violations: [] });
+  // Every page at a phone's width and a desktop's (issue 48): no violation, nothing wider than the window; a screenshot of each.
+  for (const width of [390, 1440]) {
+    await page.setViewportSize({ width, height: 900 });
+    for (const route of ["chat", "keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
+      await page.goto(`${server.url}/console#/${route}`);
+      await page.waitForLoadState("networkidle");
+      await page.locator("#view > *").first().waitFor();
+      expect({ route, width, violations: await axeViolations() }).toEqual({ route, width, violations: [] });
+      expect({ route, width, overflow: await page.evaluate(() => document.documentElement.scrollWidth > innerWidth) }).toEqual({ route, width, overflow: false });
+      await shot(`page-${route}-${width}`);
+    }
   }
-}, 90_000);
+  await page.setViewportSize({ width: 1200, height: 900 });
+}, 180_000);
