@@ -164,9 +164,28 @@ test("an image attached reaches a vision model", async () => {
   const plainTokens = ((await plain.json()) as any).usage.prompt_tokens;
   expect(usageRow(answer.request_id).input_tokens).toBeGreaterThan(plainTokens + 8);
   await shot("chat-vision-1440");
-  // A model that does not see images takes none: the attach button goes away.
+  // Pasted and dropped images are attached too; a third, or a file that is not an image, is refused with a message.
+  await page.evaluate(async (b64) => {
+    const file = (name: string, type: string) => new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name, { type });
+    const pasted = new DataTransfer();
+    pasted.items.add(file("pasted.png", "image/png"));
+    document.getElementById("chat-input")!.dispatchEvent(new ClipboardEvent("paste", { clipboardData: pasted, bubbles: true, cancelable: true }));
+    await new Promise((r) => setTimeout(r, 200));
+    const dropped = new DataTransfer();
+    dropped.items.add(file("dropped.png", "image/png"));
+    document.getElementById("chat-form")!.dispatchEvent(new DragEvent("drop", { dataTransfer: dropped, bubbles: true, cancelable: true }));
+  }, png.toString("base64"));
+  await page.waitForFunction(() => document.querySelectorAll("#chat-attachments img").length === 2, null, { timeout: 10_000 });
+  await page.locator("#chat-file").setInputFiles({ name: "third.png", mimeType: "image/png", buffer: png });
+  expect(await page.locator("#chat-error").textContent()).toBe("At most 2 images go with one message.");
+  await page.getByRole("button", { name: "Remove attached image 2" }).click();
+  await page.locator("#chat-file").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") });
+  expect(await page.locator("#chat-error").textContent()).toBe("notes.txt is not a PNG, JPEG, WebP or GIF image.");
+  expect(await page.locator("#chat-attachments img").count()).toBe(1);
+  // A model that does not see images takes none: the attach button goes away, and so do the attached ones.
   await page.locator("#chat-model").selectOption("chat");
   expect(await page.locator("#chat-attach").isVisible()).toBe(false);
+  expect(await page.locator("#chat-attachments img").count()).toBe(0);
 }, 90_000);
 
 test("Stop (and Esc) ends a stream; the answer is kept as stopped and billed only for what was made", async () => {
