@@ -42,12 +42,11 @@ export async function errorFromResponse(res) {
 }
 
 /**
- * api('/keys') or api('/keys', { method: 'POST', body: {...} }).
- * Non-GET requests carry the CSRF token and a JSON body. Throws ApiError on failure.
+ * The console API's request: `method` with a JSON body (and the CSRF token) unless a read; an
+ * answer that is not 2xx is thrown as ApiError (and a 401 not_signed_in reported first).
  */
-export async function api(path, { method, body, signal } = {}) {
-  method = method || (body !== undefined ? 'POST' : 'GET');
-  const headers = { Accept: 'application/json' };
+async function send(path, { method, body, signal, accept = 'application/json' }) {
+  const headers = { Accept: accept };
   const init = { method, headers, credentials: 'same-origin', signal };
   if (method !== 'GET' && method !== 'HEAD') {
     headers['Content-Type'] = 'application/json';
@@ -66,6 +65,15 @@ export async function api(path, { method, body, signal } = {}) {
     if (res.status === 401 && err.code === 'not_signed_in') unauthorized(err);
     throw err;
   }
+  return res;
+}
+
+/**
+ * api('/keys') or api('/keys', { method: 'POST', body: {...} }).
+ * Non-GET requests carry the CSRF token and a JSON body. Throws ApiError on failure.
+ */
+export async function api(path, { method, body, signal } = {}) {
+  const res = await send(path, { method: method || (body !== undefined ? 'POST' : 'GET'), body, signal });
   const text = await res.text();
   if (!text) return null;
   try { return JSON.parse(text); } catch { throw new ApiError('The server sent a response that could not be read.', { status: res.status }); }
@@ -80,21 +88,6 @@ export function unwrap(resp, field) {
  * POST a JSON body to the console's inference route (/console/api/v1/…: the API as the signed-in
  * account, no key in the page) and return the Response for streaming; throws ApiError on failure.
  */
-export async function apiRaw(path, body, signal) {
-  let res;
-  try {
-    res = await fetch(API_BASE + path, {
-      method: 'POST', credentials: 'same-origin', signal, body: JSON.stringify(body),
-      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream, application/json', ...(session.csrf ? { 'X-CSRF-Token': session.csrf } : {}) },
-    });
-  } catch (err) {
-    if (err && err.name === 'AbortError') throw err;
-    throw new ApiError('Could not reach the server. Check your connection and try again.');
-  }
-  if (!res.ok) {
-    const err = await errorFromResponse(res);
-    if (res.status === 401 && err.code === 'not_signed_in') unauthorized(err);
-    throw err;
-  }
-  return res;
+export function apiRaw(path, body, signal) {
+  return send(path, { method: 'POST', body, signal, accept: 'text/event-stream, application/json' });
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { chromium, type Browser, type Page } from "playwright-core";
 
 // The web console's browser tests share these: Debian's chromium (test/setup-browser.sh) driven by
@@ -21,4 +22,23 @@ export async function signIn(page: Page, account: string, password: string): Pro
   await page.getByLabel("Account").fill(account);
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+
+/** WCAG 2.1 A/AA violations axe-core finds on the page as it is now ("rule: the elements"). */
+export async function axeViolations(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
+  return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+/** Text nodes in the console's view that are a value printed by mistake ("null", "undefined", "NaN", a lone "false", …). */
+export function strayTexts(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const walk = document.createTreeWalker(document.getElementById("view")!, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (/(^|\s)(null|undefined|NaN|\[object Object\])(\s|$)|^\s*(false|true)\s*$/.test(n.textContent ?? "")) out.push(n.textContent!.trim());
+    return out;
+  });
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import type { Browser, Page } from "playwright-core";
@@ -7,7 +7,7 @@ import { ensureProjector } from "../../models/projector-cache";
 import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { ensureChatModel } from "../../models/cache";
 import { setClientAddress } from "../../src/1-api/http/context";
-import { launchChromium, signIn } from "../helpers/browser";
+import { launchChromium, signIn, axeViolations, strayTexts } from "../helpers/browser";
 import { chatTestApp, forced } from "../helpers/chat";
 import { consoleAccount } from "../api/console/client";
 
@@ -271,19 +271,6 @@ test("conversations are searched by title, renamed and deleted", async () => {
   await page.locator("#chat-search").fill("");
 }, 60_000);
 
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-async function axeViolations(): Promise<string[]> {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
-  return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
-const strayTexts = () =>
-  page.evaluate(() => {
-    const out: string[] = [];
-    const walk = document.createTreeWalker(document.getElementById("view")!, NodeFilter.SHOW_TEXT);
-    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (/(^|\s)(null|undefined|NaN|\[object Object\])(\s|$)|^\s*(false|true)\s*$/.test(n.textContent ?? "")) out.push(n.textContent!.trim());
-    return out;
-  });
 
 test("the chat page passes axe and prints no stray values at 390 px and 1440 px, with a conversation open", async () => {
   const withTools = conversations().find((c) => c.title.startsWith("What time"))!;
@@ -293,8 +280,8 @@ test("the chat page passes axe and prints no stray values at 390 px and 1440 px,
     await page.reload();
     await page.locator("#chat-log .msg-assistant").first().waitFor();
     await openSettings();
-    expect({ width, violations: await axeViolations() }).toEqual({ width, violations: [] });
-    expect({ width, stray: await strayTexts() }).toEqual({ width, stray: [] });
+    expect({ width, violations: await axeViolations(page) }).toEqual({ width, violations: [] });
+    expect({ width, stray: await strayTexts(page) }).toEqual({ width, stray: [] });
     // Nothing wider than the window.
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth)).toBe(true);
     await shot(`chat-tools-${width}`);

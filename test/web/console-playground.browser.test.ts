@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { ensureChatModel } from "../../models/cache";
@@ -7,7 +7,7 @@ import { ensureOnnxModel } from "../../models/onnx/cache";
 import { validateConfig } from "../../src/lib/config";
 import { memoryLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { launchChromium, adminPasswordOf, signIn } from "../helpers/browser";
+import { launchChromium, adminPasswordOf, signIn, axeViolations, strayTexts } from "../helpers/browser";
 import { tempDir } from "../helpers/app";
 
 // The console's playground tools for issue 47 in a real browser (Debian's chromium through
@@ -68,14 +68,6 @@ async function settled(status: string, alert: string): Promise<string> {
   return (await page.locator(`#${alert}`).isVisible()) ? ((await page.locator(`#${alert}`).textContent()) ?? "") : "";
 }
 
-/** Text nodes in the view that are a value printed by mistake ("null", "undefined", "NaN", …). */
-const strayTexts = () =>
-  page.evaluate(() => {
-    const out: string[] = [];
-    const walk = document.createTreeWalker(document.getElementById("view")!, NodeFilter.SHOW_TEXT);
-    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (/(^|\s)(null|undefined|NaN|\[object Object\])(\s|$)|^\s*(false|true)\s*$/.test(n.textContent ?? "")) out.push(n.textContent!.trim());
-    return out;
-  });
 
 const INPUT = "The parcel arrived two weeks late and the box was crushed.";
 const STATEMENT = "The customer is unhappy.";
@@ -182,7 +174,7 @@ test("a score answer and a refusal are shown as the API types them (an answer ma
   expect(await answers.nth(1).locator("h3").textContent()).toBe("Question 2");
   expect(await answers.nth(1).locator(".verdict").textContent()).toBe("Refused: The model gave none of the offered answers any probability.");
   expect(await page.locator("#pg-dec-output .usage-line").textContent()).toBe("Usage: 1 input token");
-  expect(await strayTexts()).toEqual([]);
+  expect(await strayTexts(page)).toEqual([]);
 }, 60_000);
 
 const QUERY = "How do I reset my password?";
@@ -242,13 +234,7 @@ test("the Models page shows each model's price from /v1/models", async () => {
   await shot("models-prices");
 }, 60_000);
 
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
-async function axeViolations(): Promise<string[]> {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
-  return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
 
 for (const width of [390, 1440]) {
@@ -258,12 +244,12 @@ for (const width of [390, 1440]) {
     await page.reload(); // a fresh page: one question, no answers
     await page.locator('#pg-dec-model option[value="chat"]').waitFor({ state: "attached" });
     expect(await page.locator("#pg-key").count()).toBe(0); // no key is asked for: the session acts
-    expect({ before: await axeViolations() }).toEqual({ before: [] });
-    expect(await strayTexts()).toEqual([]);
+    expect({ before: await axeViolations(page) }).toEqual({ before: [] });
+    expect(await strayTexts(page)).toEqual([]);
     expect(await askDecisions()).toBe("");
     expect(await rerank([...DOCS, LONG])).toBe("");
-    expect(await axeViolations()).toEqual([]);
-    expect(await strayTexts()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
+    expect(await strayTexts(page)).toEqual([]);
     // Nothing of the page's own runs past the viewport's width (tables scroll in their own box).
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
     await shot(`playground-${width}`);

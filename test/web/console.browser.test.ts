@@ -7,7 +7,7 @@ import { ensureDiffusionModel } from "../../models/diffusion/cache";
 import { validateConfig } from "../../src/lib/config";
 import { memoryLogger } from "../../src/lib/log";
 import { startServer, type RunningServer } from "../../src/main";
-import { launchChromium, adminPasswordOf, signIn as signInWith } from "../helpers/browser";
+import { launchChromium, adminPasswordOf, signIn as signInWith, axeViolations, strayTexts } from "../helpers/browser";
 import { endRentals, tempDir } from "../helpers/app";
 import { processesOf, rentalConfig } from "../api/rentals/setup";
 
@@ -241,23 +241,8 @@ test("the Chat page generates an image with an image model, kept with the conver
   await shot("chat-image");
 }, 90_000);
 
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
-/** WCAG 2 A/AA violations axe-core finds on the page as it is now (rule id and the elements). */
-async function axeViolations(): Promise<string[]> {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(() => (window as any).axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } }));
-  return (result.violations as { id: string; nodes: { target: string[] }[] }[]).map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
-/** Text nodes in the view that are a value printed by mistake ("null", "undefined", "NaN", …). */
-const strayTexts = () =>
-  page.evaluate(() => {
-    const out: string[] = [];
-    const walk = document.createTreeWalker(document.getElementById("view")!, NodeFilter.SHOW_TEXT);
-    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (/^\s*(null|undefined|NaN|false|true|\[object Object\])\s*$/.test(n.textContent ?? "")) out.push(n.textContent!.trim());
-    return out;
-  });
 
 // Issue 42: with no usage the Usage page printed "null" under its charts (a null child appended as text).
 test("no page prints a null, undefined or NaN child as text: the Usage page with no data, and every page with data", async () => {
@@ -266,13 +251,13 @@ test("no page prints a null, undefined or NaN child as text: the Usage page with
   await page.route("**/console/api/usage*", (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ days: [], recent: [] }) }));
   await page.goto(`${server.url}/console#/usage`);
   await page.locator("#usage-chart:not([aria-busy])").waitFor();
-  expect(await strayTexts()).toEqual([]);
+  expect(await strayTexts(page)).toEqual([]);
   await page.unroute("**/console/api/usage*");
   for (const route of ["chat", "keys", "usage", "batches", "rentals", "models", "playground", "docs", "admin"]) {
     await page.goto(`${server.url}/console#/${route}`);
     await page.waitForLoadState("networkidle");
     await page.locator("#view > *").first().waitFor();
-    expect({ route, stray: await strayTexts() }).toEqual({ route, stray: [] });
+    expect({ route, stray: await strayTexts(page) }).toEqual({ route, stray: [] });
   }
 }, 60_000);
 
@@ -280,7 +265,7 @@ test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works fro
   await page.goto(`${server.url}/console#/keys`);
   await page.locator("#sign-out").click();
   await page.locator("#signin-form").waitFor();
-  expect(await axeViolations()).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
 
   // Keyboard only: the account field has focus, Tab moves to the password, Enter submits.
   expect(await page.evaluate(() => document.activeElement?.id)).toBe("account");
@@ -310,7 +295,7 @@ test("every page passes axe-core's WCAG 2.1 A/AA rules and the console works fro
       await page.goto(`${server.url}/console#/${route}`);
       await page.waitForLoadState("networkidle");
       await page.locator("#view > *").first().waitFor();
-      expect({ route, width, violations: await axeViolations() }).toEqual({ route, width, violations: [] });
+      expect({ route, width, violations: await axeViolations(page) }).toEqual({ route, width, violations: [] });
       expect({ route, width, overflow: await page.evaluate(() => document.documentElement.scrollWidth > innerWidth) }).toEqual({ route, width, overflow: false });
       await shot(`page-${route}-${width}`);
     }

@@ -312,7 +312,7 @@ describe("thinking", () => {
     expect(msg.content).not.toContain("think about it");
     let streamed = "";
     let content = "";
-    for await (const c of await client.chat.completions.create({ ...ask({ reasoning_format: "deepseek" }), stream: true })) {
+    for await (const c of await client.chat.completions.create({ ...ask({ reasoning_format: "deepseek" }), stream: true } as OpenAI.ChatCompletionCreateParamsStreaming)) {
       streamed += (c.choices[0]?.delta as any)?.reasoning_content ?? "";
       content += c.choices[0]?.delta?.content ?? "";
     }
