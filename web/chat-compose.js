@@ -7,8 +7,8 @@ import { h, put, replace, setAlert } from './dom.js';
 /** What chat requests accept (the contract: PNG, JPEG, WebP, GIF; at most 2 a request). */
 export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp', 'image/gif'];
 export const MAX_IMAGES = 2;
-/** The server's default image_input.max_bytes (20 MiB). */
-export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+/** What a conversation keeps of one image (the conversations API's bound; the chat API's is 20 MiB). */
+export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
 /** The kinds a conversation can use, in the picker's order. */
 const KINDS = [['chat', 'Chat models'], ['image', 'Image models']];
 export const IMAGE_SIZES = ['256x256', '512x512', '768x768', '1024x1024'];
@@ -163,7 +163,7 @@ export function composer({ onSend, onStop, signal }) {
     if (!visionOk) return setAlert(errEl, 'The chosen model does not see images: pick a model marked “sees images”.');
     for (const f of list) {
       if (!IMAGE_TYPES.includes(f.type)) return setAlert(errEl, `${f.name || 'That file'} is not a PNG, JPEG, WebP or GIF image.`);
-      if (f.size > MAX_IMAGE_BYTES) return setAlert(errEl, `${f.name || 'That image'} is larger than 20 MB.`);
+      if (f.size > MAX_IMAGE_BYTES) return setAlert(errEl, `${f.name || 'That image'} is larger than 8 MB.`);
       if (images.length >= MAX_IMAGES) return setAlert(errEl, `At most ${MAX_IMAGES} images go with one message.`);
       try { images.push(await dataUrlOf(f)); } catch (e) { return setAlert(errEl, `The image could not be read: ${e.message}`); }
     }

@@ -7,7 +7,7 @@
 import { api, apiRaw, ApiError } from './api.js';
 import { h, put, replace, setAlert, errText } from './dom.js';
 import { readSSE } from './sse.js';
-import { composer, modelPicker, settingsPanel } from './chat-compose.js';
+import { composer, modelPicker, settingsPanel, MAX_IMAGES } from './chat-compose.js';
 import { editForm, fillAnswer, messageView, usageText } from './chat-messages.js';
 import { conversationList } from './chat-list.js';
 
@@ -22,15 +22,30 @@ const titleOf = (text) => {
   return line.length > TITLE_CHARS ? `${line.slice(0, TITLE_CHARS - 1)}…` : line;
 };
 
-/** The conversation as chat-completions messages: the system prompt, then each turn (images as image_url parts). */
+/**
+ * The conversation as chat-completions messages: the system prompt, then each turn (images as
+ * image_url parts). A request carries at most MAX_IMAGES images (the contract): the latest ones
+ * go; an earlier one is named in its message's text instead.
+ */
 export function toApiMessages(settings, messages) {
   const out = [];
   if (settings?.system?.trim()) out.push({ role: 'system', content: settings.system });
+  let room = MAX_IMAGES;
+  const sent = new Map(); // message → its images that go (the latest first)
+  for (const m of [...messages].reverse()) {
+    if (m.role !== 'user' || !m.images?.length) continue;
+    const take = Math.min(room, m.images.length);
+    sent.set(m, m.images.slice(m.images.length - take));
+    room -= take;
+  }
   for (const m of messages) {
     if (m.role === 'user') {
-      out.push(m.images?.length
-        ? { role: 'user', content: [{ type: 'text', text: m.content }, ...m.images.map((url) => ({ type: 'image_url', image_url: { url } }))] }
-        : { role: 'user', content: m.content });
+      const images = sent.get(m) ?? [];
+      const left = (m.images?.length ?? 0) - images.length;
+      const text = left ? `${m.content}\n\n(${left === 1 ? 'an image was' : `${left} images were`} attached here)` : m.content;
+      out.push(images.length
+        ? { role: 'user', content: [{ type: 'text', text }, ...images.map((url) => ({ type: 'image_url', image_url: { url } }))] }
+        : { role: 'user', content: text });
     } else if (m.role === 'assistant') {
       // Generated images and failed answers are not sent back; a tool call is told as text (no tool ran).
       let text = m.content || '';

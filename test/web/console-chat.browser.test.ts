@@ -164,6 +164,24 @@ test("an image attached reaches a vision model", async () => {
   const plainTokens = ((await plain.json()) as any).usage.prompt_tokens;
   expect(usageRow(answer.request_id).input_tokens).toBeGreaterThan(plainTokens + 8);
   await shot("chat-vision-1440");
+  // A request carries at most 2 images: in a longer conversation the latest go, earlier ones are named in their text.
+  const sent = await page.evaluate(async () => {
+    const { toApiMessages } = await import("/console/chat.js");
+    return toApiMessages({ system: "Be brief." }, [
+      { role: "user", content: "one", images: ["data:a", "data:b"] },
+      { role: "assistant", content: "ok" },
+      { role: "user", content: "two", images: ["data:c"] },
+      { role: "assistant", content: "", images: ["data:generated"] },
+      { role: "user", content: "three" },
+    ]);
+  });
+  expect(sent).toEqual([
+    { role: "system", content: "Be brief." },
+    { role: "user", content: [{ type: "text", text: "one\n\n(an image was attached here)" }, { type: "image_url", image_url: { url: "data:b" } }] },
+    { role: "assistant", content: "ok" },
+    { role: "user", content: [{ type: "text", text: "two" }, { type: "image_url", image_url: { url: "data:c" } }] },
+    { role: "user", content: "three" },
+  ]);
   // Pasted and dropped images are attached too; a third, or a file that is not an image, is refused with a message.
   await page.evaluate(async (b64) => {
     const file = (name: string, type: string) => new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name, { type });
