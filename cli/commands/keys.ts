@@ -68,7 +68,8 @@ export function keysCommand(): Command {
               id: k.id,
               account: k.account,
               key: k.display,
-              kind: k.kind,
+              // The account's console key (the web console's Chat acts through it; its secret was never shown).
+              kind: k.purpose === "console" ? "console" : k.kind,
               scopes: k.scopes.join(","),
               created: when(k.created_at),
               last_used: when(k.last_used_at),
