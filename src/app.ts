@@ -5,6 +5,7 @@ import { consoleRoutes } from "./1-api/console/routes";
 import { consoleAdminModelsRoutes } from "./1-api/console/admin-models";
 import { conversationRoutes } from "./1-api/console/conversations";
 import { consoleInferenceRoutes } from "./1-api/console/inference";
+import { assertAllowedHost } from "./1-api/console/session";
 import { bindContext, clientOf, contextOf, pathAndQueryOf, pathOf, routableRequest, type RequestContext } from "./1-api/http/context";
 import { forwardToPeers } from "./1-api/cluster/forward";
 import { bodyHashOf, HOP_HEADER } from "./2-services/cluster/hop";
@@ -67,6 +68,8 @@ export function createApp(deps: AppDeps): App {
       rc.hop = check.hop;
       rc.id = check.hop.requestId;
     }
+    // The console's routes answer only to a Host this machine answers to (DNS rebinding), whichever plugin holds them.
+    if (route === "/" || route === "/console" || route.startsWith("/console/")) assertAllowedHost(deps.console.auth, request);
     const access = accessOf(route);
     if (access.key) {
       // A console session's request (its route set who it acts as), a hop from a node that served

@@ -322,6 +322,21 @@ test("every route that takes a key names the scope it needs: only the admin API,
   expect(accessOf("/v2/rerank")).toEqual({ key: true, scope: "inference" });
 });
 
+test("every console route refuses a host name this machine does not answer to (DNS rebinding), whoever composed it", async () => {
+  // (the console's chat route, a plugin of its own, once answered any Host: each plugin repeated the check)
+  const consoleRoutes = routes.filter((r) => r.path === "/" || r.path === "/console" || r.path.startsWith("/console/"));
+  expect(consoleRoutes.length).toBeGreaterThan(20);
+  const answered: string[] = [];
+  for (const r of consoleRoutes) {
+    const path = r.path.replace(/:[a-z_]+/gi, "x").replace("*", "chat/completions");
+    const headers: Record<string, string> = { host: "evil.example", origin: "http://evil.example", "content-type": "application/json", cookie: `appliance_session=${admin.cookie?.split("=")[1] ?? ""}`, "x-csrf-token": admin.csrf ?? "" };
+    const res = await t.app.handle(new Request(`http://evil.example${path}`, { method: r.method, headers, body: ["GET", "HEAD"].includes(r.method) ? undefined : "{}" }));
+    const code = res.status === 403 ? ((await res.json()) as Json).error?.code : null;
+    if (code !== "csrf_failed") answered.push(`${r.method} ${r.path}: ${res.status}`);
+  }
+  expect(answered).toEqual([]);
+});
+
 test("the reference page lists every operation, with no script and only its hashed inline style", () => {
   const html = renderReference(doc);
   for (const { method, path, op } of operations()) {

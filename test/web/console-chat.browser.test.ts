@@ -166,7 +166,7 @@ test("an image attached reaches a vision model", async () => {
   await shot("chat-vision-1440");
   // A request carries at most 2 images: in a longer conversation the latest go, earlier ones are named in their text.
   const sent = await page.evaluate(async () => {
-    const { toApiMessages } = await import("/console/chat.js");
+    const { toApiMessages } = await import("/console/chat.js" as string);
     return toApiMessages({ system: "Be brief." }, [
       { role: "user", content: "one", images: ["data:a", "data:b"] },
       { role: "assistant", content: "ok" },

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { ConsoleAuth } from "../../2-services/console/auth";
 import type { ConversationsService } from "../../2-services/console/conversations";
-import { assertAllowedHost, requireSession } from "./session";
+import { requireSession } from "./session";
 
 // The console Chat page's conversations under /console/api/conversations (issue 48): the signed-in
 // account's own, checked and kept by src/2-services/console/conversations.ts. Session auth as every
@@ -10,7 +10,6 @@ import { assertAllowedHost, requireSession } from "./session";
 export function conversationRoutes(auth: ConsoleAuth, conversations: ConversationsService) {
   const accountOf = async (req: Request) => (await requireSession(auth, req)).accountId;
   return new Elysia({ name: "console-conversations" })
-    .onBeforeHandle(({ request }) => assertAllowedHost(auth, request))
     .get("/console/api/conversations", async ({ request, query }) => conversations.list(await accountOf(request), query))
     .post("/console/api/conversations", async ({ request, body }) => conversations.create(await accountOf(request), body))
     .get("/console/api/conversations/:id", async ({ request, params }) => conversations.get(await accountOf(request), params.id))

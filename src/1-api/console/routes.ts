@@ -6,7 +6,7 @@ import { ApiError } from "../http/errors";
 import { DEVICE_COOKIE } from "../../2-services/console/devices";
 import { consoleAsset } from "./assets";
 import { docList, docPage } from "./docs";
-import { assertAllowedHost, assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
+import { assertSameOrigin, cookieValue, deviceCookie, requireAdmin, requireSession, sessionCookie } from "./session";
 
 // The web console (web/, embedded): its pages and the JSON API it calls under /console/api.
 // Sessions, not API keys; the logic lives in src/2-services/console, over the same services as the API.
@@ -20,9 +20,8 @@ const bodyOf = (b: unknown): Body => {
 /** `clientOf`: who sent a request (api/http/context.ts), for the sign-in throttle. */
 export function consoleRoutes(auth: ConsoleAuth, views: ConsoleViews, clientOf: (req: Request) => { address: string; forwarded: boolean }) {
   const signedIn = (req: Request) => requireSession(auth, req);
-  // Every console route, before its handler: a Host this machine answers to (DNS rebinding).
+  // The Host check (DNS rebinding) runs at the edge for every console route (src/app.ts, admit).
   return new Elysia({ name: "console" })
-    .onBeforeHandle(({ request }) => assertAllowedHost(auth, request))
     .get("/", () => Response.redirect("/console", 302))
     .get("/console", () => consoleAsset("index.html")!)
     // An unknown file is the API's 404 envelope (JSON), as every other error of this server.
