@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
 
 // A local server that speaks the Hugging Face hub's API, for pulls by name: the revision endpoint
 // (a branch resolved to its commit), the paged recursive tree with `lfs.oid` (SHA-256) for LFS files
@@ -12,6 +14,45 @@ export const gitSha1 = (b: Uint8Array) => createHash("sha1").update(`blob ${b.le
 export interface RepoFile {
   bytes: Uint8Array;
   lfs: boolean;
+}
+
+/** Every file of a folder, by path relative to it. */
+export function filesOf(dir: string): Record<string, Uint8Array> {
+  const out: Record<string, Uint8Array> = {};
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else out[relative(dir, p)] = new Uint8Array(readFileSync(p));
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+/** Every file of a folder as a repository's files for `addRepo`; `lfs(path)` says which the hub keeps in LFS. */
+export function repoFilesOf(dir: string, lfs: (path: string) => boolean): Record<string, RepoFile> {
+  return Object.fromEntries(Object.entries(filesOf(dir)).map(([path, bytes]) => [path, { bytes, lfs: lfs(path) }]));
+}
+
+/** `body` handed on slowly, `chunk` bytes every `ms` milliseconds, so a download's progress can be watched; an abort of `signal` ends it with an error. */
+export function trickle(body: ReadableStream<Uint8Array>, o: { chunk: number; ms: number; signal?: AbortSignal | null }): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let pending: Uint8Array = new Uint8Array(0);
+  return new ReadableStream({
+    async pull(c) {
+      if (!pending.length) {
+        const { value, done } = await reader.read();
+        if (done) return c.close();
+        pending = value;
+      }
+      await Bun.sleep(o.ms);
+      if (o.signal?.aborted) return c.error(o.signal.reason);
+      c.enqueue(pending.subarray(0, o.chunk));
+      pending = pending.subarray(o.chunk);
+    },
+    cancel: (why) => reader.cancel(why),
+  });
 }
 
 export class LocalHub {

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ensureZImageModel } from "../../models/diffusion/z-image";
 import { catalogue, hubFiles, type HubEntry } from "../../models/catalogue";
 import { DiffusionPipeline } from "../../src/3-engines/diffusion/pipeline";
 import { tempDir } from "../helpers/app";
 import { CLI } from "../helpers/cli";
-import { LocalHub } from "../helpers/hub";
+import { filesOf, LocalHub, repoFilesOf } from "../helpers/hub";
 
 // The catalogue's `z-image-turbo` entry pulled as a user pulls it (`appliance models pull
 // z-image-turbo`), from a local hub that holds the generated tiny bundle as webnn/Z-Image-Turbo at
@@ -18,23 +18,9 @@ const bundle = ensureZImageModel("z-image-tiny");
 const shipped = catalogue().find((e) => e.id === "z-image-turbo") as HubEntry;
 let hub: LocalHub;
 
-/** Every file of a folder, by path relative to it. */
-function filesOf(dir: string): Record<string, Uint8Array> {
-  const out: Record<string, Uint8Array> = {};
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = join(d, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else out[relative(dir, p)] = new Uint8Array(readFileSync(p));
-    }
-  };
-  walk(dir);
-  return out;
-}
-
 beforeAll(() => {
   hub = new LocalHub();
-  const files = Object.fromEntries(Object.entries(filesOf(bundle)).map(([path, bytes]) => [path, { bytes, lfs: path.startsWith("onnx/") }]));
+  const files = repoFilesOf(bundle, (path) => path.startsWith("onnx/"));
   // what the real repository has beside the files the engine reads
   files["onnx/scheduler_step_model_f16.onnx"] = { bytes: new TextEncoder().encode("not pulled"), lfs: true };
   files["README.md"] = { bytes: new TextEncoder().encode("# Z-Image-Turbo\n"), lfs: false };

@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
-import { validateConfig } from "../../src/lib/config";
-import { memoryLogger } from "../../src/lib/log";
-import { startServer, type RunningServer } from "../../src/main";
-import { adminPasswordOf, launchChromium, signIn } from "../helpers/browser";
-import { tempDir } from "../helpers/app";
+import type { Page } from "playwright-core";
+import type { RunningServer } from "../../src/main";
+import { bareConsole, type BareConsole } from "../helpers/bare-console";
+import { adminPasswordOf, signIn } from "../helpers/browser";
 
 // The manual in a real browser (issue 43): the Docs page lists web/docs/'s pages, shows one, follows
 // a link to another page and a link to a heading (scrolled into view), and a tree the server never
@@ -14,32 +12,23 @@ import { tempDir } from "../helpers/app";
 // test/output/console/docs.png.
 
 const SHOTS = join(import.meta.dir, "..", "output", "console");
-const dir = tempDir("appliance-console-docs-");
+let c: BareConsole;
 let server: RunningServer;
-let browser: Browser;
 let page: Page;
-const errors: string[] = [];
+let errors: string[];
 
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  const config = validateConfig({ server: { data_dir: dir, port: 0 }, rentals: { discover: false }, models: [] });
-  const banner: string[] = [];
-  server = await startServer(config, { logger: memoryLogger(), banner: (l) => banner.push(l) });
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1300, height: 800 } });
-  page.on("pageerror", (e) => errors.push(e.message));
+  c = await bareConsole("appliance-console-docs-", { viewport: { width: 1300, height: 800 } });
+  ({ server, page, errors } = c);
   // Failed requests by URL (the sign-in page's session check is a 401 before signing in).
   page.on("response", (r) => void (r.status() >= 400 && !r.url().endsWith("/favicon.ico") && errors.push(`${r.status()} ${r.url()}`)));
   await page.goto(`${server.url}/console#/docs`);
-  await signIn(page, "admin", adminPasswordOf(banner));
+  await signIn(page, "admin", adminPasswordOf(c.banner));
   errors.length = 0;
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => c?.close());
 
 const shown = () => page.locator("article#doc:not([aria-busy])");
 

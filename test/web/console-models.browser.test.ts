@@ -13,7 +13,7 @@ import { ensureOnnxModel } from "../../models/onnx/cache";
 import { CLUSTER_SECRET, embedModelToml, nodeCli, nodeConfig, startNode, stopNodes, type TestNode } from "../helpers/nodes";
 import { freshDatabase } from "../helpers/postgres";
 import { CLI, serveCli } from "../helpers/cli";
-import { LocalHub, sha256 } from "../helpers/hub";
+import { LocalHub, sha256, trickle } from "../helpers/hub";
 
 // The console's Models page in a real browser (Debian's chromium through playwright-core) against
 // the real server: each model's state, device, memory and idle time, and an admin loading and
@@ -191,25 +191,6 @@ describe("pulling a model from the console", () => {
   let admin: Page;
   let log = "";
 
-  /** 8 KB every 100 ms: the tiny model's 316 KB take about 4 s, long enough to watch. */
-  function trickle(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
-    const reader = body.getReader();
-    let pending: Uint8Array = new Uint8Array(0);
-    return new ReadableStream({
-      async pull(c) {
-        if (!pending.length) {
-          const { value, done } = await reader.read();
-          if (done) return c.close();
-          pending = value;
-        }
-        await Bun.sleep(100);
-        c.enqueue(pending.subarray(0, 8 * 1024));
-        pending = pending.subarray(8 * 1024);
-      },
-      cancel: (why) => reader.cancel(why),
-    });
-  }
-
   /** The CLI on the served data dir, run asynchronously (the server's pipes keep draining), with `input` on stdin. */
   async function cliOn(args: string[], input?: string) {
     const c = Bun.spawn([process.execPath, CLI, ...args], {
@@ -243,7 +224,8 @@ describe("pulling a model from the console", () => {
           return new Response(null, { status: res.status, headers: { location: `http://127.0.0.1:${proxy.port}/storage/${to.port}${to.pathname}` } });
         }
         if (!storage || !res.body) return res;
-        return new Response(trickle(res.body), { status: res.status, headers: res.headers });
+        // 8 KB every 100 ms: the tiny model's 316 KB take about 4 s, long enough to watch.
+        return new Response(trickle(res.body, { chunk: 8 * 1024, ms: 100 }), { status: res.status, headers: res.headers });
       },
     });
     writeFileSync(configPath, ["# the console pull test's config", "", "[engines]", 'device = "cpu"', "threads = 1", "", "[rentals]", "discover = false", ""].join("\n"));

@@ -41,6 +41,14 @@ import markdownJs from "../../../web/markdown.js" with { type: "text" };
 // @ts-ignore
 import highlightJs from "../../../web/highlight.js" with { type: "text" };
 // @ts-ignore
+import markdownBlocksJs from "../../../web/markdown-blocks.js" with { type: "text" };
+// @ts-ignore
+import markdownInlineJs from "../../../web/markdown-inline.js" with { type: "text" };
+// @ts-ignore
+import highlightLanguagesJs from "../../../web/highlight-languages.js" with { type: "text" };
+// @ts-ignore
+import highlightTokenizersJs from "../../../web/highlight-tokenizers.js" with { type: "text" };
+// @ts-ignore
 import modelsPullJs from "../../../web/models-pull.js" with { type: "text" };
 // @ts-ignore
 import chatJs from "../../../web/chat.js" with { type: "text" };
@@ -79,6 +87,10 @@ const FILES: Record<string, string> = {
   "usage.js": usageJs,
   "markdown.js": markdownJs,
   "highlight.js": highlightJs,
+  "markdown-blocks.js": markdownBlocksJs,
+  "markdown-inline.js": markdownInlineJs,
+  "highlight-languages.js": highlightLanguagesJs,
+  "highlight-tokenizers.js": highlightTokenizersJs,
   "models-pull.js": modelsPullJs,
   "chat.js": chatJs,
   "chat-compose.js": chatComposeJs,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join } from "node:path";
 import { configTarget, replaceConfigFile, targetConfig } from "../../../cli/config-file";
 import { ensureChatModel } from "../../../models/cache";
 import { catalogue, parseEntry, type CatalogueEntry } from "../../../models/catalogue";
@@ -12,7 +12,7 @@ import { createPlanner } from "../../../src/3-engines/planner/planner";
 import { loadConfig } from "../../../src/lib/config";
 import { applyReload } from "../../../src/ops/reload";
 import { BASE, testApp, type TestApp } from "../../helpers/app";
-import { LocalHub, sha256 } from "../../helpers/hub";
+import { LocalHub, repoFilesOf, sha256, trickle } from "../../helpers/hub";
 import { consoleAccount, consoleClient, type ConsoleClient } from "./client";
 
 // The console's model pulls (issue 48) over real HTTP (app.handle), with the real downloader
@@ -33,55 +33,23 @@ let other: Uint8Array; // another tiny chat GGUF (554 KB)
 
 /** Storage blobs (by SHA-256) whose downloads trickle: 16 KB every 60 ms, so progress can be watched. */
 const slow = new Set<string>();
-function trickle(body: ReadableStream<Uint8Array>, signal?: AbortSignal | null): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  let pending: Uint8Array = new Uint8Array(0);
-  return new ReadableStream({
-    async pull(c) {
-      if (!pending.length) {
-        const { value, done } = await reader.read();
-        if (done) return c.close();
-        pending = value;
-      }
-      await Bun.sleep(60);
-      if (signal?.aborted) return c.error(signal.reason);
-      c.enqueue(pending.subarray(0, 16 * 1024));
-      pending = pending.subarray(16 * 1024);
-    },
-    cancel: (why) => reader.cancel(why),
-  });
-}
 const hubFetch = async (url: string, init: RequestInit): Promise<Response> => {
   const res = await fetch(url, init);
   const key = new URL(res.url || url).pathname.replace(/^\/blob\//, "");
   if (!slow.has(key) || !res.body) return res;
-  return new Response(trickle(res.body, init.signal), { status: res.status, statusText: res.statusText, headers: res.headers });
+  return new Response(trickle(res.body, { chunk: 16 * 1024, ms: 60, signal: init.signal }), { status: res.status, statusText: res.statusText, headers: res.headers });
 };
-
-/** Every file of a folder, by path relative to it. */
-function filesOf(dir: string): Record<string, Uint8Array> {
-  const out: Record<string, Uint8Array> = {};
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = join(d, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else out[relative(dir, p)] = new Uint8Array(readFileSync(p));
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 beforeAll(async () => {
   chat = new Uint8Array(readFileSync(await ensureChatModel("small-chat")));
   other = new Uint8Array(readFileSync(await ensureChatModel("chat")));
-  const embed = filesOf(await ensureOnnxModel("embed"));
+  const embed = repoFilesOf(await ensureOnnxModel("embed"), (path) => path.endsWith(".onnx"));
   hub = new LocalHub();
   hub.addRepo("acme/Tiny-GGUF", COMMIT, { "Tiny-Q4_K_M.gguf": { bytes: chat, lfs: true }, "README.md": { bytes: new TextEncoder().encode("# tiny\n"), lfs: false } });
   hub.addRepo("acme/Resume-GGUF", COMMIT, { "Resume-Q8_0.gguf": { bytes: other, lfs: true } });
   hub.addRepo("acme/Bad-GGUF", COMMIT, { "Bad-Q4_K_M.gguf": { bytes: chat.slice(), lfs: true } });
   hub.addRepo("acme/Two-GGUF", COMMIT, { "Two-Q4_K_M.gguf": { bytes: chat, lfs: true }, "Two-Q8_0.gguf": { bytes: other, lfs: true } });
-  hub.addRepo("acme/tiny-embed", COMMIT, Object.fromEntries(Object.entries(embed).map(([path, bytes]) => [path, { bytes, lfs: path.endsWith(".onnx") }])));
+  hub.addRepo("acme/tiny-embed", COMMIT, embed);
 
   // A catalogue of the local hub's models: a download entry (URLs, sizes, SHA-256), an "hf" entry
   // (a repository and commit, checked against the hub's records), one with no checksum, and a demo one.
