@@ -21,10 +21,12 @@ CUDA=auto
 CPU_ONLY=0
 SYSTEMD=0
 CUDA_LIBS_DIR=""
+CUDA_BUILD=auto
+CUDA_ARCH=""
 
 usage() {
   cat <<USAGE
-usage: ./install.sh [--prefix DIR] [--cuda | --cpu-only] [--cuda-libs DIR] [--systemd]
+usage: ./install.sh [--prefix DIR] [--cuda | --cpu-only] [--cuda-libs DIR] [--cuda-build [--cuda-arch N]] [--systemd]
 
   --prefix DIR   install under DIR (default ~/.local): DIR/bin/appliance (the executable,
                  with its lib/ in DIR/lib/appliance/current), DIR/bin/bun
@@ -32,6 +34,10 @@ usage: ./install.sh [--prefix DIR] [--cuda | --cpu-only] [--cuda-libs DIR] [--sy
                  onnxruntime's CUDA provider load (default: only when an NVIDIA GPU is present)
   --cuda-libs DIR  as --cuda, taking those archives from DIR instead of downloading them
                  (offline hosts; \`bun src/ops/build/cuda-libs.ts --list\` names them)
+  --cuda-build   as --cuda, and build llama.cpp's CUDA backend with this host's nvcc for this
+                 host's GPUs (minutes; needs nvcc, cmake, ninja, cuBLAS: --cuda fetches it); done
+                 by itself where nvcc is present and no prebuilt CUDA build decodes here
+  --cuda-arch N  the GPU architectures to build for (90, or 90,89; default: nvidia-smi's)
   --cpu-only     ship the CPU backends only (no CUDA, no Vulkan; node-llama-cpp's Vulkan
                  build, ~70 MB, is shipped otherwise: any vendor's GPU with a Vulkan driver)
   --systemd      write a systemd unit (user unit; system unit when run as root)
@@ -47,6 +53,9 @@ while [ $# -gt 0 ]; do
     --cpu-only) CUDA=0; CPU_ONLY=1; shift ;;
     --cuda-libs) [ $# -ge 2 ] || { usage >&2; exit 2; }; CUDA_LIBS_DIR="$2"; CUDA=1; shift 2 ;;
     --cuda-libs=*) CUDA_LIBS_DIR="${1#--cuda-libs=}"; CUDA=1; shift ;;
+    --cuda-build) CUDA=1; CUDA_BUILD=1; shift ;;
+    --cuda-arch) [ $# -ge 2 ] || { usage >&2; exit 2; }; CUDA_ARCH="$2"; CUDA=1; CUDA_BUILD=1; shift 2 ;;
+    --cuda-arch=*) CUDA_ARCH="${1#--cuda-arch=}"; CUDA=1; CUDA_BUILD=1; shift ;;
     --systemd) SYSTEMD=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -126,6 +135,23 @@ if [ "$CUDA" = 1 ]; then
   fi
   if ! (cd "$CHECKOUT" && "$BUN" src/ops/build/cuda-libs.ts --lib "$DEST.new/lib" ${CUDA_LIBS_DIR:+--from "$CUDA_LIBS_DIR"}); then
     say "warning: the CUDA libraries were not installed (see above): the engines run on the CPU until ./install.sh --cuda succeeds"
+  fi
+fi
+# 3c. llama.cpp's CUDA backend built here (src/ops/build/cuda-source.ts): with --cuda-build, or by
+#     itself where nvcc is present and neither prebuilt CUDA build decodes on this GPU (the same
+#     decode test the server runs). Its build tree stays in ~/.cache/appliance/cuda-build, so a
+#     second install recompiles nothing that did not change. A failure leaves the prebuilt builds.
+if [ "$CUDA" = 1 ] && [ "$CUDA_BUILD" = auto ] && command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  CUDA_BUILD=0
+  if ! "$DEST.new/appliance" internal cuda-probe >/dev/null 2>&1 && ! APPLIANCE_LLAMA_CUDA_BUILD=12 "$DEST.new/appliance" internal cuda-probe >/dev/null 2>&1; then
+    say "no prebuilt CUDA build decodes on this GPU: building llama.cpp's CUDA backend with this host's nvcc"
+    CUDA_BUILD=1
+  fi
+fi
+if [ "$CUDA_BUILD" = 1 ]; then
+  say "building llama.cpp's CUDA backend with this host's nvcc (several minutes; progress below)"
+  if ! (cd "$CHECKOUT" && "$BUN" src/ops/build/cuda-source.ts --lib "$DEST.new/lib" ${CUDA_ARCH:+--cuda-arch "$CUDA_ARCH"}); then
+    say "warning: the CUDA source build failed (see above): the prebuilt CUDA builds are used where they decode"
   fi
 fi
 "$DEST.new/appliance" --version >/dev/null 2>&1 || die "the built executable does not run: $DEST.new/appliance --version"

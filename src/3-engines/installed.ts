@@ -30,8 +30,12 @@ export function installedPackageDir(pkg: string): string | null {
 /** Under lib/: node-llama-cpp's CUDA 12 build, assembled by the executable's build (src/ops/build/executable.ts). */
 export const CUDA12_BINS = "llama-cuda12/bins";
 
+/** Under lib/: llama.cpp's CUDA backend built on this host (`./install.sh --cuda-build`, src/ops/build/cuda-source.ts). */
+export const CUDA_SOURCE_BINS = "llama-cuda-source/bins";
+
 /**
- * Makes the executable's node-llama-cpp CUDA package offer its CUDA 12 build ("12") instead of the
- * CUDA 13 one; read each time node-llama-cpp asks (src/ops/build/plugins.ts, llama/cuda-probe.ts).
+ * Makes the executable's node-llama-cpp CUDA package offer its CUDA 12 build ("12") or the source
+ * build ("source") instead of the CUDA 13 one; read each time node-llama-cpp asks
+ * (src/ops/build/plugins.ts, llama/cuda-probe.ts).
  */
 export const CUDA_BUILD_ENV = "APPLIANCE_LLAMA_CUDA_BUILD";

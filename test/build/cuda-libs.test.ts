@@ -47,7 +47,7 @@ const cudart = makeArchive(
 const cublas = makeArchive(
   "libcublas-linux-x86_64-13.2.0.9-archive.tar.xz",
   "libcublas-linux-x86_64-13.2.0.9-archive",
-  { "lib/libcublas.so.13.2.0.9": "cublas", "lib/libcublasLt.so.13.2.0.9": "cublasLt", "lib/stubs/libcublas.so": "stub", "lib/libcublas_static.a": "static" },
+  { "lib/libcublas.so.13.2.0.9": "cublas", "lib/libcublasLt.so.13.2.0.9": "cublasLt", "lib/stubs/libcublas.so": "stub", "lib/libcublas_static.a": "static", "include/cublas_v2.h": "v2 header", "include/cublas_api.h": "api header", "include/nvblas.h": "not wanted" },
   { "lib/libcublas.so.13": "libcublas.so.13.2.0.9", "lib/libcublasLt.so.13": "libcublasLt.so.13.2.0.9" },
   "-cJ",
 );
@@ -65,7 +65,7 @@ function manifest(over: Partial<Record<"cudart" | "cublas" | "ort", string | und
     id: "test",
     archives: [
       { name: "cudart", file: "cuda_cudart-linux-x86_64-13.1.80-archive.tar.xz", url: url("cudart"), sha256: "cudart" in over ? over.cudart : cudart.sha256, source: "test", root: "cuda_cudart-linux-x86_64-13.1.80-archive", take: ["lib/libcudart.so.13*"], provides: ["libcudart.so.13"], to: ["llama", "onnx"] },
-      { name: "cublas", file: "libcublas-linux-x86_64-13.2.0.9-archive.tar.xz", url: url("cublas"), sha256: "cublas" in over ? over.cublas : cublas.sha256, source: "test", root: "libcublas-linux-x86_64-13.2.0.9-archive", take: ["lib/libcublas.so.13*", "lib/libcublasLt.so.13*"], provides: ["libcublas.so.13", "libcublasLt.so.13"], to: ["llama", "onnx"] },
+      { name: "cublas", file: "libcublas-linux-x86_64-13.2.0.9-archive.tar.xz", url: url("cublas"), sha256: "cublas" in over ? over.cublas : cublas.sha256, source: "test", root: "libcublas-linux-x86_64-13.2.0.9-archive", take: ["lib/libcublas.so.13*", "lib/libcublasLt.so.13*"], headers: ["include/cublas*.h"], provides: ["libcublas.so.13", "libcublasLt.so.13"], to: ["llama", "onnx", "llamaSource"] },
       { name: "ort", file: "onnxruntime-linux-x64-gpu_cuda13-1.30.0.tgz", url: url("ort"), sha256: "ort" in over ? over.ort : ort.sha256, source: "test", root: "onnxruntime-linux-x64-gpu_cuda13-1.30.0", take: ["lib/libonnxruntime_providers_cuda.so", "lib/libonnxruntime_providers_shared.so"], provides: ["libonnxruntime_providers_cuda.so"], to: ["onnx"] },
     ],
   };
@@ -133,8 +133,14 @@ test("installs the chosen files into lib/cuda with their soname links, and links
   expect(r.installed).toBe(true);
   const cuda = join(lib, "cuda");
   expect(readdirSync(cuda).sort()).toEqual(
-    ["installed.json", "libcublas.so.13", "libcublas.so.13.2.0.9", "libcublasLt.so.13", "libcublasLt.so.13.2.0.9", "libcudart.so.13", "libcudart.so.13.1.80", "libonnxruntime_providers_cuda.so", "libonnxruntime_providers_shared.so"].sort(),
+    ["include", "installed.json", "libcublas.so.13", "libcublas.so.13.2.0.9", "libcublasLt.so.13", "libcublasLt.so.13.2.0.9", "libcudart.so.13", "libcudart.so.13.1.80", "libonnxruntime_providers_cuda.so", "libonnxruntime_providers_shared.so"].sort(),
   );
+  // cuBLAS's headers, for a CUDA source build where the host's toolkit has none (cuda-source.ts): kept, never linked beside a library.
+  expect(readdirSync(join(cuda, "include")).sort()).toEqual(["cublas_api.h", "cublas_v2.h"]);
+  expect(readFileSync(join(cuda, "include", "cublas_v2.h"), "utf8")).toBe("v2 header");
+  expect(existsSync(join(lib, CUDA_DESTINATIONS.llama, "cublas_v2.h"))).toBe(false);
+  // The source build's folder gets cuBLAS beside its libggml-cuda.so too.
+  expect(realpathSync(join(lib, CUDA_DESTINATIONS.llamaSource, "libcublas.so.13"))).toBe(realpathSync(join(cuda, "libcublas.so.13.2.0.9")));
   expect(readlinkSync(join(cuda, "libcudart.so.13"))).toBe("libcudart.so.13.1.80"); // the soname link kept as a link
   expect(readFileSync(join(cuda, "libcublas.so.13"), "utf8")).toBe("cublas"); // never the stub
   const llama = join(lib, CUDA_DESTINATIONS.llama);
@@ -242,12 +248,14 @@ test("without node-llama-cpp's CUDA package in lib/, the onnx side is still inst
 });
 
 test("what doctor uses: the folders searched and the command that fixes it; before an install every destination lacks its libraries", () => {
-  expect(cudaLibFolders(lib).map((f) => f.dir)).toEqual([join(lib, "cuda"), ...["llama", "onnx", "llama12", "llamaFallback"].map((d) => join(lib, CUDA_DESTINATIONS[d as CudaDestination]))]);
+  expect(cudaLibFolders(lib).map((f) => f.dir)).toEqual([join(lib, "cuda"), ...["llama", "onnx", "llamaSource", "llama12", "llamaFallback"].map((d) => join(lib, CUDA_DESTINATIONS[d as CudaDestination]))]);
   const missing = missingCudaLibs(lib);
   expect(missing.find((m) => m.for === "llama")!.missing).toEqual(expect.arrayContaining(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"]));
   expect(missing.find((m) => m.for === "onnx")!.missing).toEqual(expect.arrayContaining(["libonnxruntime_providers_cuda.so", "libcudnn.so.9", "libcurand.so.10"]));
   // the CUDA 12 build's runtime, beside the library the executable assembles and beside its original
   for (const d of ["llama12", "llamaFallback"]) expect(missing.find((m) => m.for === d)!.missing).toEqual(["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12"]);
+  // and the CUDA 13 runtime beside the library built on this host (./install.sh --cuda-build)
+  expect(missing.find((m) => m.for === "llamaSource")!.missing).toEqual(expect.arrayContaining(["libcudart.so.13", "libcublas.so.13"]));
   expect(cudaLibsFixCommand()).toContain("./install.sh --cuda");
   expect(cudaLibsFixCommand({ offline: true })).toContain("--cuda-libs DIR");
 });

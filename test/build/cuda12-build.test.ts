@@ -5,7 +5,7 @@ import { installCudaLibs } from "../../src/ops/build/cuda-libs";
 import { CUDA_DESTINATIONS } from "../../src/ops/build/cuda-libs-manifest";
 import { shipCuda12Build } from "../../src/ops/build/executable";
 import { nativeLibPlugin } from "../../src/ops/build/plugins";
-import { CUDA12_BINS, CUDA_BUILD_ENV } from "../../src/3-engines/installed";
+import { CUDA12_BINS, CUDA_BUILD_ENV, CUDA_SOURCE_BINS } from "../../src/3-engines/installed";
 import { tempDir } from "../helpers/app";
 
 // node-llama-cpp's CUDA 12 build, for GPUs whose driver cannot compile the CUDA 13 build's PTX (an
@@ -72,7 +72,7 @@ test("install.sh --cuda links the CUDA 12 runtime beside the assembled build and
   expect(readFileSync(join(lib, CUDA_DESTINATIONS.llama12, "libggml-cuda.so"), "utf8")).toBe("cuda12 libggml-cuda.so");
 });
 
-test("the executable's CUDA package offers the CUDA 13 build, or the CUDA 12 one when the runtime asks", async () => {
+test("the executable's CUDA package offers the CUDA 13 build, or the CUDA 12 one or the one built on this host when the runtime asks", async () => {
   const nm = resolve(import.meta.dir, "..", "..", "node_modules");
   if (!existsSync(join(nm, "@node-llama-cpp", `${HOST}-cuda`, "package.json"))) throw new Error(`@node-llama-cpp/${HOST}-cuda is not installed`);
   // the entry sits in the checkout so that it resolves the package from node_modules
@@ -87,4 +87,5 @@ test("the executable's CUDA package offers the CUDA 13 build, or the CUDA 12 one
   const bins = (extra: Record<string, string>) => JSON.parse(Bun.spawnSync([process.execPath, bundle], { env: { ...process.env, APPLIANCE_LIB_DIR: "/opt/appliance/lib", [CUDA_BUILD_ENV]: "", ...extra } }).stdout.toString());
   expect(bins({})).toEqual({ binsDir: `/opt/appliance/lib/@node-llama-cpp/${HOST}-cuda/bins`, packageVersion: version });
   expect(bins({ [CUDA_BUILD_ENV]: "12" })).toEqual({ binsDir: `/opt/appliance/lib/${CUDA12_BINS}`, packageVersion: version });
+  expect(bins({ [CUDA_BUILD_ENV]: "source" })).toEqual({ binsDir: `/opt/appliance/lib/${CUDA_SOURCE_BINS}`, packageVersion: version });
 });

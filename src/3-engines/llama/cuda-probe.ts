@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getLlama } from "node-llama-cpp";
 import { ensureChatModel } from "../../../models/cache";
-import { COMPILED, CUDA12_BINS, CUDA_BUILD_ENV, executableLibDir } from "../installed";
+import { COMPILED, CUDA12_BINS, CUDA_BUILD_ENV, CUDA_SOURCE_BINS, executableLibDir } from "../installed";
 
 // node-llama-cpp's CUDA build can load and list the GPU, then abort the whole process at its
 // first kernel: measured on an H100 with driver 580.159 ("CUDA error: the provided PTX was compiled
@@ -20,21 +20,31 @@ export function selfCommand(args: string[]): string[] {
 }
 
 /**
- * node-llama-cpp's CUDA builds, in the order they are tried: its CUDA 13 build (SASS for sm_86, 89,
- * 120, 121; PTX for 75, 80, 90, which the driver compiles only when it is as new as the toolkit
- * that made it), then, from the executable, the CUDA 12 build its -ext package carries (PTX 8.4
- * for sm_50…80, compiled by any driver since R550; src/ops/build/executable.ts assembles it).
+ * The CUDA builds, in the order they are tried: the one built on this host from source for its own
+ * GPUs (`./install.sh --cuda-build`, src/ops/build/cuda-source.ts: this driver's toolkit, this
+ * card's SASS), then node-llama-cpp's CUDA 13 build (SASS for sm_86, 89, 120, 121; PTX for 75, 80,
+ * 90, which the driver compiles only when it is as new as the toolkit that made it), then, from the
+ * executable, the CUDA 12 build its -ext package carries (PTX 8.4 for sm_50…80, compiled by any
+ * driver since R550; src/ops/build/executable.ts assembles it). Vulkan and the CPU come after them
+ * (runtime.ts).
  */
-export type CudaBuild = "13" | "12";
+export type CudaBuild = "source" | "13" | "12";
 
 export function cudaBuilds(): CudaBuild[] {
-  return COMPILED && existsSync(join(executableLibDir(), CUDA12_BINS)) ? ["13", "12"] : ["13"];
+  if (!COMPILED) return ["13"];
+  const has = (bins: string) => existsSync(join(executableLibDir(), bins));
+  return [...(has(CUDA_SOURCE_BINS) ? (["source"] as const) : []), "13", ...(has(CUDA12_BINS) ? (["12"] as const) : [])];
 }
 
 /** Makes node-llama-cpp's CUDA package offer `build` to the next getLlama in this process (and its children). */
 export function selectCudaBuild(build: CudaBuild): void {
-  if (build === "12") process.env[CUDA_BUILD_ENV] = "12";
-  else delete process.env[CUDA_BUILD_ENV];
+  if (build === "13") delete process.env[CUDA_BUILD_ENV];
+  else process.env[CUDA_BUILD_ENV] = build;
+}
+
+/** How a build is named in logs and doctor. */
+export function cudaBuildName(build: CudaBuild): string {
+  return build === "source" ? "the CUDA build made on this host (./install.sh --cuda-build)" : `node-llama-cpp's CUDA ${build} build`;
 }
 
 export type CudaChoice = { build: CudaBuild; failed: string[] } | { build: null; failed: string[] };
@@ -45,14 +55,14 @@ export async function chooseCudaBuild(builds = cudaBuilds(), probe: (b: CudaBuil
   for (const build of builds) {
     const why = await probe(build);
     if (why === null) return { build, failed };
-    failed.push(`CUDA ${build} build: ${why}`);
+    failed.push(`${cudaBuildName(build)}: ${why}`);
   }
   return { build: null, failed };
 }
 
 /** null when CUDA decodes; else the reason (the child's CUDA error line, or how it ended). */
 export async function probeCudaDecode(build: CudaBuild = "13", timeoutMs = 120_000, cmd = selfCommand(CUDA_PROBE_ARGS)): Promise<string | null> {
-  const env: Record<string, string | undefined> = { ...process.env, [CUDA_BUILD_ENV]: build === "12" ? "12" : undefined };
+  const env: Record<string, string | undefined> = { ...process.env, [CUDA_BUILD_ENV]: build === "13" ? undefined : build };
   const child = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env });
   let timedOut = false;
   const timer = setTimeout(() => {

@@ -1,13 +1,14 @@
 import { existsSync, readdirSync } from "node:fs";
 import { getLlama, type Llama } from "node-llama-cpp";
 import type { Logger } from "../../lib/log";
-import { chooseCudaBuild, selectCudaBuild } from "./cuda-probe";
+import { chooseCudaBuild, cudaBuildName, selectCudaBuild } from "./cuda-probe";
 import type { ComputeDevice } from "../types";
 
 // One llama.cpp runtime per process. The device is chosen explicitly, with one log line saying
 // which, on which GPUs, and why:
-// - "cuda": node-llama-cpp's CUDA 13 build, or its CUDA 12 one, whichever decodes first in a child
-//   process (cuda-probe.ts); else the CPU (warned).
+// - "cuda": the CUDA build made on this host (./install.sh --cuda-build), node-llama-cpp's CUDA 13
+//   build, or its CUDA 12 one, whichever decodes first in a child process (cuda-probe.ts); else the
+//   CPU (warned).
 // - "vulkan": its Vulkan build where it loads and lists a device, else the CPU (warned).
 // - "auto": CUDA on an NVIDIA host where that build loads; else Vulkan where a Vulkan driver is
 //   installed and that build lists a device (any vendor's GPU: what only a driver needs); else the CPU.
@@ -68,7 +69,7 @@ async function createRuntime({ device, threads, logger }: { device: Device; thre
       selectCudaBuild(choice.build);
       const llama = await getLlama({ ...base, gpu: "cuda" });
       const before = choice.failed.length ? ` (${choice.failed.join("; ")})` : "";
-      return chosen(llama, "cuda", await gpuNames(llama), `${why}; node-llama-cpp's CUDA ${choice.build} build loaded and decoded in a test${before}`);
+      return chosen(llama, "cuda", await gpuNames(llama), `${why}; ${cudaBuildName(choice.build)} loaded and decoded in a test${before}`);
     } catch (e) {
       skipped.push(`cuda: ${(e as Error).message}`);
       if (device === "cuda") logger.warn("chat engine: CUDA requested but not usable; falling back to CPU", { reason: (e as Error).message });

@@ -39,6 +39,8 @@ export const CUDA_DESTINATIONS = {
   llama: "@node-llama-cpp/linux-x64-cuda/bins/linux-x64-cuda",
   /** Beside libonnxruntime.so.1: where onnxruntime looks for its provider libraries. */
   onnx: "onnxruntime-node/bin/napi-v6/linux/x64",
+  /** Beside the libggml-cuda.so built on this host (./install.sh --cuda-build, src/ops/build/cuda-source.ts). */
+  llamaSource: "llama-cuda-source/bins/linux-x64-cuda",
   /** Beside the CUDA 12 libggml-cuda.so the executable assembles (llama-cuda12/, links into -ext). */
   llama12: "llama-cuda12/bins/linux-x64-cuda",
   /** Beside that library's own file in the -ext package, where node-llama-cpp itself falls back to it. */
@@ -61,6 +63,11 @@ export interface CudaArchive {
   root: string;
   /** Files to take, as globs relative to root ("lib/libcudart.so.13*"); symlinks are kept. */
   take: string[];
+  /**
+   * Headers to take into lib/cuda/include (globs relative to root): what a CUDA source build of
+   * llama.cpp compiles against where the host's toolkit has no cuBLAS (src/ops/build/cuda-source.ts).
+   */
+  headers?: string[];
   /** Sonames that must be there once taken (checked before anything is installed). */
   provides: string[];
   /** The folders that get a link to each taken file. */
@@ -90,7 +97,7 @@ export const CUDA_MANIFEST: CudaManifest = {
       source: "NVIDIA redistrib_13.1.1.json (copies: pimesh tools/fetch-gpu-stack.sh, a fly.io CUDA setup script, a Python PackageSpec list)",
       take: ["lib/libcudart.so.13*"],
       provides: ["libcudart.so.13"],
-      to: ["llama", "onnx"],
+      to: ["llama", "onnx", "llamaSource"],
     },
     {
       name: "cuBLAS 13.2.0.9",
@@ -98,8 +105,9 @@ export const CUDA_MANIFEST: CudaManifest = {
       sha256: "e23c85f0d80b0c8af5e76a87dc400a123f455e4a603524ed6219616c33283cda",
       source: "pimesh tools/fetch-gpu-stack.sh (one source)",
       take: ["lib/libcublas.so.13*", "lib/libcublasLt.so.13*"],
+      headers: ["include/cublas*.h"],
       provides: ["libcublas.so.13", "libcublasLt.so.13"],
-      to: ["llama", "onnx"],
+      to: ["llama", "onnx", "llamaSource"],
     },
     {
       // cuBLAS compiles kernels at run time for shapes it has no precompiled code for.
@@ -109,7 +117,7 @@ export const CUDA_MANIFEST: CudaManifest = {
       source: "pimesh tools/fetch-gpu-stack.sh (one source)",
       take: ["lib/libnvrtc.so.13*", "lib/libnvrtc-builtins.so.13*"],
       provides: ["libnvrtc.so.13"],
-      to: ["llama", "onnx"],
+      to: ["llama", "onnx", "llamaSource"],
     },
     {
       name: "nvJitLink 13.1.80",
@@ -118,7 +126,7 @@ export const CUDA_MANIFEST: CudaManifest = {
       source: "pimesh tools/fetch-gpu-stack.sh (one source)",
       take: ["lib/libnvJitLink.so.13*"],
       provides: ["libnvJitLink.so.13"],
-      to: ["llama", "onnx"],
+      to: ["llama", "onnx", "llamaSource"],
     },
     {
       name: "cuRAND 10.4.1.34",

@@ -164,7 +164,7 @@ async function obtain(a: CudaArchive, o: Required<Pick<InstallOptions, "log" | "
 function extract(a: CudaArchive, archive: string, scratch: string, into: string): string[] {
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true });
-  const members = a.take.map((g) => `${a.root}/${g}`);
+  const members = [...a.take, ...(a.headers ?? [])].map((g) => `${a.root}/${g}`);
   const r = Bun.spawnSync(["tar", "-xf", archive, "-C", scratch, "--wildcards", "--no-wildcards-match-slash", ...members], { stderr: "pipe", stdout: "ignore" });
   if (r.exitCode !== 0) throw new Error(`${a.file}: tar could not extract ${members.join(", ")}: ${r.stderr.toString().trim()}`);
   const taken: string[] = [];
@@ -183,6 +183,19 @@ function extract(a: CudaArchive, archive: string, scratch: string, into: string)
       rmSync(join(into, n), { force: true });
       renameSync(from, join(into, n));
       taken.push(n);
+    }
+  }
+  // Headers (a source build's): under include/, named "include/<file>" (never linked beside a library).
+  for (const glob of a.headers ?? []) {
+    const dir = join(scratch, a.root, dirname(glob));
+    const pattern = new Bun.Glob(glob.slice(glob.lastIndexOf("/") + 1));
+    const names = existsSync(dir) ? readdirSync(dir).filter((n) => pattern.match(n) && lstatSync(join(dir, n)).isFile()) : [];
+    if (!names.length) throw new Error(`${a.file}: nothing in it matches ${glob}`);
+    mkdirSync(join(into, "include"), { recursive: true });
+    for (const n of names) {
+      rmSync(join(into, "include", n), { force: true });
+      renameSync(join(dir, n), join(into, "include", n));
+      taken.push(`include/${n}`);
     }
   }
   for (const so of a.provides) {
@@ -209,7 +222,7 @@ function linkDestinations(lib: string, manifest: CudaManifest, files: Record<str
       continue;
     }
     for (const a of manifest.archives.filter((x) => x.to.includes(d))) {
-      for (const n of files[a.file] ?? []) linkAtomically(relative(dir, join(lib, CUDA_DIR, n)), join(dir, n));
+      for (const n of (files[a.file] ?? []).filter((f) => !f.includes("/"))) linkAtomically(relative(dir, join(lib, CUDA_DIR, n)), join(dir, n));
     }
   }
 }

@@ -1,7 +1,7 @@
 import type { BunPlugin } from "bun";
 import { existsSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
-import { CUDA12_BINS, CUDA_BUILD_ENV } from "../../3-engines/installed";
+import { CUDA12_BINS, CUDA_BUILD_ENV, CUDA_SOURCE_BINS } from "../../3-engines/installed";
 
 // Build plugins for the compiled executable. The native parts of the dependencies (node-llama-cpp's
 // llama.cpp libraries, sharp's libvips, onnxruntime, the multimodal addon) are not embedded: they
@@ -54,14 +54,15 @@ export function nativeLibPlugin(nodeModules: string): BunPlugin {
         loader: "js",
       }));
 
-      // node-llama-cpp's CUDA package names its bins folder: the CUDA 12 build's when asked.
+      // node-llama-cpp's CUDA package names its bins folder: the CUDA 12 build's or the source build's when asked.
       build.onLoad({ filter: new RegExp(`node_modules/@node-llama-cpp/${HOST}-cuda/dist/index\\.js$`) }, async (args) => {
         const version = JSON.parse(await Bun.file(join(args.path, "..", "..", "package.json")).text()).version as string;
         const bins = (dir: string) => `${LIB_EXPR} + ${JSON.stringify(`/${dir}`)}`;
         return {
           contents: [
             `export function getBinsDir() {`,
-            `  const binsDir = process.env.${CUDA_BUILD_ENV} === "12" ? ${bins(CUDA12_BINS)} : ${bins(`@node-llama-cpp/${HOST}-cuda/bins`)};`,
+            `  const build = process.env.${CUDA_BUILD_ENV};`,
+            `  const binsDir = build === "12" ? ${bins(CUDA12_BINS)} : build === "source" ? ${bins(CUDA_SOURCE_BINS)} : ${bins(`@node-llama-cpp/${HOST}-cuda/bins`)};`,
             `  return { binsDir, packageVersion: ${JSON.stringify(version)} };`,
             `}`,
           ].join("\n"),

@@ -1,3 +1,4 @@
+import { cudaBuildName } from "../../3-engines/llama/cuda-probe";
 import type { Config } from "../../lib/config";
 import type { CudaChoice } from "../../3-engines/llama/cuda-probe";
 import type { Device } from "../../3-engines/llama/runtime";
@@ -71,11 +72,11 @@ function cudaBackend(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts, decode?
     return unmet(
       wanted,
       `no CUDA build decoded in a test (${decode.failed.join("; ")})`,
-      `update the NVIDIA driver (a CUDA build's kernels need a driver as new as the toolkit that built them); the executable also tries node-llama-cpp's CUDA 12 build, whose runtime ${cudaLibsFixCommand()} fetches; or set engines.device = "vulkan"`,
+      `build the CUDA backend for this GPU with this host's toolkit (./install.sh --cuda-build, needs nvcc and cuBLAS), or update the NVIDIA driver (a CUDA build's kernels need a driver as new as the toolkit that built them); the executable also tries node-llama-cpp's CUDA 12 build, whose runtime ${cudaLibsFixCommand()} fetches; or set engines.device = "vulkan"`,
     );
   }
   const before = decode.failed.length ? ` (${decode.failed.join("; ")})` : "";
-  return { device: "cuda", reason: `${wanted}; node-llama-cpp's CUDA ${decode.build} build decoded in a test${before}` };
+  return { device: "cuda", reason: `${wanted}; ${cudaBuildName(decode.build)} decoded in a test${before}` };
 }
 
 function cudaFromFiles(device: "auto" | "cuda", g: GpuFacts, c: CudaFacts): Decision {

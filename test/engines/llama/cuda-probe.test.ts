@@ -29,10 +29,22 @@ test("the child is told which CUDA build to load, through the variable the execu
 test("the first build that decodes is chosen; the ones before it say why they were not", async () => {
   const asked: CudaBuild[] = [];
   const ptx = async (b: CudaBuild) => (asked.push(b), b === "13" ? "a CUDA decode test failed (killed by SIGABRT): CUDA error: PTX" : null);
-  expect(await chooseCudaBuild(["13", "12"], ptx)).toEqual({ build: "12", failed: ["CUDA 13 build: a CUDA decode test failed (killed by SIGABRT): CUDA error: PTX"] });
+  expect(await chooseCudaBuild(["13", "12"], ptx)).toEqual({ build: "12", failed: ["node-llama-cpp's CUDA 13 build: a CUDA decode test failed (killed by SIGABRT): CUDA error: PTX"] });
   expect(asked).toEqual(["13", "12"]);
   expect(await chooseCudaBuild(["13", "12"], async () => null)).toEqual({ build: "13", failed: [] });
-  expect(await chooseCudaBuild(["13", "12"], async (b) => `no ${b}`)).toEqual({ build: null, failed: ["CUDA 13 build: no 13", "CUDA 12 build: no 12"] });
+  expect(await chooseCudaBuild(["13", "12"], async (b) => `no ${b}`)).toEqual({ build: null, failed: ["node-llama-cpp's CUDA 13 build: no 13", "node-llama-cpp's CUDA 12 build: no 12"] });
+  // The build made on this host (./install.sh --cuda-build) is tried first, and named so.
+  expect(await chooseCudaBuild(["source", "13", "12"], async (b) => (b === "source" ? "no kernel for this GPU" : null))).toEqual({
+    build: "13",
+    failed: ["the CUDA build made on this host (./install.sh --cuda-build): no kernel for this GPU"],
+  });
+});
+
+test("the child is told to load the source build through the same variable", async () => {
+  const show = ["sh", "-c", `echo "cuda-probe: build=\${${CUDA_BUILD_ENV}:-13}"; exit 1`];
+  expect(await probeCudaDecode("source", 10_000, show)).toBe("a CUDA decode test failed (exit 1): cuda-probe: build=source");
+  selectCudaBuild("source");
+  expect(process.env[CUDA_BUILD_ENV]).toBe("source");
 });
 
 test("from the checkout only the CUDA 13 build is offered (the CUDA 12 one is assembled in the executable's lib/)", () => {
