@@ -7,7 +7,7 @@ import type { Probes } from "../../src/ops/doctor/check";
 import { runDoctor } from "../../src/ops/doctor/doctor";
 import { checkChatDecoding, checkChatEngine, checkImageInput, checkOnnxEngines, checkThreads, type Served } from "../../src/ops/doctor/engines";
 import { checkDataDir, checkDisk, checkModels, checkPort } from "../../src/ops/doctor/files";
-import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus, parseGpuQuery, parseLdconfig } from "../../src/ops/doctor/gpu";
+import { checkCudaRuntime, checkCudaSourceBuild, checkGpus, gatherCuda, gatherGpus, parseGpuQuery, parseLdconfig } from "../../src/ops/doctor/gpu";
 import { systemProbes } from "../../src/ops/doctor/probes";
 import { tempDir } from "../helpers/app";
 import { chatModel, configIn, embedModel, facts, fakeProbes, GiB, gpuHost, H100, LDCONFIG_CUDA, LDCONFIG_PLAIN, LLAMA_CUDA, MiB, MISMATCH, ONNX_DIR, runner, served } from "./fakes";
@@ -286,6 +286,19 @@ describe("port", () => {
   });
 });
 
+describe("cuda source build", () => {
+  const gpu = { nvidiaDevice: true, smiFound: true, gpus: [{ index: 0, name: "NVIDIA H100 80GB HBM3", memory_mib: 81559, driver: "580.159" }], problem: null };
+  const none = { nvidiaDevice: false, smiFound: false, gpus: [], problem: null };
+  test("a build made here names its architectures, toolkit and folder; without one, whether nvcc could make one", () => {
+    expect(checkCudaSourceBuild(gpu, { archs: ["90"], nvcc: "13.0", built_at: "2026-11-29T14:00:00Z", dir: "/opt/appliance/lib/llama-cuda-source/bins/linux-x64-cuda" }, null).detail).toBe(
+      "built on this host for sm_90 with nvcc 13.0 (2026-11-29, /opt/appliance/lib/llama-cuda-source/bins/linux-x64-cuda); the CUDA decode test tries it first",
+    );
+    expect(checkCudaSourceBuild(gpu, null, { path: "/usr/local/cuda/bin/nvcc", version: "13.0" }).detail).toContain("./install.sh --cuda-build compiles llama.cpp's CUDA backend for this GPU");
+    expect(checkCudaSourceBuild(gpu, null, null).detail).toStartWith("none; no nvcc here");
+    expect(checkCudaSourceBuild(none, null, null)).toEqual({ name: "cuda source build", status: "ok", detail: "none (not needed: no NVIDIA GPU)" });
+  });
+});
+
 describe("runDoctor", () => {
   const loaded = (raw: Record<string, unknown> = {}) => () => ({ config: config(raw), file: "/etc/appliance.toml" });
 
@@ -298,6 +311,7 @@ describe("runDoctor", () => {
       ["config", "fail"],
       ["gpus", "ok"],
       ["cuda runtime", "ok"],
+      ["cuda source build", "ok"],
       ["vulkan", "ok"],
       ["open files", "ok"],
     ]);
@@ -310,6 +324,7 @@ describe("runDoctor", () => {
       "ok config",
       "ok gpus",
       "ok cuda runtime",
+      "ok cuda source build",
       "ok vulkan",
       "ok open files",
       "ok chat engine",

@@ -38,6 +38,8 @@ export function fakeProbes(over: Partial<Probes> = {}): Probes {
     store: async () => ({ kind: "sqlite", at: "/data/appliance.sqlite", error: null, schema: 0, known: 16 }),
     listen: async () => null,
     llamaCuda: () => ({ primary: null, fallback: null }),
+    cudaSourceBuild: () => null,
+    nvcc: () => null,
     cudaDecode: async () => {
       throw new Error("the CUDA decode test ran where the files do not say CUDA");
     },

@@ -42,6 +42,12 @@ export interface Probes {
   /** Folders holding libggml-cuda.so in node-llama-cpp's CUDA prebuilt packages (null: not installed). */
   llamaCuda(): { primary: string | null; fallback: string | null };
   /**
+   * llama.cpp's CUDA backend built on this host (`./install.sh --cuda-build`: its record in
+   * lib/llama-cuda-source), and the nvcc that could build one; null where there is none.
+   */
+  cudaSourceBuild(): { archs: string[]; nvcc: string; built_at: string; dir: string } | null;
+  nvcc(): { path: string; version: string } | null;
+  /**
    * The chat runtime's CUDA decode test (llama/cuda-probe.ts: a child process decodes on each CUDA
    * build in turn); run only where the prediction is CUDA.
    */

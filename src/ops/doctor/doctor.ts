@@ -8,7 +8,7 @@ import { checkMemoryPlan } from "./memory";
 import { checkTlsCert } from "./tls";
 import { checkFdLimit } from "./limits";
 import { checkStore } from "./store";
-import { checkCudaRuntime, checkGpus, gatherCuda, gatherGpus } from "./gpu";
+import { checkCudaRuntime, checkCudaSourceBuild, checkGpus, gatherCuda, gatherGpus } from "./gpu";
 import { checkVulkan, gatherVulkan } from "./vulkan";
 
 // `appliance doctor`: every check, in the order an operator fixes things. A config that does not
@@ -40,7 +40,7 @@ export async function runDoctor(load: () => LoadedConfig, probes: Probes, demo: 
     configCheck = fail("config", (e as Error).message, "fix the config; `appliance config check` validates it");
   }
   const [gpus, cuda, vulkan] = await Promise.all([gatherGpus(probes), gatherCuda(probes), gatherVulkan(probes)]);
-  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda), checkVulkan(vulkan), checkFdLimit(probes.fdLimit())];
+  const checks = [configCheck, checkGpus(gpus), checkCudaRuntime(gpus, cuda), checkCudaSourceBuild(gpus, probes.cudaSourceBuild(), probes.nvcc()), checkVulkan(vulkan), checkFdLimit(probes.fdLimit())];
   if (loaded) {
     const { config } = loaded;
     const served: Served[] = [

@@ -180,6 +180,18 @@ export function checkCudaRuntime(g: GpuFacts, c: CudaFacts): Check {
   );
 }
 
+/**
+ * llama.cpp's CUDA backend built on this host (`./install.sh --cuda-build`): which architectures
+ * and toolkit, or whether one could be built here (nvcc present) for these GPUs.
+ */
+export function checkCudaSourceBuild(g: GpuFacts, built: ReturnType<Probes["cudaSourceBuild"]>, nvcc: ReturnType<Probes["nvcc"]>): Check {
+  const name = "cuda source build";
+  if (built) return ok(name, `built on this host for ${built.archs.map((a) => `sm_${a}`).join(", ")} with nvcc ${built.nvcc} (${built.built_at.slice(0, 10)}, ${built.dir}); the CUDA decode test tries it first`);
+  if (!g.gpus.length) return ok(name, `none (not needed: no NVIDIA GPU)${nvcc ? `; nvcc ${nvcc.version} at ${nvcc.path}` : ""}`);
+  if (!nvcc) return ok(name, "none; no nvcc here (a CUDA toolkit lets ./install.sh --cuda-build compile llama.cpp's CUDA backend for this GPU when no prebuilt one decodes)");
+  return ok(name, `none; nvcc ${nvcc.version} at ${nvcc.path}: ./install.sh --cuda-build compiles llama.cpp's CUDA backend for this GPU (done by itself when no prebuilt CUDA build decodes here)`);
+}
+
 /** The hint for missing onnxruntime CUDA provider files: where they go, and from where. */
 export function providerHint(dir: string | null): string {
   const where = dir ?? "node_modules/onnxruntime-node/bin/napi-v6/linux/x64";

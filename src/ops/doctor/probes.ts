@@ -8,7 +8,8 @@ import { planModels } from "../../3-engines/planner/plan-all";
 import { createPlanner } from "../../3-engines/planner/planner";
 import { chooseCudaBuild } from "../../3-engines/llama/cuda-probe";
 import { builtAddon } from "../../3-engines/llama/native/addon-path";
-import { installedPackageDir } from "../../3-engines/installed";
+import { COMPILED, CUDA_SOURCE_BINS, executableLibDir, installedPackageDir } from "../../3-engines/installed";
+import { findNvcc } from "../build/cuda-source";
 import { onnxRuntimeLibDir } from "../../3-engines/onnx-device";
 import { spawnRunner } from "../../2-services/rentals/inventory";
 import { probeStore } from "./store-probe";
@@ -62,6 +63,11 @@ export function systemProbes(env: Record<string, string | undefined> = process.e
     store: probeStore,
     listen: listenBriefly,
     llamaCuda,
+    cudaSourceBuild,
+    nvcc: () => {
+      const t = findNvcc();
+      return t ? { path: t.nvcc, version: t.version } : null;
+    },
     cudaDecode: () => chooseCudaBuild(),
     llamaVulkan,
     onnxLibDir: onnxRuntimeLibDir,
@@ -117,6 +123,17 @@ export function listenBriefly(host: string, port: number): Promise<string | null
  * executable's lib/): `@node-llama-cpp/<platform>-<arch>-cuda` (CUDA 13) and its `-ext` package's
  * fallback (CUDA 12).
  */
+/** The record the CUDA source build leaves beside its library (src/ops/build/cuda-source.ts); only the executable's lib/ has one. */
+function cudaSourceBuild(): { archs: string[]; nvcc: string; built_at: string; dir: string } | null {
+  const dir = join(executableLibDir(), CUDA_SOURCE_BINS, `${process.platform}-${process.arch}-cuda`);
+  try {
+    const r = JSON.parse(readFileSync(join(dir, "appliance-cuda-build.json"), "utf8")) as { archs: string[]; nvcc: string; built_at: string };
+    return COMPILED ? { archs: r.archs, nvcc: r.nvcc, built_at: r.built_at, dir } : null;
+  } catch {
+    return null;
+  }
+}
+
 function llamaCuda(): { primary: string | null; fallback: string | null } {
   const name = `${process.platform}-${process.arch}-cuda`;
   const find = (pkg: string, sub: string[]): string | null => {
