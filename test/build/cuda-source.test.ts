@@ -52,7 +52,8 @@ test("the CMake line builds a dynamic ggml CUDA backend as node-llama-cpp's preb
     "-DCUDA_cuda_driver_LIBRARY=/usr/lib/x86_64-linux-gnu/libcuda.so.1",
     "-DCMAKE_CUDA_FLAGS=-I/lib/cuda/include",
     "-DCMAKE_PLATFORM_NO_VERSIONED_SONAME=ON",
-    "-DCMAKE_BUILD_RPATH=$ORIGIN",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
     "-DGGML_CCACHE=ON",
   ])
     expect(line).toContain(want);

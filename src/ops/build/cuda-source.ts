@@ -155,7 +155,7 @@ function run(cmd: string[], cwd: string | undefined, what: string): void {
   if (r.exitCode !== 0) throw new Error(`${what} failed (${cmd.join(" ")}):\n${(r.stderr.toString() || r.stdout.toString()).trim().split("\n").slice(-20).join("\n")}`);
 }
 
-/** The CMake configure line for libggml-cuda.so as node-llama-cpp's prebuilt is made (dynamic backends, unversioned sonames, RUNPATH $ORIGIN). */
+/** The CMake configure line for libggml-cuda.so as node-llama-cpp's prebuilt is made (dynamic backends, unversioned sonames, RUNPATH $ORIGIN only). */
 export function cmakeConfigure(o: { src: string; build: string; archs: string[]; toolkit: CudaToolchain; cublas: Cublas; driver: string; ccache: boolean; extra?: string[] }): string[] {
   const inc = `-I${o.cublas.include}`;
   return [
@@ -172,8 +172,9 @@ export function cmakeConfigure(o: { src: string; build: string; archs: string[];
     `-DCMAKE_CUDA_FLAGS=${inc}`,
     `-DCMAKE_CXX_FLAGS=${inc}`,
     "-DCMAKE_PLATFORM_NO_VERSIONED_SONAME=ON",
-    "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",
-    "-DCMAKE_BUILD_RPATH=$ORIGIN",
+    // RUNPATH $ORIGIN alone, as the prebuilt's: the libraries beside it, never this host's build folders.
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
     `-DGGML_CCACHE=${o.ccache ? "ON" : "OFF"}`,
     ...(o.extra ?? []),
   ];
