@@ -7,12 +7,16 @@
 //      HTTP, auth, billing and JSON add;
 //   2. 32 concurrent one-sentence requests reach ≥ 2× the throughput of the same 32 sent one
 //      after another (micro-batching).
+// BENCH_DEVICE=cuda (cpu by default): the model (engines.device) and the bare pipeline on
+// onnxruntime's CUDA provider; where the server fell back to the CPU (no provider, or its session
+// failed), the bare pipeline runs there too and the run says so.
 import { ensureOnnxModel } from "../../models/onnx/cache";
 import { WORDPIECE_CORPUS } from "../../models/onnx/corpus";
 import { validateConfig } from "../../src/lib/config";
 import { createLogger } from "../../src/lib/log";
 import { startServer } from "../../src/main";
 import { tempDir } from "../helpers/app";
+import { benchDevice } from "./chat-setup";
 import { median } from "./stats";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 11);
@@ -29,20 +33,42 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-export async function benchEmbeddings() {
+/** What a run measured and where, for a caller that tabulates it (test/gpu/device-check.sh); medians in ms. */
+export interface EmbeddingsFigures {
+  wanted: string;
+  /** The device the server's engine computed on (the CPU after a fallback). */
+  device: string;
+  /** The server's warnings about its ONNX device (why it fell back). */
+  warnings: string[];
+  http32: number;
+  bare32: number;
+  serial32: number;
+  concurrent32: number;
+}
+
+export async function benchEmbeddings(): Promise<{ pass: boolean; figures: EmbeddingsFigures }> {
+  const wanted = benchDevice();
   const folder = await ensureOnnxModel("embed-bench");
   const config = validateConfig({
     server: { data_dir: tempDir("appliance-bench-"), port: 0, log_level: "warn" },
-    engines: { device: "cpu", threads: THREADS },
+    engines: { device: wanted, threads: THREADS },
     bootstrap: { credit_usd: 1000 },
     models: [{ id: "bench-embed", name: "bench", kind: "embedding", files: { model: folder }, max_context: 512, load: "start" }],
   });
   let key = "";
-  const server = await startServer(config, { logger: createLogger({ level: "warn" }), banner: (l) => (key ||= /sk-apl-[0-9A-Za-z]{44}/.exec(l)?.[0] ?? "") });
+  const warnings: string[] = [];
+  const logger = createLogger({ level: "warn", write: (line) => {
+    process.stdout.write(line);
+    if (line.includes('"msg":"onnx device')) warnings.push(line.trim());
+  } });
+  const server = await startServer(config, { logger, banner: (l) => (key ||= /sk-apl-[0-9A-Za-z]{44}/.exec(l)?.[0] ?? "") });
+  // The engine serving the requests: where it really computes (the CPU after a CUDA fallback).
+  const engine = server.deps.registry.engine("bench-embed", "embedding");
+  const device = (engine as { device?: string }).device === "cuda" ? "cuda" : "cpu";
   const { pipeline } = await import("@huggingface/transformers");
   const extractor = await pipeline("feature-extraction", folder, {
     local_files_only: true,
-    device: "cpu",
+    device,
     dtype: "fp32",
     session_options: { intraOpNumThreads: THREADS, interOpNumThreads: 1 },
   });
@@ -56,8 +82,7 @@ export async function benchEmbeddings() {
     return res.json();
   };
   const bare = () => extractor(SENTENCES, { pooling: "mean", normalize: true });
-  // The engine serving the requests, called directly: tokenize + embed, no HTTP, no service.
-  const engine = server.deps.registry.engine("bench-embed", "embedding");
+  // The engine called directly: tokenize + embed, no HTTP, no service.
   const direct = async () => engine.embed(await engine.tokenize(SENTENCES));
   const runs = { http: [] as number[], bare: [] as number[], direct: [] as number[], serial: [] as number[], concurrent: [] as number[] };
   try {
@@ -87,13 +112,15 @@ export async function benchEmbeddings() {
   const concurrencyRatio = median(runs.serial.map((s, i) => s / runs.concurrent[i]!));
   const pass1 = batchRatio >= 0.9;
   const pass2 = concurrencyRatio >= 2;
+  if (wanted !== "cpu") console.log(`device: ${wanted} asked, the model computed on ${device}${warnings.length ? ` (${warnings.join("; ")})` : ""}`);
   console.log(`embeddings on embed-bench (MiniLM-L6 shape, fp32), ${THREADS} threads, ${SENTENCES.length} sentences; ${ROUNDS} rounds, alternating order (medians)`);
   console.log(`bare pipeline, 32 sentences          ${median(runs.bare).toFixed(1).padStart(8)} ms`);
   console.log(`engine called directly, 32 sentences ${median(runs.direct).toFixed(1).padStart(8)} ms`);
   console.log(`one HTTP request, 32 sentences       ${median(runs.http).toFixed(1).padStart(8)} ms   throughput ratio vs pipeline ${batchRatio.toFixed(3)} (target ≥ 0.9)  ${pass1 ? "PASS" : "FAIL"}; vs engine ${directRatio.toFixed(3)}`);
   console.log(`32 one-sentence requests, serial     ${median(runs.serial).toFixed(1).padStart(8)} ms`);
   console.log(`32 one-sentence requests, concurrent ${median(runs.concurrent).toFixed(1).padStart(8)} ms   throughput ratio ${concurrencyRatio.toFixed(3)} (target ≥ 2)  ${pass2 ? "PASS" : "FAIL"}`);
-  return { pass: pass1 && pass2 };
+  const figures = { wanted, device, warnings, http32: median(runs.http), bare32: median(runs.bare), serial32: median(runs.serial), concurrent32: median(runs.concurrent) };
+  return { pass: pass1 && pass2, figures };
 }
 
 if (import.meta.main) process.exit((await benchEmbeddings()).pass ? 0 : 1);

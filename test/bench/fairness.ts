@@ -5,6 +5,7 @@ import { isChatPresetName } from "../../models/presets";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
+import { benchDevice, llamaServerDevices, llamaServerOnDevice } from "./chat-setup";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
 import { waitHealthy } from "./vs-llama-server";
@@ -21,6 +22,8 @@ import { median, pct } from "./stats";
 // Targets (issue 46), on bench-1ms and bench-64m: A's p95 gap ≤ 3× alone and max ≤ 6×; B's time to
 // first token ≤ 1.3× alone; both better than llama-server's; aggregate tok/s not below it.
 //   BENCH_MODELS=bench-1ms,bench-64m  BENCH_SLOTS=2,8  BENCH_PROMPTS=1000,2000,window  BENCH_ROUNDS=3
+//   BENCH_DEVICE=cuda|vulkan (cpu by default): the model's layers on that GPU on both sides, as in
+//   vs-llama-server (chat-setup.ts)
 // "window": as long as a slot's context holds with B's answer (the models' trained 4096).
 
 const MODELS = (process.env.BENCH_MODELS ?? "bench-1ms,bench-64m").split(",");
@@ -105,13 +108,28 @@ async function measure(url: string, key: string, prompt: (salt: string) => strin
   };
 }
 
-export async function benchFairness(): Promise<{ pass: boolean }> {
+/** One case's medians, for a caller that tabulates them (test/gpu/device-check.sh). */
+export interface FairnessCase {
+  device: string;
+  model: string;
+  slots: number;
+  promptTokens: number;
+  pass: boolean;
+  ours: Record<keyof Round, number>;
+  theirs: Record<keyof Round, number>;
+}
+
+export async function benchFairness(): Promise<{ pass: boolean; cases: FairnessCase[] }> {
+  const device = benchDevice();
+  const onDevice = llamaServerOnDevice(device);
+  const cases: FairnessCase[] = [];
   const bin = ensureLlamaServer();
+  if (onDevice.env) console.log(`llama-server's devices: ${llamaServerDevices(bin, onDevice.env).join(", ")}`);
   const { getLlama } = await import("node-llama-cpp");
   const llama = await getLlama({ build: "never", gpu: false });
   let pass = true;
   let port = 18700;
-  console.log(`A generating, B's prompt arriving; ours vs llama-server (same GGUF, ${THREADS} threads, ${CONTEXT} tokens a slot), ${ROUNDS} rounds alternating; medians over rounds. Gaps in ms and × A's gap alone.`);
+  console.log(`A generating, B's prompt arriving; ours vs llama-server (same GGUF${device === "cpu" ? "" : `, layers on ${device}`}, ${THREADS} threads, ${CONTEXT} tokens a slot), ${ROUNDS} rounds alternating; medians over rounds. Gaps in ms and × A's gap alone.`);
   for (const preset of MODELS) {
     if (!isChatPresetName(preset)) throw new Error(`BENCH_MODELS: unknown chat model preset "${preset}"`);
     const modelPath = await ensureChatModel(preset);
@@ -127,7 +145,7 @@ export async function benchFairness(): Promise<{ pass: boolean }> {
       const children: Bun.Subprocess[] = [];
       try {
         const config = join(dir, "config.toml");
-        writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
+        writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "${device}"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
           `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${CONTEXT}\nslots = ${slots}\nload = "start"\n`);
         const ours = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "cli", "main.ts"), "-c", config, "-d", join(dir, "data"), "serve", "--port", String(++port)], { env: { ...process.env, HOME: dir }, stdout: "ignore", stderr: "pipe" });
         children.push(ours);
@@ -136,7 +154,7 @@ export async function benchFairness(): Promise<{ pass: boolean }> {
           for await (const _ of ours.stderr as ReadableStream<Uint8Array>);
         })().catch(() => {});
         const theirsPort = ++port;
-        const theirs = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", String(slots), "-c", String(slots * CONTEXT), "--port", String(theirsPort), "--host", "127.0.0.1", "--no-webui", "--jinja"], { stdout: "ignore", stderr: "ignore" });
+        const theirs = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", String(slots), "-c", String(slots * CONTEXT), "--port", String(theirsPort), "--host", "127.0.0.1", "--no-webui", "--jinja", ...onDevice.args], { stdout: "ignore", stderr: "ignore", env: onDevice.env });
         children.push(theirs);
         const urls: Record<Side, string> = { ours: started.url, theirs: `http://127.0.0.1:${theirsPort}` };
         const keys: Record<Side, string> = { ours: started.key ?? "", theirs: "" };
@@ -158,6 +176,8 @@ export async function benchFairness(): Promise<{ pass: boolean }> {
           const g = med("ours", "aloneGap");
           const ok = med("ours", "p95") <= 3 * g && med("ours", "max") <= 6 * g && med("ours", "ttft") <= 1.3 * med("ours", "ttftAlone") && med("ours", "p95") < med("theirs", "p95") && med("ours", "max") < med("theirs", "max") && med("ours", "ttft") < med("theirs", "ttft") && med("ours", "agg") >= med("theirs", "agg");
           if (!ok) pass = false;
+          const all = (side: Side) => Object.fromEntries((Object.keys(results[side][0]!) as (keyof Round)[]).map((f) => [f, med(side, f)])) as Record<keyof Round, number>;
+          cases.push({ device, model: preset, slots, promptTokens: n, pass: ok, ours: all("ours"), theirs: all("theirs") });
           console.log(`${preset}, ${slots} slots, B's prompt ${n} tokens: ${ok ? "PASS" : "FAIL"}\n  ${line("ours")}\n  ${line("theirs")}`);
         }
       } finally {
@@ -169,5 +189,5 @@ export async function benchFairness(): Promise<{ pass: boolean }> {
       }
     }
   }
-  return { pass };
+  return { pass, cases };
 }

@@ -3,7 +3,9 @@
 // our engine runs), so a comparison is server against server on one ggml: same release, same
 // compiled kernels, same CPU variant (ggml scores the libggml-cpu-*.so linked beside the executable,
 // as node-llama-cpp does in its bins folder). Only the server, common, mtmd and cpp-httplib are
-// compiled (test/bench/llama-server/CMakeLists.txt), niced, two jobs: a few minutes on a 2-core box.
+// compiled (test/bench/llama-server/CMakeLists.txt), niced, two jobs (LLAMA_SERVER_BUILD_JOBS for
+// more: the device check uses every core of a GPU machine): a few minutes on a 2-core box. The GPU
+// backends are not linked: BENCH_DEVICE (chat-setup.ts) has ggml load one at run time.
 // Cached in .cache/llama-server/build (a `release` stamp says which, "+prebuilt" marking this way of
 // building; another release, or a build of the whole tree from before, rebuilds). An interrupted
 // build resumes. Never run in CI.
@@ -32,7 +34,7 @@ export function ensureLlamaServer(log: (l: string) => void = (l) => console.log(
   log(`building llama-server ${llamaTag()} into ${dir} against ${prebuiltLibDir()} (once)`);
   run(["cmake", "-S", join(import.meta.dir, "llama-server"), "-B", join(dir, "build"), ...ninja, "-DCMAKE_BUILD_TYPE=Release",
     `-DLLAMA_SRC=${src}`, `-DLLAMA_LIBS=${prebuiltLibDir()}`, `-DLLAMA_TAG=${llamaTag()}`]);
-  run(["cmake", "--build", join(dir, "build"), "--target", "llama-server", "--parallel", "2"]);
+  run(["cmake", "--build", join(dir, "build"), "--target", "llama-server", "--parallel", process.env.LLAMA_SERVER_BUILD_JOBS ?? "2"]);
   writeFileSync(stamp, release);
   return bin;
 }

@@ -20,6 +20,10 @@
 //   BENCH_BASELINE=<folder>: the other side is our own server from another checkout of this project
 //     (an older commit, its dependencies installed and its llama addon built) instead of llama-server,
 //     on the same config: "is this change faster than what we had", side by side. No prefill there.
+//   BENCH_DEVICE=cuda|vulkan (cpu by default): the model's layers on that GPU on both sides (ours:
+//     engines.device; llama-server: -ngl 999 and the matching ggml backend library, chat-setup.ts);
+//     BENCH_GGML_BACKEND names llama-server's backend library when it is not node-llama-cpp's own
+//   BENCH_SLOTS=32: slots on both servers (8 by default; 32 streams on 8 slots queue 24 of them)
 //   BENCH_ROUNDS=5  BENCH_STREAMS=1,2,4,8  bun run bench vs-llama-server
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
@@ -28,6 +32,7 @@ import { isChatPresetName } from "../../models/presets";
 import { SPECIAL_TOKENS } from "../../models/gguf/bpe";
 import { tempDir } from "../helpers/app";
 import { untilListening } from "../helpers/cli";
+import { benchDevice, llamaServerDevices, llamaServerOnDevice } from "./chat-setup";
 import { ensureLlamaServer } from "./llama-server-build";
 import { readSseEvents } from "./sse-client";
 import { median, pct } from "./stats";
@@ -35,6 +40,7 @@ import { median, pct } from "./stats";
 // BENCH_STREAMS=8 (or "1,8") measures some stream counts only; the targets need 1 and 8
 const STREAMS = (process.env.BENCH_STREAMS ?? "1,2,4,8").split(",").map(Number);
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+const SLOTS = Number(process.env.BENCH_SLOTS ?? 8);
 // BENCH_LLAMA_SERVER_ARGS="-fa off" adds arguments to llama-server's command line (to compare one
 // of its settings)
 const EXTRA_ARGS = (process.env.BENCH_LLAMA_SERVER_ARGS ?? "").split(" ").filter(Boolean);
@@ -209,7 +215,29 @@ async function measure(side: Side, url: string, pid: number, k: number, r: numbe
   return { agg, cpuPerToken, jsPerToken, decode: medianOf(all.map((s) => s.decodeTps)), ttft50: median(all.map((s) => s.ttftMs)), ttft95: pct(all.map((s) => s.ttftMs), 0.95), byKind };
 }
 
-export async function benchVsLlamaServer() {
+/** What a run measured, for a caller that tabulates it (test/gpu/device-check.sh); medians over rounds. */
+export interface VsFigures {
+  device: string;
+  model: string;
+  rounds: number;
+  /** Where each server put the layers (from our /metrics and llama-server's log); "" on the CPU. */
+  placement: Record<Side, string>;
+  streams: { k: number; ours: { agg: number; decode: number; ttft50: number }; theirs: { agg: number; decode: number; ttft50: number }; ratioAgg: number; ratioDecode: number }[];
+}
+
+/** Our server's placement of the model "bench", from /metrics: "cuda (NVIDIA H200), 33/33 layers". */
+async function ourPlacement(url: string, key: string): Promise<string> {
+  const text = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.text());
+  const value = (name: string) => new RegExp(`^${name}\\{[^}]*model="bench"[^}]*\\} (\\S+)$`, "m").exec(text)?.[1];
+  const info = /^appliance_model_device_info\{([^}]*model="bench"[^}]*)\} 1$/m.exec(text)?.[1] ?? "";
+  const label = (k: string) => new RegExp(`${k}="([^"]*)"`).exec(info)?.[1];
+  return `${label("device") ?? "?"}${label("gpus") ? ` (${label("gpus")})` : ""}, ${value("appliance_model_gpu_layers") ?? "?"}/${value("appliance_model_layers") ?? "?"} layers`;
+}
+
+export async function benchVsLlamaServer(): Promise<{ pass: boolean; figures?: VsFigures }> {
+  const device = benchDevice();
+  const onDevice = llamaServerOnDevice(device);
+  const placement: Record<Side, string> = { ours: "", theirs: "" };
   const preset = process.env.BENCH_MODEL ?? "bench-64m";
   if (!isChatPresetName(preset)) throw new Error(`BENCH_MODEL: unknown chat model preset "${preset}"`);
   if (MIX !== "plain" && MIX !== "constrained") throw new Error(`BENCH_MIX: "plain" or "constrained", not "${MIX}"`);
@@ -231,8 +259,8 @@ export async function benchVsLlamaServer() {
   const log = join(dir, "llama-server.log");
   try {
     const config = join(dir, "config.toml");
-    writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "cpu"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
-      `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${SLOT_CONTEXT}\nslots = 8\nload = "start"\n`);
+    writeFileSync(config, `[server]\nlog_level = "warn"\n[engines]\ndevice = "${device}"\nthreads = ${THREADS}\n[bootstrap]\ncredit_usd = 1000\n[rentals]\ndiscover = false\n` +
+      `[[models]]\nid = "bench"\nname = "bench"\nkind = "chat"\nfiles = { model = "${modelPath}" }\nmax_context = ${SLOT_CONTEXT}\nslots = ${SLOTS}\nload = "start"\n`);
     // our server, from this checkout or the baseline's, on its own data folder; what it writes to
     // stderr after its banner is read on (a full pipe would stall it) and its end kept for an error
     const serve = async (root: string, data: string, side: Side) => {
@@ -256,10 +284,12 @@ export async function benchVsLlamaServer() {
       pids.theirs = base.child.pid;
     } else if (!oursOnly) {
       const port = ++nextPort;
-      // the same 8 × SLOT_CONTEXT tokens of context as ours
-      const server = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", "8", "-c", String(8 * SLOT_CONTEXT), "--port", String(port), "--host", "127.0.0.1", "--no-webui", "--jinja", ...EXTRA_ARGS], {
+      if (onDevice.env) placement.theirs = `${llamaServerDevices(bin, onDevice.env).join(", ")}, -ngl 999`;
+      // the same SLOTS × SLOT_CONTEXT tokens of context as ours
+      const server = Bun.spawn([bin, "-m", modelPath, "-t", String(THREADS), "-np", String(SLOTS), "-c", String(SLOTS * SLOT_CONTEXT), "--port", String(port), "--host", "127.0.0.1", "--no-webui", "--jinja", ...onDevice.args, ...EXTRA_ARGS], {
         stdout: "ignore",
         stderr: Bun.file(log),
+        env: onDevice.env,
       });
       children.push(server);
       pids.theirs = server.pid;
@@ -270,6 +300,10 @@ export async function benchVsLlamaServer() {
     // warm-up, once for each kind of stream (a grammar's first use included)
     const warmKinds: Kind[] = MIX === "constrained" ? ["plain", "json", "tool"] : ["plain"];
     for (const side of sides) for (const kind of warmKinds) await stream(side, urls[side], "bench", seq.n++, noEnd, kind);
+    if (device !== "cpu") {
+      placement.ours = await ourPlacement(urls.ours, keys.ours).catch((e: Error) => `unknown (${e.message})`);
+      console.log(`device ${device}: ours ${placement.ours}${placement.theirs ? `; llama-server ${placement.theirs}` : ""}`);
+    }
     for (let r = 0; r < rounds; r++)
       for (const k of STREAMS)
         for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
@@ -302,7 +336,7 @@ export async function benchVsLlamaServer() {
       .filter(([, xs]) => xs.length)
       .map(([kind, xs]) => `${kind} ${median(xs.map((x) => x.decode)).toFixed(0)} (${median(xs.map((x) => x.tokens))} tokens, ttft ${median(xs.map((x) => x.ttft)).toFixed(0)} ms)`)
       .join(", ");
-  const what = `model ${preset}, ${MIX === "constrained" ? "every other stream constrained (json_schema / tool call)" : "plain streams"}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads`;
+  const what = `model ${preset}${device === "cpu" ? "" : ` on ${device}`}${SLOTS === 8 ? "" : `, ${SLOTS} slots`}, ${MIX === "constrained" ? "every other stream constrained (json_schema / tool call)" : "plain streams"}, prompt ~${promptTokens} tokens, ${MAX_TOKENS} generated, ${THREADS} threads`;
   if (oursOnly) {
     console.log(`${what}, ${rounds} rounds (medians), ours only`);
     for (const k of STREAMS)
@@ -326,5 +360,10 @@ export async function benchVsLlamaServer() {
   const short = STREAMS.flatMap((k, i) => [...(ratios[i]! < 1 ? [`${k}: aggregate ${ratios[i]!.toFixed(3)}×`] : []), ...(decodeRatios[i]! < 1 ? [`${k}: decode ${decodeRatios[i]!.toFixed(3)}×`] : [])]);
   const pass = short.length === 0;
   console.log(`targets${BASELINE ? ` (against ${THEIRS}, not llama-server)` : ""}: decode per stream and aggregate ≥ 1.0× at every stream count: ${pass ? "PASS" : `FAIL (${short.join(", ")})`}`);
-  return { pass };
+  const side = (s: Side, k: number) => ({ agg: med(s, k, "agg"), decode: med(s, k, "decode"), ttft50: med(s, k, "ttft50") });
+  const figures: VsFigures = {
+    device, model: preset, rounds, placement,
+    streams: STREAMS.map((k, i) => ({ k, ours: side("ours", k), theirs: side("theirs", k), ratioAgg: ratios[i]!, ratioDecode: decodeRatios[i]! })),
+  };
+  return { pass, figures };
 }

@@ -12,6 +12,19 @@ const libc = dlopen("libc.so.6", {
 });
 const cstr = (s: string) => ptr(Buffer.from(`${s}\0`));
 
+/**
+ * APPLIANCE_TEST_DEVICE (cpu, vulkan, cuda; unset by default): the device chatTestApp runs its chat
+ * models on, over what a test asked (test/helpers/chat.ts), so that the suite's chat tests can run
+ * on a GPU (test/gpu/device-check.sh). When it is set, admitLlvmpipe leaves the environment alone:
+ * the device is a real GPU (or llvmpipe where the environment already admits it).
+ */
+export function testDeviceOverride(): "cpu" | "vulkan" | "cuda" | undefined {
+  const d = process.env.APPLIANCE_TEST_DEVICE;
+  if (!d) return undefined;
+  if (d === "cpu" || d === "vulkan" || d === "cuda") return d;
+  throw new Error(`APPLIANCE_TEST_DEVICE: cpu, vulkan or cuda, not "${d}"`);
+}
+
 function setEnv(name: string, value: string | undefined) {
   if (value === undefined) {
     delete process.env[name];
@@ -24,9 +37,11 @@ function setEnv(name: string, value: string | undefined) {
 
 /**
  * Admits Mesa's llvmpipe (device 0) to ggml's Vulkan backend in this process, as the tests need
- * on a machine without a GPU; returns what puts the environment back.
+ * on a machine without a GPU; returns what puts the environment back. A no-op under
+ * APPLIANCE_TEST_DEVICE (above).
  */
 export function admitLlvmpipe(): () => void {
+  if (testDeviceOverride()) return () => {};
   const vars: Record<string, string> = { GGML_VK_VISIBLE_DEVICES: "0", XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? "/tmp" };
   const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
   for (const [k, v] of Object.entries(vars)) setEnv(k, v);
@@ -35,7 +50,7 @@ export function admitLlvmpipe(): () => void {
   };
 }
 
-export const LLVMPIPE_ENV = { GGML_VK_VISIBLE_DEVICES: "0" };
+export const LLVMPIPE_ENV: Record<string, string> = testDeviceOverride() ? {} : { GGML_VK_VISIBLE_DEVICES: "0" };
 
 /**
  * node-llama-cpp's Vulkan build on llvmpipe in this process (after admitLlvmpipe), its log lines
