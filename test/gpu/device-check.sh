@@ -28,7 +28,7 @@
 # Without an NVIDIA GPU (this project's build boxes) it runs end to end in a reduced mode: the CUDA
 # rows say "no NVIDIA GPU"; Vulkan runs on Mesa's llvmpipe (GGML_VK_VISIBLE_DEVICES=0, with the
 # tests' lavapipe workaround preloaded), with tiny models (chat, bench-1ms), fewer streams and one
-# round; the CPU gets the benches too. llvmpipe is slow: ~7 minutes on a 2-core box.
+# round; the CPU gets the benches too. llvmpipe is slow: 3 to 6½ minutes on a 2-core box.
 #
 #   test/gpu/device-check.sh                      # on the GPU machine
 #   DEVICES=vulkan,cpu test/gpu/device-check.sh   # anywhere
