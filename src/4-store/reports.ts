@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import type { UsageRow } from "./usage";
 
 // What the console and /metrics read of the usage rows (issue 44: the same reads on SQLite here and
 // on PostgreSQL in pg/reports.ts). Read-only: charging is the ledger's (ledger.ts).
@@ -27,19 +28,8 @@ export interface UsageLine {
   purpose: "api" | "console";
 }
 
-/** One settled request of an account (the console shows each chat answer's cost). */
-export interface UsageOfRequest {
-  request_id: string;
-  created_at: number;
-  model: string;
-  endpoint: string;
-  input_tokens: number;
-  output_tokens: number;
-  cached_tokens: number;
-  images: number;
-  cost_micros: number;
-  trial_tokens: number;
-}
+/** One settled request of an account (the console shows each chat answer's cost): its usage row, less whose it is. */
+export type UsageOfRequest = Omit<UsageRow, "account_id" | "key_id" | "batch">;
 
 /** Usage rows after `after` (a row id), summed by key kind and model; `last` is the largest row id summed. */
 export interface UsageSum {

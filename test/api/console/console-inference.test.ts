@@ -149,3 +149,29 @@ test("the console key is held to the premium rate limit like any premium key", a
     await rl.close();
   }
 });
+
+test("what a request used and cost is read back by its id on both stores, and only by its own account", async () => {
+  const { backendApp, BACKENDS } = await import("../../helpers/backends");
+  for (const backend of BACKENDS) {
+    const b = await backendApp(backend);
+    try {
+      const erin = consoleClient(b.t);
+      await erin.signIn("erin", await consoleAccount(b.t, "erin", { creditUsd: 1 }));
+      const other = consoleClient(b.t);
+      await other.signIn("frank", await consoleAccount(b.t, "frank", { creditUsd: 1 }));
+      const key = await b.t.deps.accounts.createKey({ account: "erin", kind: "premium" });
+      const [acct] = await b.rows<{ id: string }>("SELECT id FROM accounts WHERE name = ?", "erin");
+      await b.run(
+        "INSERT INTO usage (request_id, account_id, key_id, model, endpoint, input_tokens, output_tokens, cached_tokens, images, batch, cost_micros, trial_tokens, created_at) VALUES (?, ?, ?, 'chat', '/v1/chat/completions', 12, 34, 5, 0, 0, 4321, 0, 1800000000000)",
+        "req_read_back", acct!.id, key.info.id,
+      );
+      expect(await erin.json("GET", "/console/api/requests/req_read_back")).toEqual({
+        request_id: "req_read_back", model: "chat", endpoint: "/v1/chat/completions", input_tokens: 12, output_tokens: 34, cached_tokens: 5, images: 0, trial_tokens: 0, created_at: 1_800_000_000, cost_usd: 0.004321,
+      });
+      expect((await other.call("GET", "/console/api/requests/req_read_back")).status).toBe(404);
+      expect((await erin.call("GET", "/console/api/requests/req_unknown")).status).toBe(404);
+    } finally {
+      await b.t.close();
+    }
+  }
+});
