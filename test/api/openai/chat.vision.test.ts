@@ -93,10 +93,11 @@ test("the image is what the model sees: the same image reuses its cached positio
 
 test("anthropic client: a base64 image block", async () => {
   const client = anthropicClient(t, { apiKey: key });
-  const base = await client.messages.create({ model: "vision", max_tokens: 4, messages: [{ role: "user", content: "What is it?" }] });
+  const base = await client.messages.create({ model: "vision", max_tokens: 4, temperature: 0, messages: [{ role: "user", content: "What is it?" }] });
   const msg = await client.messages.create({
     model: "vision",
     max_tokens: 4,
+    temperature: 0, // greedy: at the default temperature a random-weights model may end before 4 tokens
     messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: blue.toString("base64") } }, { type: "text", text: "What is it?" }] }],
   });
   expect(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0)).toBe(base.usage.input_tokens + (base.usage.cache_read_input_tokens ?? 0) + (await imageTokens(blue, "image/png")));
@@ -105,10 +106,11 @@ test("anthropic client: a base64 image block", async () => {
 
 test("responses: an input_image part", async () => {
   const client = t.openai(key);
-  const base = await client.responses.create({ model: "vision", max_output_tokens: 4, input: [{ role: "user", content: [{ type: "input_text", text: "Look." }] }] });
+  const base = await client.responses.create({ model: "vision", max_output_tokens: 4, temperature: 0, input: [{ role: "user", content: [{ type: "input_text", text: "Look." }] }] });
   const r = await client.responses.create({
     model: "vision",
     max_output_tokens: 4,
+    temperature: 0, // greedy, so "incomplete" does not hang on the sampler
     input: [{ role: "user", content: [{ type: "input_text", text: "Look." }, { type: "input_image", image_url: dataUrl("image/png", red), detail: "auto" }] }],
   });
   expect(r.status).toBe("incomplete");
@@ -116,8 +118,9 @@ test("responses: an input_image part", async () => {
 }, 60_000);
 
 test("text-only requests on the vision model keep streaming and tools", async () => {
+  // greedy: at the default temperature this random-weights model ends its answer at once about 1 time in 300
   const client = t.openai(key);
-  const stream = await client.chat.completions.create({ model: "vision", messages: [{ role: "user", content: "Hello" }], max_tokens: 5, stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({ model: "vision", messages: [{ role: "user", content: "Hello" }], max_tokens: 5, temperature: 0, stream: true, stream_options: { include_usage: true } });
   let usage: any = null;
   let deltas = 0;
   for await (const c of stream) {
