@@ -93,13 +93,14 @@ test("the image is what the model sees: the same image reuses its cached positio
 
 test("anthropic client: a base64 image block", async () => {
   const client = anthropicClient(t, { apiKey: key });
-  const base = await client.messages.create({ model: "vision", max_tokens: 4, temperature: 0, messages: [{ role: "user", content: "What is it?" }] });
-  const msg = await client.messages.create({
+  // greedy: at the default temperature a random-weights model may end before 4 tokens (this SDK's types omit temperature)
+  const greedy = <T extends object>(p: T): T => ({ ...p, temperature: 0 });
+  const base = await client.messages.create(greedy({ model: "vision", max_tokens: 4, messages: [{ role: "user", content: "What is it?" }] }));
+  const msg = await client.messages.create(greedy({
     model: "vision",
     max_tokens: 4,
-    temperature: 0, // greedy: at the default temperature a random-weights model may end before 4 tokens
     messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: blue.toString("base64") } }, { type: "text", text: "What is it?" }] }],
-  });
+  }));
   expect(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0)).toBe(base.usage.input_tokens + (base.usage.cache_read_input_tokens ?? 0) + (await imageTokens(blue, "image/png")));
   expect(msg.stop_reason).toBe("max_tokens");
 }, 60_000);
