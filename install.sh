@@ -225,7 +225,7 @@ gpu_report() {
   say "GPU: $gpus; driver $driver (supports CUDA ${cuda:-?})"
   local libs; libs="$( (ldconfig -p 2>/dev/null; for d in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64 "$DEST/lib/cuda"; do ls "$d" 2>/dev/null; done) )"
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10 libcudnn.so.9; do
-    if printf '%s\n' "$libs" | grep -q "$lib"; then say "  present: $lib"; else say "  missing: $lib"; fi
+    if grep -q "$lib" <<<"$libs"; then say "  present: $lib"; else say "  missing: $lib"; fi
   done
   say "  chat (llama.cpp) needs libcudart.so.13 + libcublas.so.13 (its CUDA 12 build: .so.12); ONNX models need those, cuRAND, cuDNN 9 and the onnxruntime CUDA provider (./install.sh --cuda installs them all)"
   local ort="$DEST/lib/onnxruntime-node/bin/napi-v6/linux/x64"

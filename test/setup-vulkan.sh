@@ -4,7 +4,7 @@
 # Vulkan loader and Mesa's drivers when missing; part of the README's test command.
 set -euo pipefail
 ICD_DIRS=(/usr/share/vulkan/icd.d /etc/vulkan/icd.d)
-have_loader() { ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 ' || [ -e /usr/lib/x86_64-linux-gnu/libvulkan.so.1 ]; }
+have_loader() { grep -q 'libvulkan\.so\.1 ' <<<"$(ldconfig -p 2>/dev/null)" || [ -e /usr/lib/x86_64-linux-gnu/libvulkan.so.1 ]; } # not `ldconfig -p | grep -q`: under pipefail grep's early exit fails the pipe
 have_lvp() { local d; for d in "${ICD_DIRS[@]}"; do ls "$d"/lvp_icd*.json >/dev/null 2>&1 && return 0; done; return 1; }
 if have_loader && have_lvp; then exit 0; fi
 echo "setup-vulkan: installing Debian's libvulkan1 and mesa-vulkan-drivers for the chat engine's Vulkan tests" >&2

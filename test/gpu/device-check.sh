@@ -59,10 +59,18 @@ export DEVICE_CHECK_ROWS="$ROWS"
 DEVICES=",${DEVICES:-cuda,vulkan,cpu},"
 want() { [[ $DEVICES == *",$1,"* ]]; }
 
+# A machine with no network and no Bun (the lent GPU machines): the pack made by
+# test/gpu/device-pack.ts travels beside the checkout (carry .cache/device-pack) and is unpacked here.
+PACK=${DEVICE_PACK:-$ROOT/.cache/device-pack}
+PACKED=0
+if [ ! -d "$ROOT/node_modules/node-llama-cpp" ] && [ -f "$PACK/manifest.json" ]; then
+  "$ROOT/test/gpu/device-unpack.sh" "$PACK" || { echo "device-check: the pack in $PACK did not unpack" >&2; exit 2; }
+  PACKED=1
+fi
 BUN=$(command -v bun || true)
 for b in "$HOME/.local/bin/bun" "$ROOT/node_modules/.bin/bun"; do [ -n "$BUN" ] || { [ -x "$b" ] && BUN=$b; }; done
 if [ -z "$BUN" ]; then echo "device-check: bun not found (PATH, ~/.local/bin, node_modules/.bin)" >&2; exit 2; fi
-[ -d "$ROOT/node_modules/node-llama-cpp" ] || { echo "device-check: node_modules is missing (./install.sh, or carry it)" >&2; exit 2; }
+[ -d "$ROOT/node_modules/node-llama-cpp" ] || { echo "device-check: node_modules is missing (./install.sh here; on a machine with no network, carry the pack bun test/gpu/device-pack.ts makes)" >&2; exit 2; }
 CORES=$(nproc 2>/dev/null || echo 2)
 
 # ---- the table ---------------------------------------------------------------------------------
@@ -169,13 +177,21 @@ else
   want cuda && row "host: NVIDIA GPU" "cuda" "no NVIDIA GPU" "" "nvidia-smi lists none: every CUDA row below is skipped"
 fi
 
+if [ $PACKED = 1 ]; then
+  # what the pack left out (its manifest): those rows below say "absent" or "skipped"
+  left=$(sed -n '/"leftOut"/,/}/p' "$PACK/manifest.json" | sed -n 's/^ *"\([^"]*\)": "\([^"]*\)",\{0,1\}$/\1 (\2)/p' | paste -sd ';' -)
+  row "pack" "" "unpacked" "$(du -sh "$PACK" | cut -f1) carried" "test/gpu/device-pack.ts; left out: $left"
+fi
+
 # The CUDA 13 runtime that node-llama-cpp's CUDA builds link (libcudart.so.13, libcublas.so.13): the
 # system's, else where a toolkit or Python's NVIDIA wheels keep it (added to LD_LIBRARY_PATH).
 CUBLAS_ROOT=""
+# the linker's cache, read once: `ldconfig -p | grep -q` under pipefail fails at random (grep's early exit is ldconfig's SIGPIPE)
+LDCACHE=$(ldconfig -p 2>/dev/null || true)
 find_cuda_libs() {
   local missing=() found=() lib dir d
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
-    if ldconfig -p 2>/dev/null | grep -q "[[:space:]]$lib "; then found+=("$lib (system)"); continue; fi
+    if grep -q "[[:space:]]$lib " <<<"$LDCACHE"; then found+=("$lib (system)"); continue; fi
     dir=""
     local ld=${LD_LIBRARY_PATH:-}
     for d in ${ld//:/ } /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/*/lib "$ROOT/lib/cuda"; do
@@ -203,7 +219,7 @@ find_cuda_libs() {
 # workaround for its descriptor bug (test/engines/llama/lavapipe-descriptors.c).
 VK_ENV=()
 if want vulkan; then
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '; then
+  if ! grep -q 'libvulkan\.so\.1 ' <<<"$LDCACHE"; then
     row "host: Vulkan" "vulkan" "no Vulkan loader" "" "libvulkan.so.1 is not installed: every Vulkan step is skipped"
     DEVICES=${DEVICES/,vulkan,/,}
   elif [ $NVIDIA = 1 ]; then
@@ -236,7 +252,9 @@ if [ $NVIDIA = 1 ] && want cuda; then
     row "CUDA source build" "cuda" "present" "" "$(cuda_lib_of source)"
   else
     SOURCE_BUILD=1
-    step_start source-build "$LOGS/cuda-source-build.log" "$BUN" src/ops/build/cuda-source.ts --lib "$DEVICE_CHECK_LIB" --jobs "$CORES"
+    # from the llama.cpp source the llama addon's build unpacked (or the pack brought), not a second copy
+    LLAMA_SRC=$(ls -d "$ROOT"/node_modules/.appliance/mtmd/llama.cpp-* 2>/dev/null | head -n 1)
+    step_start source-build "$LOGS/cuda-source-build.log" "$BUN" src/ops/build/cuda-source.ts --lib "$DEVICE_CHECK_LIB" --jobs "$CORES" ${LLAMA_SRC:+--source "$LLAMA_SRC"}
   fi
 fi
 # the benches run on CUDA (where a build decodes), on Vulkan, and on the CPU in reduced mode only
@@ -319,7 +337,7 @@ fi
 CUDA_OK=""
 if [ $NVIDIA = 1 ] && want cuda; then
   for b in source 13 12; do
-    if cat "${PROBE_LOGS[@]}" 2>/dev/null | grep -qx "cuda-decodes: $b"; then CUDA_OK=$b; break; fi
+    if [ ${#PROBE_LOGS[@]} -gt 0 ] && grep -qx "cuda-decodes: $b" "${PROBE_LOGS[@]}" 2>/dev/null; then CUDA_OK=$b; break; fi
   done
   if [ -n "$CUDA_OK" ]; then
     export DEVICE_CHECK_CUDA_BUILD=$CUDA_OK
@@ -381,6 +399,10 @@ bench_device() {
 }
 onnx_device() {
   local device=$1
+  if [ ! -d "$ROOT/node_modules/onnxruntime-node" ]; then
+    for c in embeddings images; do row "$c" "$device" "skipped" "" "onnxruntime is not here (left out of the pack: the pack row says why)"; done
+    return
+  fi
   run "embeddings" "$device" 120 env BENCH_DEVICE="$device" BENCH_ROUNDS=1 "$BUN" test/gpu/bench-step.ts embeddings
   run "images" "$device" 180 env BENCH_DEVICE="$device" BENCH_ROUNDS=1 BENCH_IMAGE_SIZES=512 "$BUN" test/gpu/bench-step.ts images
 }

@@ -128,6 +128,8 @@ export interface SourceBuildOptions {
   driver: string;
   /** node-llama-cpp's llama/ folder (its gitRelease.bundle and llama.cpp.info.json). */
   llamaDir: string;
+  /** A llama.cpp source tree of that release to build from instead of unpacking the bundle (a machine with no git, or a packed copy). */
+  source?: string;
   /** Source checkout and build tree (kept for ccache and a later rebuild). */
   workDir?: string;
   jobs?: number;
@@ -188,18 +190,19 @@ export async function buildCudaFromSource(o: SourceBuildOptions): Promise<Source
   const log = o.log ?? ((l: string) => console.log(l));
   const started = performance.now();
   const info = JSON.parse(readFileSync(join(o.llamaDir, "llama.cpp.info.json"), "utf8")) as { tag: string };
-  const bundle = join(o.llamaDir, "gitRelease.bundle");
-  if (!existsSync(bundle)) throw new Error(`node-llama-cpp's llama.cpp source is missing (${bundle})`);
   const prebuilt = join(o.lib, o.prebuilt ?? PREBUILT);
   if (!existsSync(join(prebuilt, "libggml-base.so"))) throw new Error(`node-llama-cpp's CUDA build is not installed (${prebuilt}); the source build replaces its libggml-cuda.so`);
   if (!Bun.which("cmake") || !Bun.which("ninja")) throw new Error("the CUDA source build needs cmake and ninja (apt install cmake ninja-build)");
-  if (!Bun.which("git")) throw new Error("the CUDA source build needs git, to unpack node-llama-cpp's llama.cpp source");
 
   const work = o.workDir ?? defaultWorkDir(info.tag);
-  const src = join(work, "llama.cpp");
+  const src = o.source ? resolve(o.source) : join(work, "llama.cpp");
   const build = join(work, `build-${o.archs.join("-")}`);
   mkdirSync(work, { recursive: true });
+  if (o.source && !existsSync(join(src, "ggml", "src", "ggml-cuda", "CMakeLists.txt"))) throw new Error(`${src} is not a llama.cpp source tree with ggml's CUDA backend`);
   if (!existsSync(join(src, "CMakeLists.txt"))) {
+    const bundle = join(o.llamaDir, "gitRelease.bundle");
+    if (!existsSync(bundle)) throw new Error(`node-llama-cpp's llama.cpp source is missing (${bundle})`);
+    if (!Bun.which("git")) throw new Error("the CUDA source build needs git, to unpack node-llama-cpp's llama.cpp source");
     log(`cuda-build: unpacking llama.cpp ${info.tag} (node-llama-cpp's source) into ${src}`);
     rmSync(src, { recursive: true, force: true });
     run(["git", "clone", "--quiet", bundle, src], undefined, "unpacking llama.cpp's source");
@@ -287,7 +290,7 @@ if (import.meta.main) {
   };
   const lib = opt("--lib");
   if (!lib) {
-    console.error("usage: bun src/ops/build/cuda-source.ts --lib DIR [--cuda-arch 90[,89]] [--nvcc PATH] [--jobs N]");
+    console.error("usage: bun src/ops/build/cuda-source.ts --lib DIR [--cuda-arch 90[,89]] [--nvcc PATH] [--jobs N] [--source LLAMA_CPP_DIR]");
     process.exit(2);
   }
   const inputs = sourceBuildInputs({ lib, archs: opt("--cuda-arch"), nvcc: opt("--nvcc") });
@@ -297,7 +300,7 @@ if (import.meta.main) {
   }
   try {
     const jobs = opt("--jobs") ? Number(opt("--jobs")) : undefined;
-    await buildCudaFromSource({ lib, ...inputs, llamaDir: join(import.meta.dir, "..", "..", "..", "node_modules", "node-llama-cpp", "llama"), jobs });
+    await buildCudaFromSource({ lib, ...inputs, llamaDir: join(import.meta.dir, "..", "..", "..", "node_modules", "node-llama-cpp", "llama"), source: opt("--source"), jobs });
   } catch (e) {
     console.error(`cuda-build: ${(e as Error).message}`);
     process.exit(1);
