@@ -141,16 +141,15 @@ fi
 #     itself where nvcc is present and neither prebuilt CUDA build decodes on this GPU (the same
 #     decode test the server runs). Its build tree stays in ~/.cache/appliance/cuda-build, so a
 #     second install recompiles nothing that did not change. A failure leaves the prebuilt builds.
-if [ "$CUDA" = 1 ] && [ "$CUDA_BUILD" = auto ] && command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  CUDA_BUILD=0
-  if ! "$DEST.new/appliance" internal cuda-probe >/dev/null 2>&1 && ! APPLIANCE_LLAMA_CUDA_BUILD=12 "$DEST.new/appliance" internal cuda-probe >/dev/null 2>&1; then
-    say "no prebuilt CUDA build decodes on this GPU: building llama.cpp's CUDA backend with this host's nvcc"
-    CUDA_BUILD=1
-  fi
-fi
 if [ "$CUDA_BUILD" = 1 ]; then
   say "building llama.cpp's CUDA backend with this host's nvcc (several minutes; progress below)"
   if ! (cd "$CHECKOUT" && "$BUN" src/ops/build/cuda-source.ts --lib "$DEST.new/lib" ${CUDA_ARCH:+--cuda-arch "$CUDA_ARCH"}); then
+    say "warning: the CUDA source build failed (see above): the prebuilt CUDA builds are used where they decode"
+  fi
+elif [ "$CUDA" = 1 ]; then
+  # the rule (src/ops/build/cuda-source.ts autoBuildDecision): a GPU, nvcc (PATH, CUDA_HOME,
+  # /usr/local/cuda*), and neither prebuilt build passing the decode probe; it says which and why
+  if ! (cd "$CHECKOUT" && "$BUN" src/ops/build/cuda-source.ts --lib "$DEST.new/lib" --auto "$DEST.new/appliance"); then
     say "warning: the CUDA source build failed (see above): the prebuilt CUDA builds are used where they decode"
   fi
 fi

@@ -1,8 +1,8 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { archsFromComputeCaps, cmakeConfigure, findCublas, installSourceBuild, ninjaProgress, nvccVersionOf, parseArchs, sourceBuildInputs } from "../../src/ops/build/cuda-source";
-import { CUDA_SOURCE_BINS } from "../../src/3-engines/installed";
+import { archsFromComputeCaps, autoBuildDecision, cmakeConfigure, findCublas, installSourceBuild, ninjaProgress, nvccVersionOf, parseArchs, sourceBuildInputs } from "../../src/ops/build/cuda-source";
+import { CUDA12_BINS, CUDA_SOURCE_BINS } from "../../src/3-engines/installed";
 import { tempDir } from "../helpers/app";
 
 // The CUDA source build's pieces that need no compiler run (issue 49): architectures from
@@ -113,4 +113,52 @@ test("the build is installed as a folder of its own: the prebuilt's files linked
   installSourceBuild(lib, prebuilt, built);
   expect(readFileSync(join(dir, "libggml-cuda.so"), "utf8")).toBe("built again");
   expect(existsSync(join(prebuilt, "libggml-cuda.so"))).toBe(true); // the prebuilt is untouched
+});
+
+test("install.sh's own rule: it builds only with a GPU, nvcc, and no prebuilt build that decodes, probing them in the runtime's order", async () => {
+  const toolkit = { nvcc: "/usr/local/cuda-13.0/bin/nvcc", version: "13.0", root: "/usr/local/cuda-13.0" };
+  const asked: string[] = [];
+  const probe = (ok: string | null) => async (b: "13" | "12") => (asked.push(b), b === ok ? null : "a CUDA decode test failed (exit 134): CUDA error: the provided PTX was compiled with an unsupported toolchain");
+  expect(await autoBuildDecision({ gpus: [], toolkit, prebuilt: ["13"], decodes: probe(null) })).toEqual({ build: false, why: "nvidia-smi lists no GPU here" });
+  expect((await autoBuildDecision({ gpus: ["90"], toolkit: null, prebuilt: ["13"], decodes: probe(null) })).build).toBe(false);
+  expect(asked).toEqual([]); // nothing probed without a GPU and nvcc
+  expect(await autoBuildDecision({ gpus: ["90"], toolkit, prebuilt: ["13", "12"], decodes: probe("13") })).toEqual({ build: false, why: "node-llama-cpp's CUDA 13 build decodes on this GPU" });
+  expect(asked.splice(0)).toEqual(["13"]);
+  expect((await autoBuildDecision({ gpus: ["90"], toolkit, prebuilt: ["13", "12"], decodes: probe("12") })).why).toBe("node-llama-cpp's CUDA 12 build decodes on this GPU");
+  expect(asked.splice(0)).toEqual(["13", "12"]);
+  const build = await autoBuildDecision({ gpus: ["90"], toolkit, prebuilt: ["13", "12"], decodes: probe(null) });
+  expect(build.build).toBe(true);
+  expect(build.why).toContain("CUDA 13: a CUDA decode test failed (exit 134): CUDA error: the provided PTX");
+  expect(build.why).toContain("nvcc 13.0 is here");
+});
+
+test("./install.sh's call, --auto with the new executable: probes it, says what it decides and why (--check builds nothing)", () => {
+  // a host with an H200 (nvidia-smi), nvcc 13.0, and an executable whose probe passes only for the build named in its environment
+  const host = join(root, "auto-host");
+  const bin = join(host, "bin");
+  mkdirSync(bin, { recursive: true });
+  const script = (name: string, body: string) => {
+    writeFileSync(join(bin, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+    return join(bin, name);
+  };
+  script("nvidia-smi", `case "$*" in *compute_cap*) echo 9.0 ;; *) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;; esac`);
+  const nvcc = script("nvcc", `echo "Cuda compilation tools, release 13.0, V13.0.88"`);
+  const appliance = script("appliance", `[ "$APPLIANCE_LLAMA_CUDA_BUILD" = "$DECODES_ON" ] && { echo "cuda-probe: ok"; exit 0; }; echo "CUDA error: the provided PTX was compiled with an unsupported toolchain" >&2; exit 134`);
+  const lib = join(host, "lib");
+  mkdirSync(join(lib, CUDA12_BINS), { recursive: true });
+  const run = (decodesOn: string) => {
+    const r = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "..", "src", "ops", "build", "cuda-source.ts"), "--lib", lib, "--auto", appliance, "--nvcc", nvcc, "--check"], {
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, DECODES_ON: decodesOn },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(r.exitCode, r.stderr.toString()).toBe(0);
+    return r.stdout.toString().trim();
+  };
+  expect(run("")).toBe("cuda-build: not building: node-llama-cpp's CUDA 13 build decodes on this GPU"); // 13 is probed with the variable unset
+  expect(run("12")).toBe("cuda-build: not building: node-llama-cpp's CUDA 12 build decodes on this GPU");
+  const none = run("source");
+  expect(none).toStartWith("cuda-build: building: no prebuilt CUDA build decodes on this GPU (CUDA 13: a CUDA decode test failed (exit 134): CUDA error: the provided PTX");
+  expect(none).toContain("CUDA 12: ");
+  expect(none).toEndWith("nvcc 13.0 is here");
 });

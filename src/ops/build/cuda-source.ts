@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, copyFileSync, lstatSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
-import { CUDA_SOURCE_BINS } from "../../3-engines/installed";
+import { CUDA12_BINS, CUDA_SOURCE_BINS } from "../../3-engines/installed";
+import { probeCudaDecode } from "../../3-engines/llama/cuda-probe";
 
 // `./install.sh --cuda-build` (issue 49): llama.cpp's CUDA backend (libggml-cuda.so) compiled with
 // this host's nvcc for this host's GPUs, from the llama.cpp source node-llama-cpp ships (its
@@ -282,6 +283,30 @@ export function sourceBuildInputs(o: { lib: string; archs?: string; nvcc?: strin
   return { ok: true, toolkit, archs, cublas, driver };
 }
 
+export type PrebuiltCuda = "13" | "12";
+
+export interface AutoDecision {
+  build: boolean;
+  why: string;
+}
+
+/**
+ * install.sh's rule for building CUDA by itself (no --cuda-build): an NVIDIA GPU is seen, nvcc is
+ * here (on the PATH or where findNvcc looks: /usr/local/cuda-13.0 is not always on the PATH), and
+ * no prebuilt CUDA build passes the decode probe, in the runtime's order.
+ */
+export async function autoBuildDecision(o: { gpus: string[]; toolkit: CudaToolchain | null; prebuilt: PrebuiltCuda[]; decodes: (b: PrebuiltCuda) => Promise<string | null> }): Promise<AutoDecision> {
+  if (!o.gpus.length) return { build: false, why: "nvidia-smi lists no GPU here" };
+  if (!o.toolkit) return { build: false, why: "no nvcc here (NVIDIA's CUDA toolkit): the prebuilt CUDA builds are used where they decode" };
+  const failed: string[] = [];
+  for (const b of o.prebuilt) {
+    const why = await o.decodes(b);
+    if (why === null) return { build: false, why: `node-llama-cpp's CUDA ${b} build decodes on this GPU` };
+    failed.push(`CUDA ${b}: ${why}`);
+  }
+  return { build: true, why: `no prebuilt CUDA build decodes on this GPU (${failed.join("; ") || "none is installed"}); nvcc ${o.toolkit.version} is here` };
+}
+
 if (import.meta.main) {
   const args = process.argv.slice(2);
   const opt = (name: string) => {
@@ -290,8 +315,18 @@ if (import.meta.main) {
   };
   const lib = opt("--lib");
   if (!lib) {
-    console.error("usage: bun src/ops/build/cuda-source.ts --lib DIR [--cuda-arch 90[,89]] [--nvcc PATH] [--jobs N] [--source LLAMA_CPP_DIR]");
+    console.error("usage: bun src/ops/build/cuda-source.ts --lib DIR [--cuda-arch 90[,89]] [--nvcc PATH] [--jobs N] [--source LLAMA_CPP_DIR] [--auto APPLIANCE [--check]]");
     process.exit(2);
+  }
+  // --auto APPLIANCE: build only where install.sh's rule says so, probing the prebuilt builds with
+  // that executable (`APPLIANCE internal cuda-probe`); --check says what it would do and builds nothing.
+  const auto = opt("--auto");
+  if (auto) {
+    const toolkit = findNvcc(opt("--nvcc"));
+    const prebuilt: PrebuiltCuda[] = ["13", ...(existsSync(join(lib, CUDA12_BINS)) ? (["12"] as const) : [])];
+    const decision = await autoBuildDecision({ gpus: hostArchs(), toolkit, prebuilt, decodes: (b) => probeCudaDecode(b, 120_000, [resolve(auto), "internal", "cuda-probe"]) });
+    console.log(`cuda-build: ${decision.build ? "building" : "not building"}: ${decision.why}`);
+    if (!decision.build || args.includes("--check")) process.exit(0);
   }
   const inputs = sourceBuildInputs({ lib, archs: opt("--cuda-arch"), nvcc: opt("--nvcc") });
   if (!inputs.ok) {
