@@ -1,7 +1,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { archsFromComputeCaps, autoBuildDecision, cmakeConfigure, findCublas, installSourceBuild, ninjaProgress, nvccVersionOf, parseArchs, sourceBuildInputs } from "../../src/ops/build/cuda-source";
+import { archsFromComputeCaps, autoBuildDecision, builtFrom, cmakeConfigure, findCublas, installSourceBuild, ninjaProgress, nvccVersionOf, parseArchs, sourceBuildInputs } from "../../src/ops/build/cuda-source";
 import { CUDA12_BINS, CUDA_SOURCE_BINS } from "../../src/3-engines/installed";
 import { tempDir } from "../helpers/app";
 
@@ -161,4 +161,12 @@ test("./install.sh's call, --auto with the new executable: probes it, says what 
   expect(none).toStartWith("cuda-build: building: no prebuilt CUDA build decodes on this GPU (CUDA 13: a CUDA decode test failed (exit 134): CUDA error: the provided PTX");
   expect(none).toContain("CUDA 12: ");
   expect(none).toEndWith("nvcc 13.0 is here");
+});
+
+test("a build tree remembers the source folder it was configured from (a tree from another one is started afresh)", () => {
+  const build = join(root, "build-90");
+  expect(builtFrom(build)).toBeNull();
+  mkdirSync(build, { recursive: true });
+  writeFileSync(join(build, "CMakeCache.txt"), "CMAKE_BUILD_TYPE:STRING=Release\nCMAKE_HOME_DIRECTORY:INTERNAL=/home/u/.cache/appliance/cuda-build/v0.5.0/llama.cpp\n");
+  expect(builtFrom(build)).toBe("/home/u/.cache/appliance/cuda-build/v0.5.0/llama.cpp");
 });

@@ -148,6 +148,14 @@ export interface SourceBuild {
   seconds: number;
 }
 
+/** The source folder a CMake build tree was configured from (its CMakeCache.txt), null where there is none. */
+export function builtFrom(build: string): string | null {
+  const cache = join(build, "CMakeCache.txt");
+  if (!existsSync(cache)) return null;
+  const m = /^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m.exec(readFileSync(cache, "utf8"));
+  return m ? resolve(m[1]!) : null;
+}
+
 /** The default work folder: the user's cache, one per llama.cpp release. */
 export function defaultWorkDir(tag: string): string {
   return join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "appliance", "cuda-build", tag);
@@ -200,6 +208,8 @@ export async function buildCudaFromSource(o: SourceBuildOptions): Promise<Source
   const build = join(work, `build-${o.archs.join("-")}`);
   mkdirSync(work, { recursive: true });
   if (o.source && !existsSync(join(src, "ggml", "src", "ggml-cuda", "CMakeLists.txt"))) throw new Error(`${src} is not a llama.cpp source tree with ggml's CUDA backend`);
+  // CMake refuses a build tree configured from another source folder: a tree of the other one is started afresh
+  if (builtFrom(build) !== null && builtFrom(build) !== src) rmSync(build, { recursive: true, force: true });
   if (!existsSync(join(src, "CMakeLists.txt"))) {
     const bundle = join(o.llamaDir, "gitRelease.bundle");
     if (!existsSync(bundle)) throw new Error(`node-llama-cpp's llama.cpp source is missing (${bundle})`);
