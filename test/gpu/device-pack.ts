@@ -224,7 +224,7 @@ export async function devicePack(o: { out: string; vulkan: boolean; log?: (l: st
   const { roots, inputs } = await importedPackages();
   const llamaPkgs = [`@node-llama-cpp/${HOST}`, `@node-llama-cpp/${HOST}-cuda`, ...(o.vulkan ? [`@node-llama-cpp/${HOST}-vulkan`] : [])];
   const leftOut: Record<string, string> = {
-    ...Object.fromEntries(Object.entries(LEFT_OUT).map(([k, v]) => [k, v])),
+    ...LEFT_OUT,
     [`@node-llama-cpp/${HOST}-cuda/…/libggml-cuda.so`]: "node-llama-cpp's CUDA 13 kernels, 159 MB: the source build is made there instead",
     [`@node-llama-cpp/${HOST}-cuda-ext`]: "the CUDA 12 fallback and CUDA's own libraries, 358 MB",
   };
@@ -284,8 +284,9 @@ export async function devicePack(o: { out: string; vulkan: boolean; log?: (l: st
   return manifest;
 }
 
+/** The pack's bytes: its three files, and room for the manifest and the version stamp (a few KB). */
 export function packBytes(m: PackManifest): number {
-  return Object.values(m.files).reduce((a, b) => a + b, 0) + 4096;
+  return Object.values(m.files).reduce((a, b) => a + b, 0) + 16 * 1024;
 }
 
 if (import.meta.main) {
