@@ -219,6 +219,17 @@ find_cuda_libs() {
 # workaround for its descriptor bug (test/engines/llama/lavapipe-descriptors.c).
 VK_ENV=()
 if want vulkan; then
+  # what the machine lacks of the loader and glvnd's dispatch library (the NVIDIA Vulkan ICD links
+  # it): the pack's copies (test/gpu/device-pack.ts), each folder on the library path only then
+  VK_LOADER_NOTE=""
+  for lib in libvulkan.so.1 libGLdispatch.so.0; do
+    packed="$ROOT/node_modules/.appliance/vulkan-loader/$lib"
+    if ! grep -q "[[:space:]]${lib//./\\.} " <<<"$LDCACHE" && [ -e "$packed/$lib" ]; then
+      export LD_LIBRARY_PATH="$packed${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      LDCACHE="$LDCACHE"$'\n'"	$lib (libc6,x86-64) => $packed/$lib"
+      VK_LOADER_NOTE="$VK_LOADER_NOTE; the pack's $lib (this machine has none)"
+    fi
+  done
   if ! grep -q 'libvulkan\.so\.1 ' <<<"$LDCACHE"; then
     row "host: Vulkan" "vulkan" "no Vulkan loader" "" "libvulkan.so.1 is not installed: every Vulkan step is skipped"
     DEVICES=${DEVICES/,vulkan,/,}
@@ -227,12 +238,12 @@ if want vulkan; then
     if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$nv_icd" ] && ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
       export VK_DRIVER_FILES=$nv_icd
     fi
-    row "host: Vulkan" "vulkan" "loader present" "" "the GPU's own Vulkan driver${VK_DRIVER_FILES:+ (VK_DRIVER_FILES=$VK_DRIVER_FILES)}; llvmpipe not admitted"
+    row "host: Vulkan" "vulkan" "loader present" "" "the GPU's own Vulkan driver${VK_DRIVER_FILES:+ (VK_DRIVER_FILES=$VK_DRIVER_FILES)}; llvmpipe not admitted$VK_LOADER_NOTE"
   else
     VK_ENV=(GGML_VK_VISIBLE_DEVICES=0 "XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}")
     preload="$WORK/liblavapipe-descriptors.so"
     if cc -shared -fPIC -O2 -o "$preload" "$ROOT/test/engines/llama/lavapipe-descriptors.c" -ldl 2>"$LOGS/lavapipe.log"; then VK_ENV+=("LD_PRELOAD=$preload"); fi
-    row "host: Vulkan" "vulkan" "llvmpipe" "" "Mesa's CPU Vulkan device, admitted with GGML_VK_VISIBLE_DEVICES=0 (reduced mode)"
+    row "host: Vulkan" "vulkan" "llvmpipe" "" "Mesa's CPU Vulkan device, admitted with GGML_VK_VISIBLE_DEVICES=0 (reduced mode)$VK_LOADER_NOTE"
   fi
 fi
 

@@ -9,7 +9,8 @@
 //   node_modules.tar.xz  the packages the check's entry points import (Bun's bundler lists them, read
 //                        from its metafile), with node-llama-cpp, its CPU build, its CUDA build less
 //                        its 159 MB libggml-cuda.so (the source build made there replaces it), its
-//                        Vulkan build, and this checkout's llama addon; identical files once
+//                        Vulkan build (and this host's Vulkan loader, for a machine with the
+//                        driver's ICD but no loader), and this checkout's llama addon; identical files once
 //   llama.cpp.tar.xz     the part of llama.cpp's source (node-llama-cpp's release) that the CUDA
 //                        source build and llama-server need, with LLAMA_COMMIT in place of .git
 //   manifest.json        what is in it, what was left out and why, sizes
@@ -19,7 +20,7 @@
 // onnxruntime (and its CUDA provider, which only `./install.sh --cuda` fetches) and transformers.js:
 // the check's rows say so.
 import { createHash } from "node:crypto";
-import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { addonBuildDir, llamaTag } from "../../src/3-engines/llama/native/addon-path";
 import { llamaCppSource } from "../../src/3-engines/llama/native/build";
@@ -28,6 +29,18 @@ const ROOT = resolve(import.meta.dir, "..", "..");
 const NM = join(ROOT, "node_modules");
 export const LIMIT_BYTES = 64 * 1024 * 1024;
 const HOST = `${process.platform}-${process.arch}`;
+
+/** Where the pack puts the Vulkan loader's libraries, each in a folder of its name (under node_modules, so they unpack with the packages). */
+export const VULKAN_LOADER_DIR = join("node_modules", ".appliance", "vulkan-loader");
+export const VULKAN_LOADER_LIBS = ["libvulkan.so.1", "libGLdispatch.so.0"];
+
+/** A library of this host, the file itself (ldconfig's entry resolved), or null. */
+function hostLibrary(name: string): string | null {
+  const r = Bun.spawnSync(["ldconfig", "-p"], { stdout: "pipe", stderr: "pipe" });
+  const line = r.stdout.toString().split("\n").find((l) => l.trim().startsWith(`${name} (libc6,x86-64)`));
+  const path = line?.split(" => ")[1]?.trim();
+  return path && existsSync(path) ? realpathSync(path) : null;
+}
 
 /** Packages left behind on purpose, with the reason the check's table gives. */
 export const LEFT_OUT: Record<string, string> = {
@@ -251,6 +264,21 @@ export async function devicePack(o: { out: string; vulkan: boolean; log?: (l: st
   }
   // this checkout's llama addon (decode loop, scoring, mtmd), built by install.sh for the native sources here
   stage(addonDir, join(stageDir, relative(ROOT, addonDir)), seen, () => true, s);
+  // the Vulkan loader and glvnd's dispatch library (which the NVIDIA driver's Vulkan ICD,
+  // libGLX_nvidia.so.0, links), ~0.6 MB, needing only libc: a GPU machine's image may have the
+  // driver but neither; device-check.sh puts each on the library path only where it is missing
+  for (const name of o.vulkan ? VULKAN_LOADER_LIBS : []) {
+    const lib = hostLibrary(name);
+    if (!lib) {
+      leftOut[name] = "this host has none to carry";
+      continue;
+    }
+    const dir = join(stageDir, VULKAN_LOADER_DIR, name);
+    mkdirSync(dir, { recursive: true });
+    linkSync(lib, join(dir, name));
+    s.files++;
+    s.bytes += statSync(lib).size;
+  }
 
   const files: Record<string, number> = {};
   const nmOut = join(out, "node_modules.tar.xz");
