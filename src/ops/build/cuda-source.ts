@@ -209,7 +209,8 @@ export async function buildCudaFromSource(o: SourceBuildOptions): Promise<Source
   mkdirSync(work, { recursive: true });
   if (o.source && !existsSync(join(src, "ggml", "src", "ggml-cuda", "CMakeLists.txt"))) throw new Error(`${src} is not a llama.cpp source tree with ggml's CUDA backend`);
   // CMake refuses a build tree configured from another source folder: a tree of the other one is started afresh
-  if (builtFrom(build) !== null && builtFrom(build) !== src) rmSync(build, { recursive: true, force: true });
+  const configuredFrom = builtFrom(build);
+  if (configuredFrom !== null && configuredFrom !== src) rmSync(build, { recursive: true, force: true });
   if (!existsSync(join(src, "CMakeLists.txt"))) {
     const bundle = join(o.llamaDir, "gitRelease.bundle");
     if (!existsSync(bundle)) throw new Error(`node-llama-cpp's llama.cpp source is missing (${bundle})`);
